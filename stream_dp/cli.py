@@ -1,0 +1,42 @@
+"""The ``stream-dp`` command line: one sub-command per module in ``stream_dp.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS = ("plan", "experiment", "release", "produce", "serve", "demo")
+
+
+class CliError(Exception):
+    """A bad command-line value: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stream-dp",
+        description="User-level differentially private hexagon-hour statistics from Kafka.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"stream_dp.commands.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except CliError as exc:
+        print(f"stream-dp {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

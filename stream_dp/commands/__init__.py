@@ -1,0 +1,1 @@
+"""Sub-commands of the ``stream-dp`` CLI; each module exposes ``register(subparsers)``."""

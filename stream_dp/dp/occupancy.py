@@ -1,0 +1,95 @@
+"""The occupancy array ``m[g, l]``: how many readings vehicle ``l`` has in cell ``g`` (public).
+
+Stored sparsely (one entry per non-zero ``(cell, vehicle)`` pair). Cell and vehicle ids are
+strings; their indices follow ascending string order, which is the tie-break order that
+CLIP-USER uses (MATH.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+IntArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Sparse occupancy array.
+
+    ``cells`` and ``vehicles`` are sorted ascending; entry ``i`` says vehicle
+    ``vehicles[vehicle_index[i]]`` has ``count[i] > 0`` readings in ``cells[cell_index[i]]``.
+    Entries are sorted by ``(cell_index, vehicle_index)`` and unique.
+    """
+
+    cells: tuple[str, ...]
+    vehicles: tuple[str, ...]
+    cell_index: IntArray
+    vehicle_index: IntArray
+    count: IntArray
+
+    @classmethod
+    def from_triples(cls, triples: Iterable[tuple[str, str, int]]) -> Occupancy:
+        """Build from ``(cell, vehicle, count)`` triples; repeated pairs are summed."""
+        merged: dict[tuple[str, str], int] = {}
+        for cell, vehicle, count in triples:
+            if count <= 0:
+                raise ValueError(f"count must be positive, got {count} for ({cell!r}, vehicle)")
+            key = (str(cell), str(vehicle))
+            merged[key] = merged.get(key, 0) + int(count)
+        return cls.from_arrays(
+            [c for c, _ in merged], [v for _, v in merged], list(merged.values())
+        )
+
+    @classmethod
+    def from_arrays(
+        cls, cells: Iterable[str], vehicles: Iterable[str], counts: Iterable[int]
+    ) -> Occupancy:
+        """Build from parallel sequences (one per non-zero pair; repeated pairs are summed)."""
+        cell_arr = np.asarray(list(cells), dtype=object)
+        vehicle_arr = np.asarray(list(vehicles), dtype=object)
+        count_arr = np.asarray(list(counts), dtype=np.int64)
+        if not (len(cell_arr) == len(vehicle_arr) == len(count_arr)):
+            raise ValueError("cells, vehicles and counts must have the same length")
+        if len(count_arr) and int(count_arr.min()) <= 0:
+            raise ValueError("every count must be a positive integer")
+        cell_names, cell_idx = np.unique(cell_arr.astype(str), return_inverse=True)
+        vehicle_names, vehicle_idx = np.unique(vehicle_arr.astype(str), return_inverse=True)
+        n_vehicles = max(len(vehicle_names), 1)
+        key = cell_idx.astype(np.int64) * n_vehicles + vehicle_idx.astype(np.int64)
+        unique_key, inverse = np.unique(key, return_inverse=True)
+        summed = np.zeros(len(unique_key), dtype=np.int64)
+        np.add.at(summed, inverse, count_arr)
+        return cls(
+            cells=tuple(str(c) for c in cell_names),
+            vehicles=tuple(str(v) for v in vehicle_names),
+            cell_index=(unique_key // n_vehicles).astype(np.int64),
+            vehicle_index=(unique_key % n_vehicles).astype(np.int64),
+            count=summed,
+        )
+
+    @property
+    def n_entries(self) -> int:
+        return int(self.count.shape[0])
+
+    def grids_per_vehicle(self, mask: NDArray[np.bool_] | None = None) -> IntArray:
+        """``G_l``: the number of cells each vehicle occupies (counting only ``mask`` entries)."""
+        weights = None if mask is None else mask.astype(np.int64)
+        return np.bincount(
+            self.vehicle_index, weights=weights, minlength=len(self.vehicles)
+        ).astype(np.int64)
+
+    def total_per_cell(self) -> IntArray:
+        """``M_g = sum_l m[g, l]``."""
+        return np.bincount(self.cell_index, weights=self.count, minlength=len(self.cells)).astype(
+            np.int64
+        )
+
+    def max_per_cell(self) -> IntArray:
+        """``m*_g = max_l m[g, l]``."""
+        top = np.zeros(len(self.cells), dtype=np.int64)
+        np.maximum.at(top, self.cell_index, self.count)
+        return top

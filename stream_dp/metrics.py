@@ -1,0 +1,71 @@
+"""Prometheus metrics of a stream-dp worker.
+
+Names follow Prometheus conventions: ``stream_dp_`` prefix, base units, ``_total`` counters,
+and no per-vehicle or per-cell labels (a label value must never identify a vehicle or cell).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+
+class ServiceMetrics:
+    """All metrics of one worker, registered on their own registry (tests make many)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.readings = Counter(
+            "stream_dp_readings_total",
+            "Readings seen, by outcome (accepted, invalid, late).",
+            ["outcome"],
+            registry=r,
+        )
+        self.windows_released = Counter(
+            "stream_dp_windows_released_total", "Windows released (each exactly once).", registry=r
+        )
+        self.cells_released = Counter(
+            "stream_dp_cells_released_total", "Cell records released.", registry=r
+        )
+        self.window_privacy_loss = Gauge(
+            "stream_dp_window_privacy_loss_epsilon",
+            "K*epsilon: worst-case privacy loss of one vehicle in the last released window.",
+            registry=r,
+        )
+        self.window_privacy_loss_unclipped = Gauge(
+            "stream_dp_window_privacy_loss_unclipped_epsilon",
+            "G1*epsilon: what the last window would have cost without CLIP-USER.",
+            registry=r,
+        )
+        self.privacy_budget_spent = Counter(
+            "stream_dp_privacy_budget_spent_epsilon_total",
+            "Cumulative worst-case privacy loss (sum over released windows of K*epsilon).",
+            registry=r,
+        )
+        self.error_bound = Gauge(
+            "stream_dp_window_error_bound",
+            "Data-independent worst-case error bound E of the last released window.",
+            registry=r,
+        )
+        self.suppressed_pairs = Counter(
+            "stream_dp_suppressed_pairs_total",
+            "(cell, vehicle) pairs suppressed by CLIP-USER.",
+            registry=r,
+        )
+        self.release_latency = Histogram(
+            "stream_dp_release_latency_seconds",
+            "Time from window close to its records being published.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.watermark = Gauge(
+            "stream_dp_watermark_timestamp_seconds",
+            "Event-time watermark (largest event time seen minus grace), Unix seconds.",
+            registry=r,
+        )
+        self.ready = Gauge(
+            "stream_dp_ready", "1 once state recovery has finished, else 0.", registry=r
+        )
+        self.info = Info(
+            "stream_dp", "Release parameters: epsilon, upper, resolution, window.", registry=r
+        )
