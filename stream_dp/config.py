@@ -1,0 +1,161 @@
+"""Service configuration: environment variables (``STREAM_DP_*``) over an optional file.
+
+The file is TOML or JSON, named by ``STREAM_DP_CONFIG_FILE``. Every value is validated at
+start; an invalid one fails fast with a message naming the field (:func:`load_settings`).
+Release parameters (``epsilon``, ``upper``, ``resolution``, ``window_seconds``) are
+configuration, never derived from the data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+CONFIG_FILE_ENV = "STREAM_DP_CONFIG_FILE"
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the field."""
+
+
+class Settings(BaseSettings):
+    """Everything a worker, the offline release and the demo need to know."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAM_DP_", extra="forbid", frozen=True)
+
+    # --- the release -------------------------------------------------------------------
+    epsilon: float = Field(1.0, gt=0, description="Per-cell budget (eps/2 mean + eps/2 var).")
+    upper: float = Field(65.0, gt=0, description="Public upper bound U of a reading (km/h).")
+    resolution: int = Field(8, ge=0, le=15, description="H3 resolution of the cells.")
+    window_seconds: int = Field(3600, gt=0, description="Event-time window (aligned to epoch).")
+    grace_seconds: float = Field(600.0, ge=0, description="Watermark = max event time - grace.")
+    idle_close_seconds: float = Field(
+        30.0, gt=0, description="Wall-clock seconds without readings before open windows close."
+    )
+    prefix_limit: int = Field(
+        64, ge=1, description="C: first readings kept per (window, cell, vehicle) for the cap."
+    )
+    error_bound: float | None = Field(None, gt=0, description="Optional E* for CLIP-USER.")
+    pseudo_user: bool = Field(True, description="Run the pseudo-user cap step (Sec. V-B3).")
+    min_vehicles: int = Field(1, ge=1, description="Release only cells with this many vehicles.")
+    top_cells: int | None = Field(None, ge=1, description="Release only the N busiest cells.")
+    mean_mechanism: str = Field("clip", description="Per-cell mean mechanism (see docs).")
+    delta: float | None = Field(None, gt=0, lt=1, description="delta for (eps, delta) means.")
+
+    # --- Kafka -------------------------------------------------------------------------
+    kafka_bootstrap: str | None = Field(
+        None, description="host:port[,host:port]; unset = start the embedded broker."
+    )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
+        "PLAINTEXT"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    app_id: str = Field("stream-dp", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    partitions: int = Field(4, ge=1, le=1024, description="Partitions of the readings topic.")
+    topic_readings: str = "stream-dp.readings"
+    topic_dlq: str = "stream-dp.readings.dlq"
+    topic_releases: str = "stream-dp.releases"
+    topic_partials: str = "stream-dp.partials"
+    topic_state: str = "stream-dp.state"
+    topic_release_log: str = "stream-dp.release-log"
+    batch_size: int = Field(2000, ge=1, description="Max messages per ingest batch.")
+    batch_seconds: float = Field(0.2, gt=0, description="Max wait to fill an ingest batch.")
+
+    # --- web ---------------------------------------------------------------------------
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(8000, ge=0, le=65535)
+
+    @field_validator("mean_mechanism")
+    @classmethod
+    def _known_mechanism(cls, value: str) -> str:
+        from stream_dp.mean_mechanism import known_mean_mechanisms
+
+        known = known_mean_mechanisms()
+        if value not in known:
+            raise ValueError(f"unknown mechanism {value!r}; known: {', '.join(sorted(known))}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if 86400 % self.window_seconds:
+            raise ValueError("window_seconds must divide a day (86400) so windows align")
+        if self.mean_mechanism == "cummings" and self.delta is None:
+            raise ValueError("delta is required by mean_mechanism 'cummings'")
+        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
+            raise ValueError("kafka_sasl_mechanism is required with a SASL security protocol")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _ConfigFileSource(settings_cls))
+
+    def info_labels(self) -> dict[str, str]:
+        """Release parameters for the ``stream_dp_info`` metric (no data-derived values)."""
+        return {
+            "epsilon": repr(self.epsilon),
+            "upper": repr(self.upper),
+            "resolution": str(self.resolution),
+            "window_seconds": str(self.window_seconds),
+            "mean_mechanism": self.mean_mechanism,
+        }
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """Values from the TOML/JSON file named by ``STREAM_DP_CONFIG_FILE`` (lowest priority)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self._values = _read_config_file(os.environ.get(CONFIG_FILE_ENV))
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def _read_config_file(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{CONFIG_FILE_ENV}: cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if file.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{CONFIG_FILE_ENV}: {path} is not valid: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{CONFIG_FILE_ENV}: {path} must hold a table of settings")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from overrides > environment > file; invalid values raise :class:`ConfigError`."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "configuration"
+            problems.append(f"{field}: {err['msg']}")
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

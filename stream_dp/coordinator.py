@@ -1,0 +1,73 @@
+"""Which windows are complete: merges the partial states of all input partitions.
+
+Each partition closes its own windows by its event-time watermark (or the idle fallback)
+and sends, in order, its partial state for each closed window and then a progress
+record with its watermark (+inf when idle with nothing open). A window is complete when
+every partition has either sent its partial for it or reported a watermark at or past
+the window's end. Pure: the Kafka adapter and the offline engine both drive it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stream_dp.window_state import WindowPairs, merge_pairs
+
+
+@dataclass
+class ReleaseCoordinator:
+    partitions: int
+    window_seconds: int
+    prefix_limit: int
+    released: set[int] = field(default_factory=set)
+    watermarks: dict[int, float] = field(default_factory=dict)
+    _partials: dict[int, dict[int, WindowPairs]] = field(default_factory=dict)
+    _late: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    def add_partial(self, window_start: int, partition: int, pairs: WindowPairs) -> bool:
+        """Record a partition's partial; a duplicate (replay) or a released window is ignored."""
+        if window_start in self.released:
+            return False
+        per_partition = self._partials.setdefault(window_start, {})
+        if partition in per_partition:
+            return False
+        per_partition[partition] = pairs
+        return True
+
+    def set_progress(
+        self, partition: int, watermark: float, late_by_window: dict[int, int] | None = None
+    ) -> None:
+        self.watermarks[partition] = watermark
+        for start, count in (late_by_window or {}).items():
+            self._late.setdefault(start, {})[partition] = count
+
+    def ready_windows(self) -> list[int]:
+        """Complete, unreleased windows, oldest first."""
+        ready = []
+        for start, per_partition in self._partials.items():
+            end = start + self.window_seconds
+            if all(
+                p in per_partition or self.watermarks.get(p, float("-inf")) >= end
+                for p in range(self.partitions)
+            ):
+                ready.append(start)
+        return sorted(ready)
+
+    def merged(self, window_start: int) -> WindowPairs:
+        """The window's partials merged (partition order; merging is order-independent)."""
+        merged: WindowPairs = {}
+        per_partition = self._partials.get(window_start, {})
+        for partition in sorted(per_partition):
+            merge_pairs(merged, per_partition[partition], self.prefix_limit, copy=True)
+        return merged
+
+    def late_count(self, window_start: int) -> int:
+        return sum(self._late.get(window_start, {}).values())
+
+    def mark_released(self, window_start: int) -> None:
+        self.released.add(window_start)
+        self._partials.pop(window_start, None)
+
+    @property
+    def pending(self) -> list[int]:
+        return sorted(self._partials)

@@ -1,0 +1,137 @@
+"""Input readings: the wire format, validation, clamping and cell/window assignment.
+
+A message value is one JSON reading object or a JSON array of them (many readings per
+message amortise per-message cost). A reading has ``vehicle_id`` (string; an integer is
+accepted and turned into its decimal string), ``ts`` (epoch seconds or RFC 3339),
+``lat``, ``lon`` (degrees) and ``speed`` (km/h); other fields are ignored. Speeds are
+clamped to ``[0, U]`` before anything else; non-finite values and out-of-range
+coordinates make the reading invalid.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import h3
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_VEHICLE_ID_LENGTH = 256
+
+
+class Reading(BaseModel):
+    """Documentation model of one input reading (the hot path validates without it)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    vehicle_id: str = Field(min_length=1, max_length=MAX_VEHICLE_ID_LENGTH)
+    ts: float | str = Field(description="Epoch seconds or an RFC 3339 timestamp.")
+    lat: float = Field(ge=-90, le=90)
+    lon: float = Field(ge=-180, le=180)
+    speed: float = Field(description="km/h; clamped to [0, U].")
+
+
+class InvalidReading(ValueError):
+    """Why a reading (or a whole message) was rejected; goes to the dead-letter topic."""
+
+
+@dataclass
+class ParsedBatch:
+    """Valid readings of one batch, column-wise, in arrival order."""
+
+    vehicle: list[str] = field(default_factory=list)
+    ts: list[float] = field(default_factory=list)
+    cell: list[str] = field(default_factory=list)
+    speed: list[float] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def parse_timestamp(value: Any) -> float:
+    """Epoch seconds from a number or an RFC 3339 string (naive strings are UTC)."""
+    if isinstance(value, bool):
+        raise InvalidReading("ts must be epoch seconds or RFC 3339")
+    if isinstance(value, int | float):
+        ts = float(value)
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidReading(f"ts is not RFC 3339: {value[:40]!r}") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        ts = parsed.timestamp()
+    else:
+        raise InvalidReading("ts must be epoch seconds or RFC 3339")
+    if not math.isfinite(ts):
+        raise InvalidReading("ts is not finite")
+    return ts
+
+
+def _number(obj: dict[str, Any], name: str) -> float:
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidReading(f"{name} must be a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise InvalidReading(f"{name} is not finite")
+    return number
+
+
+def _vehicle_id(obj: dict[str, Any]) -> str:
+    value = obj.get("vehicle_id")
+    if isinstance(value, bool):
+        raise InvalidReading("vehicle_id must be a string")
+    if isinstance(value, int):
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise InvalidReading("vehicle_id must be a non-empty string")
+    if len(value) > MAX_VEHICLE_ID_LENGTH:
+        raise InvalidReading(f"vehicle_id longer than {MAX_VEHICLE_ID_LENGTH}")
+    return value
+
+
+def decode_message(value: bytes | None) -> list[Any]:
+    """The reading objects of one message value; raises InvalidReading for bad JSON."""
+    if not value:
+        raise InvalidReading("empty message")
+    try:
+        decoded = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidReading(f"not JSON: {exc.msg}") from None
+    if isinstance(decoded, list):
+        if not decoded:
+            raise InvalidReading("empty array")
+        return decoded
+    return [decoded]
+
+
+class ReadingValidator:
+    """Validates, clamps and assigns cells; keeps an H3 cache (fixes repeat on routes)."""
+
+    def __init__(self, upper: float, resolution: int) -> None:
+        self.upper = float(upper)
+        self.resolution = resolution
+
+    def add(self, obj: Any, batch: ParsedBatch) -> None:
+        """Append one reading to ``batch`` or raise InvalidReading."""
+        if not isinstance(obj, dict):
+            raise InvalidReading("a reading must be a JSON object")
+        vehicle = _vehicle_id(obj)
+        ts = parse_timestamp(obj.get("ts"))
+        lat = _number(obj, "lat")
+        lon = _number(obj, "lon")
+        if not -90.0 <= lat <= 90.0:
+            raise InvalidReading("lat out of range [-90, 90]")
+        if not -180.0 <= lon <= 180.0:
+            raise InvalidReading("lon out of range [-180, 180]")
+        speed = _number(obj, "speed")
+        speed = 0.0 if speed < 0.0 else (self.upper if speed > self.upper else speed)
+        batch.vehicle.append(vehicle)
+        batch.ts.append(ts)
+        batch.cell.append(h3.latlng_to_cell(lat, lon, self.resolution))
+        batch.speed.append(speed)

@@ -1,0 +1,194 @@
+"""Release of one closed window: occupancy → CLIP-USER → pseudo-user cap → noisy records.
+
+Everything published is computed from the (public) occupancy array and Laplace-noised
+values (composition paper Sec. V-B2, MATH.md "The release of one grid"): per cell the mean
+and variance of the kept readings, each with ``eps/2`` of the cell budget, clamped after
+noise to ``[0, U]`` and ``[0, U^2/4]`` (post-processing).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from stream_dp.config import Settings
+from stream_dp.dp.clip_user import ClipUserResult, clip_user
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
+from stream_dp.window_state import PairKey, PairStats, WindowPairs
+
+SCHEMA_VERSION = 1
+RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def release_id(app_id: str, window_start: int, resolution: int, cell: str) -> str:
+    """Stable id of one (window, cell) release: a re-publication carries the same id."""
+    return str(uuid.uuid5(RELEASE_NAMESPACE, f"{app_id}|{window_start}|{resolution}|{cell}"))
+
+
+@dataclass(frozen=True)
+class WindowRelease:
+    """The records of one window: one per released cell, then the window summary."""
+
+    window_start: int
+    cells: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [*self.cells, self.summary]
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"window_start": self.window_start, "cells": self.cells, "summary": self.summary}
+
+    @classmethod
+    def from_json_obj(cls, obj: dict[str, Any]) -> WindowRelease:
+        return cls(int(obj["window_start"]), list(obj["cells"]), dict(obj["summary"]))
+
+
+def select_cells(pairs: WindowPairs, min_vehicles: int, top_cells: int | None) -> WindowPairs:
+    """Restrict to cells chosen from public information only (vehicle and reading counts)."""
+    vehicles: dict[str, int] = {}
+    readings: dict[str, int] = {}
+    for (cell, _), stats in pairs.items():
+        vehicles[cell] = vehicles.get(cell, 0) + 1
+        readings[cell] = readings.get(cell, 0) + stats.count
+    chosen = {c for c, n in vehicles.items() if n >= min_vehicles}
+    if top_cells is not None and len(chosen) > top_cells:
+        ranked = sorted(chosen, key=lambda c: (-readings[c], c))
+        chosen = set(ranked[:top_cells])
+    return {key: stats for key, stats in pairs.items() if key[0] in chosen}
+
+
+def kept_sums(stats: list[PairStats], kept_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum and sum of squares of the first ``kept_count`` readings of each entry."""
+    total = np.zeros(len(stats))
+    total_sq = np.zeros(len(stats))
+    for i, (s, keep) in enumerate(zip(stats, kept_count.tolist(), strict=True)):
+        if keep == 0:
+            continue
+        if keep == s.count:
+            total[i], total_sq[i] = s.total, s.total_sq
+        else:
+            values = s.first_values(keep)
+            total[i] = sum(values)
+            total_sq[i] = sum(v * v for v in values)
+    return total, total_sq
+
+
+def release_window(
+    window_start: int,
+    pairs: WindowPairs,
+    settings: Settings,
+    noise: LaplaceNoise,
+    late_readings: int = 0,
+) -> WindowRelease:
+    """Run the whole per-window release (pure: no I/O)."""
+    eps = settings.epsilon
+    upper = settings.upper
+    window_end = window_start + settings.window_seconds
+    selected = select_cells(pairs, settings.min_vehicles, settings.top_cells)
+    keys: list[PairKey] = sorted(selected)
+    base = {
+        "schema_version": SCHEMA_VERSION,
+        "window_start": rfc3339(window_start),
+        "window_end": rfc3339(window_end),
+        "resolution": settings.resolution,
+        "epsilon": eps,
+    }
+    observed_cells = len({cell for cell, _ in pairs})
+    if not keys:
+        summary = _summary(settings, base, window_start, None, None, 0, observed_cells, pairs)
+        summary["readings_dropped_late"] = late_readings
+        return WindowRelease(window_start, [], summary)
+
+    stats = [selected[k] for k in keys]
+    occupancy = Occupancy.from_arrays(
+        [c for c, _ in keys], [v for _, v in keys], [s.count for s in stats]
+    )
+    clip = clip_user(occupancy, upper, eps, settings.error_bound)
+    if settings.pseudo_user:
+        capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
+    else:
+        capped = no_pseudo_user(clip)
+    total, total_sq = kept_sums(stats, capped.kept_count)
+    n_cells = len(occupancy.cells)
+    cell_idx = occupancy.cell_index
+    kept_readings = np.bincount(cell_idx, weights=capped.kept_count, minlength=n_cells)
+    cell_sum = np.bincount(cell_idx, weights=total, minlength=n_cells)
+    cell_sum_sq = np.bincount(cell_idx, weights=total_sq, minlength=n_cells)
+    n_vehicles = np.bincount(cell_idx, minlength=n_cells)
+    n_kept_vehicles = np.bincount(cell_idx, weights=capped.kept_count > 0, minlength=n_cells)
+    n_readings = occupancy.total_per_cell()
+
+    cells: list[dict[str, Any]] = []
+    for g, cell in enumerate(occupancy.cells):
+        s = float(kept_readings[g])
+        mean = cell_sum[g] / s
+        variance = max(cell_sum_sq[g] / s - mean * mean, 0.0)
+        noisy_mean = noise.release(mean, float(capped.mean_sensitivity[g]), eps / 2)
+        noisy_var = noise.release(variance, float(capped.variance_sensitivity[g]), eps / 2)
+        cells.append(
+            {
+                **base,
+                "type": "cell",
+                "release_id": release_id(settings.app_id, window_start, settings.resolution, cell),
+                "cell": cell,
+                "mean": min(max(noisy_mean, 0.0), upper),
+                "variance": min(max(noisy_var, 0.0), upper * upper / 4.0),
+                "n_vehicles": int(n_vehicles[g]),
+                "n_vehicles_kept": int(n_kept_vehicles[g]),
+                "n_readings": int(n_readings[g]),
+                "n_readings_used": int(s),
+                "cap": int(capped.cap[g]),
+                "error_bound": float(capped.error[g]),
+                "mechanism": settings.mean_mechanism,
+                "K": clip.k,
+            }
+        )
+    summary = _summary(
+        settings, base, window_start, clip, capped, len(cells), observed_cells, pairs
+    )
+    summary["readings_dropped_late"] = late_readings
+    return WindowRelease(window_start, cells, summary)
+
+
+def _summary(
+    settings: Settings,
+    base: dict[str, Any],
+    window_start: int,
+    clip: ClipUserResult | None,
+    capped: PseudoUserResult | None,
+    cells_released: int,
+    cells_observed: int,
+    pairs: WindowPairs,
+) -> dict[str, Any]:
+    eps = settings.epsilon
+    g1 = clip.g1 if clip else 0
+    k = clip.k if clip else 0
+    return {
+        **base,
+        "type": "window",
+        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "G1": g1,
+        "K": k,
+        "privacy_loss": k * eps,
+        "privacy_loss_unclipped": g1 * eps,
+        "error_bound": float(clip.error_bound) if clip else 0.0,
+        "max_error": float(np.max(capped.error)) if capped is not None else 0.0,
+        "cells_released": cells_released,
+        "cells_observed": cells_observed,
+        "n_vehicles": len({vehicle for _, vehicle in pairs}),
+        "n_readings": sum(s.count for s in pairs.values()),
+        "suppressed_pairs": len(clip.suppressed) if clip else 0,
+        "mechanism": settings.mean_mechanism,
+    }
