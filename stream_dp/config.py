@@ -52,15 +52,17 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(
         None, description="host:port[,host:port]; unset = start the embedded broker."
     )
-    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = (
-        "PLAINTEXT"
+    kafka_embedded: bool = Field(
+        False, description="The broker is the embedded Tansu (enables its workarounds)."
     )
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     kafka_sasl_username: str | None = None
     kafka_sasl_password: SecretStr | None = None
     kafka_ssl_cafile: Path | None = None
     kafka_ssl_certfile: Path | None = None
     kafka_ssl_keyfile: Path | None = None
+    kafka_ssl_key_password: SecretStr | None = None
     app_id: str = Field("stream-dp", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
     partitions: int = Field(4, ge=1, le=1024, description="Partitions of the readings topic.")
     topic_readings: str = "stream-dp.readings"

@@ -1,14 +1,83 @@
-"""`stream-dp serve` (placeholder until implemented)."""
+"""`stream-dp serve`: run one worker (Faust) against Kafka or the embedded broker.
+
+Without ``STREAM_DP_KAFKA_BOOTSTRAP`` (or ``--bootstrap``) it starts the embedded Tansu
+broker on a free loopback port (memory only: for trying the service, not production).
+All topics are created explicitly, with their partition counts, before any client starts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import sys
+
+from stream_dp.cli import CliError
+from stream_dp.commands.release import add_release_options, settings_from_args
+from stream_dp.config import ConfigError, Settings
+from stream_dp.kafka.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("serve", help="(not implemented yet)")
+    parser = sub.add_parser("serve", help="run a worker", description=__doc__)
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+    parser.add_argument("--web-port", type=int, help="HTTP port of /metrics etc. (default 8000)")
+    parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    add_release_options(parser)
     parser.set_defaults(run=run)
 
 
+def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
+    from stream_dp.kafka.topics import ensure_topics, stream_dp_topics
+
+    specs = stream_dp_topics(
+        settings.partitions,
+        names={
+            "readings": settings.topic_readings,
+            "dlq": settings.topic_dlq,
+            "releases": settings.topic_releases,
+            "partials": settings.topic_partials,
+            "state": settings.topic_state,
+            "release_log": settings.topic_release_log,
+        },
+    )
+    asyncio.run(ensure_topics(conn, specs))
+
+
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("stream-dp serve: not implemented yet")
+    import faust
+
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.kafka.embedded_broker import EmbeddedBroker
+    from stream_dp.worker.app import build_app
+    from stream_dp.worker.connection_settings import connection_from_settings
+
+    settings = settings_from_args(
+        args,
+        kafka_bootstrap=args.bootstrap,
+        web_port=args.web_port,
+        web_host=args.web_host,
+    )
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    broker = None
+    if not settings.kafka_bootstrap:
+        broker = EmbeddedBroker().start()
+        print(f"embedded broker (memory only) at {broker.bootstrap}", file=sys.stderr)
+    try:
+        conn = connection_from_settings(settings, broker.bootstrap if broker else None)
+        ensure_service_topics(settings, conn)
+        app = build_app(settings, conn, LaplaceNoise())
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        worker = faust.Worker(app, loglevel=args.log_level.upper(), quiet=True)
+        worker.execute_from_commandline()
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0

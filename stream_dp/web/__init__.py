@@ -1,0 +1,1 @@
+"""Static assets of the worker's web pages."""

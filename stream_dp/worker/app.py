@@ -1,0 +1,137 @@
+"""The Faust app of a worker: topics, the batch ingest agent, timers and web pages.
+
+The agent reads the readings topic in batches (``take_events``) so per-message cost is
+amortised (a message may also carry many readings); all state lives in the engine's
+structures, made durable through the state topic (see :mod:`stream_dp.worker.ingest`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from aiokafka import AIOKafkaProducer
+
+from stream_dp.config import Settings
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.metrics import ServiceMetrics
+from stream_dp.worker.ingest import IngestProcessor
+from stream_dp.worker.release_service import ReleaseService
+from stream_dp.worker.web import register_pages
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerRuntime:
+    """What the agent, timers and pages share; created lazily inside the worker's loop."""
+
+    settings: Settings
+    conn: KafkaConnection
+    metrics: ServiceMetrics
+    noise: LaplaceNoise
+    producer: AIOKafkaProducer | None = None
+    ingest: IngestProcessor | None = None
+    releaser: ReleaseService | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    assigned: set[int] = field(default_factory=set)
+
+    async def start(self) -> None:
+        self.producer = AIOKafkaProducer(
+            **self.conn.producer_kwargs(), acks="all", linger_ms=5, enable_idempotence=False
+        )
+        await self.producer.start()
+        self.ingest = IngestProcessor(self.settings, self.conn, self.producer, self.metrics)
+        self.releaser = ReleaseService(
+            self.settings, self.conn, self.producer, self.metrics, self.noise
+        )
+        self.started.set()
+
+    async def stop(self) -> None:
+        if self.releaser is not None:
+            await self.releaser.stop()
+        if self.producer is not None:
+            await self.producer.stop()
+
+    @property
+    def ready(self) -> bool:
+        """Ready once started and every assigned partition's state is recovered."""
+        if not self.started.is_set() or self.ingest is None or self.releaser is None:
+            return False
+        recovered = self.assigned <= set(self.ingest.partitions)
+        return recovered and not self.ingest.recovering and not self.releaser.rebuilding
+
+
+def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) -> faust.App:
+    if noise.source.is_seeded:
+        raise ValueError("the service refuses a seeded random source: releases need fresh noise")
+    metrics = ServiceMetrics()
+    metrics.info.info(settings.info_labels())
+    runtime = WorkerRuntime(settings, conn, metrics, noise)
+    app = faust.App(
+        settings.app_id,
+        **conn.faust_kwargs(),
+        store="memory://",
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_interval=1.0,
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        web_router_enabled=False,
+        web_tables_enabled=False,
+        web_graph_enabled=False,
+        web_stats_enabled=False,
+        web_metrics_enabled=False,
+    )
+    readings = app.topic(
+        settings.topic_readings,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=settings.partitions,
+    )
+
+    @app.task
+    async def start_runtime() -> None:
+        await runtime.start()
+        assert runtime.releaser is not None
+        try:
+            await runtime.releaser.run()
+        finally:
+            await runtime.stop()
+
+    @app.agent(readings, concurrency=1)
+    async def ingest(stream: faust.StreamT) -> None:
+        await runtime.started.wait()
+        assert runtime.ingest is not None
+        async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
+            await runtime.ingest.process(events)
+
+    @app.timer(1.0)
+    async def idle_and_progress() -> None:
+        if not runtime.started.is_set() or runtime.ingest is None:
+            return
+        await runtime.ingest.tick(sorted(runtime.assigned))
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(sender: Any, assigned: Any, **_: Any) -> None:
+        runtime.assigned = {
+            tp.partition for tp in assigned if tp.topic == readings.get_topic_name()
+        }
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
+        lost = [tp.partition for tp in revoked if tp.topic == readings.get_topic_name()]
+        runtime.assigned -= set(lost)
+        if runtime.ingest is not None:
+            await runtime.ingest.on_revoked(lost)
+
+    register_pages(app, runtime)
+    app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
+    return app

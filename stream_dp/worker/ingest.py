@@ -1,0 +1,242 @@
+"""Ingest of one worker: readings → per-partition window state, made durable per batch.
+
+For every batch (Faust ``take_events``) and input partition it:
+1. recovers the partition's state from the state topic the first time it sees it
+   (replays ``delta``/``close`` records up to the high watermark);
+2. skips records at or below the last input offset already applied (redelivery after a
+   crash: Faust commits lag behind), validates the rest — bad readings go to the
+   dead-letter topic with the reason in a header;
+3. accumulates, then writes the batch's delta (with its last input offset) to the state
+   topic and waits for it, so offsets are committed only after the delta is durable;
+4. closes the windows its watermark has passed: the partial goes to the partials topic
+   first, then a ``close`` record to the state topic (a crash in between only causes a
+   duplicate partial, which the coordinator ignores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from stream_dp.config import Settings
+from stream_dp.engine import new_partition_state
+from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.metrics import ServiceMetrics
+from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
+from stream_dp.window_state import PartitionState
+from stream_dp.worker import internal_records as rec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartitionRuntime:
+    state: PartitionState
+    applied_offset: int = -1
+    last_event_wall: float = field(default_factory=time.monotonic)
+    idle_reported: bool = False
+    last_progress: tuple[float, int] | None = None
+
+
+class IngestProcessor:
+    """Applies batches of readings-topic events to durable per-partition state."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        conn: KafkaConnection,
+        producer: AIOKafkaProducer,
+        metrics: ServiceMetrics,
+    ) -> None:
+        self.settings = settings
+        self.conn = conn
+        self.producer = producer
+        self.metrics = metrics
+        self.validator = ReadingValidator(settings.upper, settings.resolution)
+        self.partitions: dict[int, PartitionRuntime] = {}
+        self.lock = asyncio.Lock()
+        self.recovering = 0
+
+    # --- recovery ---------------------------------------------------------------------
+    async def _runtime(self, partition: int) -> PartitionRuntime:
+        runtime = self.partitions.get(partition)
+        if runtime is None:
+            runtime = await self._recover(partition)
+            self.partitions[partition] = runtime
+        return runtime
+
+    async def _recover(self, partition: int) -> PartitionRuntime:
+        self.recovering += 1
+        try:
+            runtime = PartitionRuntime(new_partition_state(self.settings))
+            state = runtime.state
+            replayed = 0
+            async for batch in iter_partition_to_end(
+                self.conn, self.settings.topic_state, partition
+            ):
+                for record in batch:
+                    data = rec.decode(record.value)
+                    if data["kind"] == "delta":
+                        state.apply_delta(data["windows"], data["max_ts"], data["late"])
+                        runtime.applied_offset = max(runtime.applied_offset, data["offset"])
+                    elif data["kind"] == "close":
+                        state.close(data["window"], forced=data["forced"])
+                    replayed += 1
+            log.info(
+                "partition %d recovered from %d state records (%d open windows)",
+                partition, replayed, len(state.open),
+            )  # fmt: skip
+            return runtime
+        finally:
+            self.recovering -= 1
+
+    async def on_revoked(self, partitions: Sequence[int]) -> None:
+        async with self.lock:
+            for partition in partitions:
+                self.partitions.pop(partition, None)
+
+    # --- the hot path -----------------------------------------------------------------
+    async def process(self, events: Sequence[Any]) -> None:
+        """Apply one batch of Faust events (any mix of partitions)."""
+        async with self.lock:
+            by_partition: dict[int, list[Any]] = {}
+            for event in events:
+                by_partition.setdefault(event.message.partition, []).append(event)
+            sends: list[asyncio.Future[Any]] = []
+            for partition, part_events in by_partition.items():
+                runtime = await self._runtime(partition)
+                await self._process_partition(partition, runtime, part_events, sends)
+            if sends:
+                await asyncio.gather(*sends)
+
+    async def _process_partition(
+        self,
+        partition: int,
+        runtime: PartitionRuntime,
+        events: list[Any],
+        sends: list[asyncio.Future[Any]],
+    ) -> None:
+        batch = ParsedBatch()
+        invalid = 0
+        last_offset = runtime.applied_offset
+        for event in events:
+            message = event.message
+            if message.offset <= runtime.applied_offset:
+                continue  # already applied before a crash; Faust's commit lagged
+            last_offset = max(last_offset, message.offset)
+            try:
+                objects = decode_message(message.value)
+            except InvalidReading as exc:
+                invalid += 1
+                sends.append(await self._dead_letter(message, message.value, str(exc)))
+                continue
+            for obj in objects:
+                try:
+                    self.validator.add(obj, batch)
+                except InvalidReading as exc:
+                    invalid += 1
+                    sends.append(await self._dead_letter(message, _dump(obj), str(exc)))
+        if last_offset == runtime.applied_offset:
+            return
+        state = runtime.state
+        outcome = state.add_batch(
+            batch.vehicle, batch.ts, batch.cell, batch.speed, record_delta=True
+        )
+        runtime.applied_offset = last_offset
+        runtime.last_event_wall = time.monotonic()
+        runtime.idle_reported = False
+        delta = rec.encode_delta(
+            last_offset, state.max_ts, outcome.delta_rows or {}, outcome.late_by_window
+        )
+        # The delta must be durable before the batch is acknowledged (offsets committed).
+        await self._send_and_wait(self.settings.topic_state, delta, partition)
+        self.metrics.readings.labels("accepted").inc(outcome.accepted)
+        self.metrics.readings.labels("late").inc(outcome.late)
+        self.metrics.readings.labels("invalid").inc(invalid)
+        if not math.isinf(state.watermark):
+            self.metrics.watermark.set(state.watermark)
+        await self._close_windows(partition, runtime, state.due_windows(), forced=False)
+
+    async def _close_windows(
+        self, partition: int, runtime: PartitionRuntime, windows: list[int], forced: bool
+    ) -> None:
+        state = runtime.state
+        for start in windows:
+            pairs = state.open.get(start, {})
+            await self._send_and_wait(
+                self.settings.topic_partials, rec.encode_partial(start, partition, pairs), 0
+            )
+            state.close(start, forced=forced)
+            await self._send_and_wait(
+                self.settings.topic_state, rec.encode_close(start, forced), partition
+            )
+        watermark = math.inf if forced and not state.open else state.watermark
+        await self._progress(partition, runtime, watermark, force=bool(windows))
+
+    async def _progress(
+        self, partition: int, runtime: PartitionRuntime, watermark: float, force: bool
+    ) -> None:
+        late_total = sum(runtime.state.late_by_window.values())
+        key = (watermark, late_total)
+        if not force and runtime.last_progress == key:
+            return
+        runtime.last_progress = key
+        recent = dict(sorted(runtime.state.late_by_window.items())[-48:])
+        await self._send_and_wait(
+            self.settings.topic_partials, rec.encode_progress(partition, watermark, recent), 0
+        )
+
+    # --- idle fallback and heartbeats (called by a timer) -----------------------------
+    async def tick(self, assigned: Sequence[int]) -> None:
+        """Close the windows of partitions idle for ``idle_close_seconds`` (wall clock) and
+        report every assigned partition's watermark (a never-seen partition is recovered
+        first, so an empty partition does not hold back the release)."""
+        async with self.lock:
+            now = time.monotonic()
+            for partition in assigned:
+                runtime = await self._runtime(partition)
+                idle = now - runtime.last_event_wall >= self.settings.idle_close_seconds
+                if idle and runtime.state.open:
+                    await self._close_windows(
+                        partition, runtime, sorted(runtime.state.open), forced=True
+                    )
+                elif idle:
+                    await self._progress(partition, runtime, math.inf, force=False)
+                else:
+                    await self._progress(partition, runtime, runtime.state.watermark, False)
+
+    # --- I/O helpers ------------------------------------------------------------------
+    async def _send_and_wait(self, topic: str, value: bytes, partition: int) -> None:
+        await self.producer.send_and_wait(topic, value, partition=partition)
+
+    async def _dead_letter(self, message: Any, value: bytes, reason: str) -> asyncio.Future[Any]:
+        headers = [
+            ("reason", reason.encode()),
+            ("source-topic", str(message.topic).encode()),
+            ("source-partition", str(message.partition).encode()),
+            ("source-offset", str(message.offset).encode()),
+        ]
+        return await self.producer.send(
+            self.settings.topic_dlq,
+            value,
+            key=message.key if isinstance(message.key, bytes) else None,
+            partition=message.partition % self.settings.partitions,
+            headers=headers,
+        )
+
+
+def _dump(obj: Any) -> bytes:
+    import orjson
+
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return repr(obj).encode()

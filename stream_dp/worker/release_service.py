@@ -1,0 +1,192 @@
+"""The release step on Kafka: one worker at a time merges partials and releases windows.
+
+Leadership: a consumer group of its own on the one-partition partials topic; the member
+that holds the partition is the releaser. On gaining it, the releaser rebuilds from
+Kafka alone (no local disk): the release log (windows already released, with their stored
+records), the releases topic (which stored records are already published — any that are
+not are re-published from the stored copy, never re-drawn), then the partials topic from
+its beginning. A window's records are written to the release log and acknowledged
+**before** they are published, so a window is released once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+
+from stream_dp.config import Settings
+from stream_dp.coordinator import ReleaseCoordinator
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.metrics import ServiceMetrics
+from stream_dp.release import WindowRelease, release_window
+from stream_dp.worker import internal_records as rec
+
+log = logging.getLogger(__name__)
+
+
+class _Leadership(ConsumerRebalanceListener):
+    def __init__(self, service: ReleaseService) -> None:
+        self.service = service
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.service.leader = False
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        if assigned:
+            self.service.needs_rebuild = True
+            self.service.leader = True
+
+
+class ReleaseService:
+    """Runs while the worker runs; releases windows when it is the leader."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        conn: KafkaConnection,
+        producer: AIOKafkaProducer,
+        metrics: ServiceMetrics,
+        noise: LaplaceNoise,
+    ) -> None:
+        self.settings = settings
+        self.conn = conn
+        self.producer = producer
+        self.metrics = metrics
+        self.noise = noise
+        self.leader = False
+        self.needs_rebuild = False
+        self.rebuilding = False
+        self.coordinator = self._new_coordinator()
+        self.recent: deque[dict[str, Any]] = deque(maxlen=200)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._stopping = asyncio.Event()
+        self._budget_restored = False
+
+    def _new_coordinator(self) -> ReleaseCoordinator:
+        s = self.settings
+        return ReleaseCoordinator(s.partitions, s.window_seconds, s.prefix_limit)
+
+    async def run(self) -> None:
+        tp = TopicPartition(self.settings.topic_partials, 0)
+        consumer = AIOKafkaConsumer(
+            **self.conn.consumer_kwargs(),
+            group_id=f"{self.settings.app_id}-releaser",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=200,
+        )
+        self._consumer = consumer
+        await consumer.start()
+        consumer.subscribe([self.settings.topic_partials], listener=_Leadership(self))
+        try:
+            while not self._stopping.is_set():
+                batches = await consumer.getmany(timeout_ms=250, max_records=5000)
+                if self.needs_rebuild:
+                    await self._rebuild(consumer, tp)
+                    continue
+                if not self.leader:
+                    continue
+                for record in batches.get(tp, ()):
+                    self._apply(record.value)
+                await self._release_ready()
+        finally:
+            await consumer.stop()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+
+    # --- rebuild on gaining leadership ------------------------------------------------
+    async def _rebuild(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+        self.rebuilding = True
+        try:
+            self.needs_rebuild = False
+            self.coordinator = self._new_coordinator()
+            stored: dict[int, WindowRelease] = {}
+            spent = 0.0
+            async for batch in iter_partition_to_end(self.conn, self.settings.topic_release_log, 0):
+                for record in batch:
+                    release = WindowRelease.from_json_obj(orjson.loads(record.value))
+                    stored[release.window_start] = release
+            published: set[str] = set()
+            async for batch in iter_partition_to_end(self.conn, self.settings.topic_releases, 0):
+                for record in batch:
+                    published.add(orjson.loads(record.value)["release_id"])
+            for start, release in sorted(stored.items()):
+                self.coordinator.mark_released(start)
+                spent += float(release.summary.get("privacy_loss", 0.0))
+                missing = [r for r in release.records if r["release_id"] not in published]
+                if missing:
+                    log.info("re-publishing %d stored records of one window", len(missing))
+                    await self._publish(missing)
+                self.recent.extend(release.records)
+            if not self._budget_restored:  # the counter continues from the release log
+                self.metrics.privacy_budget_spent.inc(spent)
+                self._budget_restored = True
+            consumer.seek_to_beginning(tp)
+            log.info("releaser ready: %d windows already released", len(stored))
+        finally:
+            self.rebuilding = False
+
+    # --- steady state -----------------------------------------------------------------
+    def _apply(self, value: bytes) -> None:
+        data = rec.decode(value)
+        if data["kind"] == "partial":
+            self.coordinator.add_partial(data["window"], data["partition"], data["pairs"])
+        elif data["kind"] == "progress":
+            self.coordinator.set_progress(data["partition"], data["watermark"], data["late"])
+
+    async def _release_ready(self) -> None:
+        for start in self.coordinator.ready_windows():
+            began = time.monotonic()
+            merged = self.coordinator.merged(start)
+            release = await asyncio.to_thread(
+                release_window,
+                start,
+                merged,
+                self.settings,
+                self.noise,
+                self.coordinator.late_count(start),
+            )
+            # Stored (and acknowledged) before published: a restart re-publishes this copy.
+            await self.producer.send_and_wait(
+                self.settings.topic_release_log,
+                orjson.dumps(release.to_json_obj()),
+                key=str(start).encode(),
+                partition=0,
+            )
+            self.coordinator.mark_released(start)
+            await self._publish(release.records)
+            self.recent.extend(release.records)
+            self._observe(release, time.monotonic() - began)
+
+    async def _publish(self, records: list[dict[str, Any]]) -> None:
+        futures = [
+            await self.producer.send(
+                self.settings.topic_releases,
+                orjson.dumps(record),
+                key=str(record.get("cell", "window")).encode(),
+                partition=0,
+            )
+            for record in records
+        ]
+        await asyncio.gather(*futures)
+
+    def _observe(self, release: WindowRelease, seconds: float) -> None:
+        summary = release.summary
+        m = self.metrics
+        m.windows_released.inc()
+        m.cells_released.inc(len(release.cells))
+        m.window_privacy_loss.set(summary["privacy_loss"])
+        m.window_privacy_loss_unclipped.set(summary["privacy_loss_unclipped"])
+        m.privacy_budget_spent.inc(summary["privacy_loss"])
+        m.error_bound.set(summary["error_bound"])
+        m.suppressed_pairs.inc(summary["suppressed_pairs"])
+        m.release_latency.observe(seconds)

@@ -1,0 +1,51 @@
+"""HTTP pages of a worker: ``/metrics``, ``/healthz``, ``/readyz``, ``/dashboard``, and
+``/api/releases`` (the latest released records this worker published, for the dashboard).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import faust
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from stream_dp.worker.app import WorkerRuntime
+
+
+def _dashboard_html() -> str:
+    return resources.files("stream_dp.web").joinpath("dashboard.html").read_text()
+
+
+def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:
+    @app.page("/metrics")
+    async def metrics(web: Any, request: Any) -> Any:
+        runtime.metrics.ready.set(1 if runtime.ready else 0)
+        body = generate_latest(runtime.metrics.registry)
+        return web.bytes(body, content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.page("/healthz")
+    async def healthz(web: Any, request: Any) -> Any:
+        return web.json({"status": "ok"})
+
+    @app.page("/readyz")
+    async def readyz(web: Any, request: Any) -> Any:
+        if runtime.ready:
+            return web.json({"status": "ready"})
+        return web.json({"status": "recovering"}, status=503)
+
+    @app.page("/dashboard")
+    async def dashboard(web: Any, request: Any) -> Any:
+        return web.html(_dashboard_html())
+
+    @app.page("/api/releases")
+    async def releases(web: Any, request: Any) -> Any:
+        recent = list(runtime.releaser.recent) if runtime.releaser is not None else []
+        return web.json(
+            {
+                "leader": bool(runtime.releaser and runtime.releaser.leader),
+                "settings": runtime.settings.info_labels(),
+                "records": recent[-100:],
+            }
+        )
