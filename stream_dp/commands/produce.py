@@ -1,14 +1,154 @@
-"""`stream-dp produce` (placeholder until implemented)."""
+"""`stream-dp produce FILE`: replay a file of readings into the readings topic."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stream_dp.cli import CliError
+
+if TYPE_CHECKING:
+    from stream_dp.kafka.connection import KafkaConnection
+    from stream_dp.producer import ProduceStats
+
+DEFAULT_TOPIC = "stream-dp.readings"
+DEFAULT_PARTITIONS = 4
+BOOTSTRAP_ENV = "STREAM_DP_KAFKA_BOOTSTRAP"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("produce", help="(not implemented yet)")
+    parser = sub.add_parser(
+        "produce",
+        help="replay a file of readings (CSV, JSONL, .gz, .traj) into the readings topic",
+        description=(
+            "Replay readings in event-time order, keyed by vehicle_id; each message carries "
+            "up to --batch-size readings of one vehicle (a JSON array, or an object for one)."
+        ),
+    )
+    parser.add_argument("file", help="readings file: CSV, JSONL, either gzipped, or .traj")
+    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"default: {DEFAULT_TOPIC}")
+    broker = parser.add_mutually_exclusive_group()
+    broker.add_argument(
+        "--bootstrap", help=f"Kafka bootstrap servers host:port[,...] (env {BOOTSTRAP_ENV})"
+    )
+    broker.add_argument(
+        "--embedded",
+        action="store_true",
+        help="start an embedded Tansu broker for this run only (for trials and benchmarks)",
+    )
+    parser.add_argument("--rate", type=float, help="readings per second (default: unthrottled)")
+    parser.add_argument(
+        "--batch-size", type=int, default=100, help="max readings per message (default: 100)"
+    )
+    parser.add_argument(
+        "--max-delay",
+        type=float,
+        default=120.0,
+        help="max event-time seconds a reading waits for its group to fill; keep it well "
+        "below the service's lateness grace (default: 120)",
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        help=f"partitions if the topic is created (default: {DEFAULT_PARTITIONS}); "
+        "an existing topic is used as it is",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.set_defaults(run=run)
 
 
+def _check(args: argparse.Namespace) -> None:
+    if args.rate is not None and not args.rate > 0:
+        raise CliError(f"--rate must be > 0 readings/s, got {args.rate:g}")
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if not args.max_delay >= 0:
+        raise CliError(f"--max-delay must be >= 0 seconds, got {args.max_delay:g}")
+    if args.partitions is not None and args.partitions < 1:
+        raise CliError(f"--partitions must be >= 1, got {args.partitions}")
+    if not Path(args.file).is_file():
+        raise CliError(f"FILE: no such file: {args.file}")
+    if not args.topic:
+        raise CliError("--topic must not be empty")
+
+
+def _iter_readings(path: str) -> Iterator[dict[str, Any]]:
+    """The file's readings; a file that cannot be parsed is reported as a bad FILE."""
+    try:
+        from stream_dp.sources import SourceError, iter_readings
+    except ImportError as exc:
+        raise CliError(f"FILE: cannot read readings files ({exc})") from exc
+
+    def reported() -> Iterator[dict[str, Any]]:
+        try:
+            yield from iter_readings(path)
+        except SourceError as exc:
+            raise CliError(f"FILE: {exc}") from exc
+
+    return reported()
+
+
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("stream-dp produce: not implemented yet")
+    _check(args)
+    from aiokafka.errors import KafkaError
+
+    from stream_dp.kafka.connection import KafkaConnection
+    from stream_dp.kafka.embedded_broker import EmbeddedBroker
+    from stream_dp.kafka.topics import TopicError
+
+    readings = _iter_readings(args.file)
+
+    with contextlib.ExitStack() as stack:
+        if args.embedded:
+            broker = stack.enter_context(EmbeddedBroker())
+            conn = KafkaConnection(broker.bootstrap, embedded=True)
+        else:
+            if not (args.bootstrap or os.environ.get(BOOTSTRAP_ENV)):
+                raise CliError(f"--bootstrap: no bootstrap server (or set {BOOTSTRAP_ENV})")
+            try:
+                conn = KafkaConnection.from_env(bootstrap=args.bootstrap)
+            except ValueError as exc:
+                raise CliError(f"--bootstrap: {exc}") from exc
+        try:
+            stats = asyncio.run(_produce(conn, args, readings))
+        except TopicError as exc:
+            raise CliError(f"--topic: {exc}") from exc
+        except KafkaError as exc:
+            print(
+                f"stream-dp produce: error: Kafka at {conn.bootstrap_servers}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+    print(stats.summary(args.topic))
+    return 0
+
+
+async def _produce(
+    conn: KafkaConnection, args: argparse.Namespace, readings: Iterator[dict[str, Any]]
+) -> ProduceStats:
+    from stream_dp.kafka.topics import TopicSpec, ensure_topics
+    from stream_dp.producer import TerminalProgress, produce_readings
+
+    spec = TopicSpec(args.topic, args.partitions or DEFAULT_PARTITIONS)
+    await ensure_topics(conn, [spec], strict_partitions=args.partitions is not None)
+    progress = TerminalProgress(sys.stderr, enabled=not args.quiet)
+    try:
+        stats = await produce_readings(
+            conn,
+            args.topic,
+            readings,
+            batch_size=args.batch_size,
+            rate=args.rate,
+            progress=progress,
+            max_delay=args.max_delay,
+        )
+        progress(stats, final=True)
+    finally:
+        progress.close()
+    return stats

@@ -1,0 +1,289 @@
+"""The replay producer: grouping rules, and `stream-dp produce` end to end on the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka.partitioner import murmur2
+
+from stream_dp import cli
+from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.embedded_broker import EmbeddedBroker
+from stream_dp.kafka.partition_reader import read_partition_to_end
+from stream_dp.kafka.topics import TopicSpec, ensure_topics
+from stream_dp.producer import (
+    ProduceStats,
+    ReadingGrouper,
+    TerminalProgress,
+    encode_group,
+    produce_readings,
+)
+
+VEHICLES = ("bus-1", "bus-2", "tram-9")
+
+
+def _readings(count: int, start: float = 1_700_000_000.0) -> list[dict[str, Any]]:
+    """Interleaved readings of three vehicles, one per second, in event-time order."""
+    return [
+        {
+            "vehicle_id": VEHICLES[i % 3],
+            "ts": start + i,
+            "lat": 40.7 + i * 1e-5,
+            "lon": -74.0,
+            "speed": float(i % 50),
+        }
+        for i in range(count)
+    ]
+
+
+def _decode(value: bytes) -> list[dict[str, Any]]:
+    payload = orjson.loads(value)
+    return payload if isinstance(payload, list) else [payload]
+
+
+def _read_topic(conn: KafkaConnection, topic: str, partitions: int) -> list[Any]:
+    async def read() -> list[Any]:
+        records = []
+        for p in range(partitions):
+            records += await read_partition_to_end(conn, topic, p)
+        return records
+
+    return asyncio.run(read())
+
+
+def _produce_cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    monkeypatch.setattr(cli, "COMMANDS", ("produce",))  # only this command's parser
+    return cli.main(["produce", *argv])
+
+
+# --- grouping -------------------------------------------------------------------------
+
+
+def test_groups_hold_one_vehicle_in_order_and_at_most_batch_size() -> None:
+    grouper = ReadingGrouper(4, max_delay=1e9)
+    groups = [g for r in _readings(30) for g in grouper.add(r)] + list(grouper.flush())
+    assert sum(len(members) for _, members in groups) == 30
+    per_vehicle: dict[str, list[float]] = defaultdict(list)
+    for key, members in groups:
+        assert 1 <= len(members) <= 4
+        assert {m["vehicle_id"] for m in members} == {key}
+        per_vehicle[key] += [m["ts"] for m in members]
+    assert all(ts == sorted(ts) and len(ts) == 10 for ts in per_vehicle.values())
+
+
+def test_a_reading_waits_at_most_max_delay_of_event_time() -> None:
+    grouper = ReadingGrouper(100, max_delay=5.0)
+    released: list[tuple[float, float]] = []  # (event time of release, oldest reading)
+    for reading in _readings(60):
+        for _, members in grouper.add(reading):
+            released.append((reading["ts"], members[0]["ts"]))
+    assert released and all(now - oldest <= 6.0 for now, oldest in released)
+
+
+def test_pending_readings_are_bounded() -> None:
+    grouper = ReadingGrouper(50, max_delay=1e9, max_pending=60)
+    for reading in _readings(500):
+        list(grouper.add(reading))
+        assert grouper.pending <= 60
+
+
+def test_message_value_is_an_object_or_an_array() -> None:
+    one, two = _readings(2)
+    assert orjson.loads(encode_group([one])) == one
+    assert orjson.loads(encode_group([one, two])) == [one, two]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_line_only_on_a_terminal() -> None:
+    stats = ProduceStats(readings=1500, messages=15, seconds=2.0)
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        progress = TerminalProgress(stream, total=3000)
+        progress(stats, final=True)
+        progress.close()
+    assert terminal.getvalue().startswith("\r[") and "1,500 readings" in terminal.getvalue()
+    assert "50%" in terminal.getvalue() and terminal.getvalue().endswith("\n")
+    assert pipe.getvalue() == ""
+
+
+# --- producing to the real broker -------------------------------------------------------
+
+
+async def test_produce_readings_from_an_async_source_with_a_rate(
+    kafka: KafkaConnection, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.readings"
+    await ensure_topics(kafka, [TopicSpec(topic, 1)])
+    seen: list[int] = []
+
+    async def source() -> AsyncIterator[dict[str, Any]]:
+        for reading in _readings(40):
+            yield reading
+
+    stats = await produce_readings(
+        kafka, topic, source(), 1, 5000.0, progress=lambda s: seen.append(s.readings)
+    )
+
+    assert (stats.readings, stats.messages) == (40, 40)
+    assert seen[-1] == 40
+    records = await read_partition_to_end(kafka, topic, 0)
+    assert [orjson.loads(r.value)["ts"] for r in records] == [r["ts"] for r in _readings(40)]
+
+
+async def test_a_pausing_source_does_not_hold_back_sent_readings(
+    kafka: KafkaConnection, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.readings"
+    await ensure_topics(kafka, [TopicSpec(topic, 1)])
+    resume = asyncio.Event()
+
+    async def live_source() -> AsyncIterator[dict[str, Any]]:
+        first, second = _readings(10)[:5], _readings(10)[5:]
+        for reading in first:
+            yield reading
+        await resume.wait()  # the feed pauses until the first readings were seen on Kafka
+        for reading in second:
+            yield reading
+
+    producing = asyncio.create_task(produce_readings(kafka, topic, live_source(), batch_size=1))
+    seen: list[Any] = []
+    async with asyncio.timeout(30):
+        while len(seen) < 5:
+            seen = await read_partition_to_end(kafka, topic, 0)
+    resume.set()
+    stats = await producing
+    assert stats.readings == 10
+    assert len(await read_partition_to_end(kafka, topic, 0)) == 10
+
+
+async def test_records_land_on_the_default_partition_of_their_key(
+    kafka: KafkaConnection, topic_prefix: str
+) -> None:
+    topic = f"{topic_prefix}.readings"
+    await ensure_topics(kafka, [TopicSpec(topic, 3)])
+    await produce_readings(kafka, topic, _readings(90), batch_size=4)
+    records = [r for p in range(3) for r in await read_partition_to_end(kafka, topic, p)]
+    assert sum(len(_decode(r.value)) for r in records) == 90
+    for record in records:  # the Java client's murmur2 choice, as aiokafka's send() makes it
+        assert record.partition == (murmur2(record.key) & 0x7FFFFFFF) % 3
+
+
+def test_cli_replays_a_jsonl_file(
+    broker: EmbeddedBroker,
+    topic_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readings = _readings(250)
+    path = tmp_path / "readings.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in readings) + b"\n")
+    topic = f"{topic_prefix}.readings"
+    monkeypatch.setenv("STREAM_DP_KAFKA_BOOTSTRAP", broker.bootstrap)
+
+    status = _produce_cli(
+        monkeypatch, str(path), "--topic", topic, "--batch-size", "10", "--partitions", "3"
+    )
+
+    assert status == 0
+    assert "produced 250 readings" in capsys.readouterr().out
+    conn = KafkaConnection(broker.bootstrap, embedded=True)
+    records = _read_topic(conn, topic, 3)
+    per_vehicle: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        members = _decode(record.value)
+        assert 1 <= len(members) <= 10
+        assert {m["vehicle_id"] for m in members} == {record.key.decode()}
+        per_vehicle[record.key.decode()] += members
+    assert sorted(per_vehicle) == sorted(VEHICLES)
+    for vehicle, got in per_vehicle.items():
+        assert got == [r for r in readings if r["vehicle_id"] == vehicle]  # all, in order
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--rate", "-5"], "--rate"),
+        (["--rate", "0"], "--rate"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--max-delay", "-1"], "--max-delay"),
+        (["--partitions", "0"], "--partitions"),
+    ],
+)
+def test_cli_rejects_bad_values(
+    argv: list[str],
+    option: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(orjson.dumps(_readings(1)[0]))
+    assert _produce_cli(monkeypatch, str(path), "--bootstrap", "127.0.0.1:1", *argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0]
+
+
+def test_cli_rejects_a_missing_file_and_a_missing_bootstrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("STREAM_DP_KAFKA_BOOTSTRAP", raising=False)
+    assert _produce_cli(monkeypatch, str(tmp_path / "absent.jsonl"), "--bootstrap", "h:1") == 2
+    assert "FILE" in capsys.readouterr().err
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(orjson.dumps(_readings(1)[0]))
+    assert _produce_cli(monkeypatch, str(path)) == 2
+    assert "--bootstrap" in capsys.readouterr().err
+
+
+def _kcat_handshake_error(bootstrap: str) -> str | None:
+    """kcat's error when it cannot even list metadata (its librdkafka vs. this broker)."""
+    probe = subprocess.run(
+        ["kcat", "-b", bootstrap, "-L", "-m", "5"], capture_output=True, timeout=60
+    )
+    return None if probe.returncode == 0 else probe.stderr.decode(errors="replace").strip()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_reads_what_the_cli_produced(
+    broker: EmbeddedBroker,
+    topic_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    readings = _readings(30)
+    path = tmp_path / "readings.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in readings))
+    topic = f"{topic_prefix}.readings"
+    argv = [str(path), "--topic", topic, "--bootstrap", broker.bootstrap, "--batch-size", "1"]
+    assert _produce_cli(monkeypatch, *argv, "--quiet") == 0
+    error = _kcat_handshake_error(broker.bootstrap)
+    if error is not None and "ApiVersion" in error:
+        # Measured: kcat 1.7.1 (librdkafka 2.0.2) fails to parse Tansu 0.6.0's ApiVersions
+        # v3 response ("Read underflow" in its tagged fields) and never connects.
+        pytest.xfail(f"kcat cannot handshake with the embedded broker: {error[-200:]}")
+
+    out = subprocess.run(
+        ["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-q", "-f", "%k %s\n"],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout.decode()
+
+    lines = [line.split(" ", 1) for line in out.splitlines() if line]
+    assert len(lines) == 30
+    assert all(orjson.loads(value)["vehicle_id"] == key for key, value in lines)
+    assert sorted(orjson.loads(v)["ts"] for _, v in lines) == [r["ts"] for r in readings]
