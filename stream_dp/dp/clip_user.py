@@ -1,0 +1,460 @@
+"""CLIP-USER (Algorithm 1 of the composition paper, Sec. V-B1), as specified in MATH.md.
+
+Suppress whole ``(cell, vehicle)`` contributions of the vehicles that occupy the most cells,
+stage by stage, while every cell's worst-case error (eq. 13) stays ``<= E``. The composed release
+is then ``K * eps``-DP (Prop. V.1).
+
+Per cell we keep ``M``, ``S`` and its entries sorted by count (descending) with the positions of
+the first three kept ones, so "largest kept count without vehicle ``l``" is O(1) and a candidate
+``E_g(l)`` is O(1). Stage users are processed in rounds: every user of a window evaluates its
+candidates against the state at the round start (numpy), then again against that state minus the
+choices of the window users before it; the prefix up to the first user whose choice changes
+(or that halts) is exactly what the sequential algorithm does and is applied at once. Short
+rounds fall back to a plain sequential loop. Both paths give identical results.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_dp.dp.grid_error import grid_error
+from stream_dp.dp.occupancy import Occupancy
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+Strategy = Literal["auto", "batched", "sequential"]
+
+#: ``E_g(l) > E`` is decided as ``E_g(l) > E * (1 + HALT_RTOL)`` (MATH.md, step 4).
+HALT_RTOL = 1e-12
+
+_START_WINDOW = 64
+_MAX_WINDOW = 4096
+_MIN_PROGRESS = 16  # users per pass below which "auto" switches to the sequential loop
+_SEQUENTIAL_RUN = 256
+_MIN_CELLS_FOR_BATCHES = 256
+_MAX_ITERATIONS = 16
+_NO_CHOICE = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class ClipUserResult:
+    """Outcome of CLIP-USER on one occupancy array.
+
+    ``kept[i]`` says whether entry ``i`` of ``occupancy`` is kept (``Gamma = m``) or suppressed
+    (``Gamma = 0``); ``suppressed`` lists ``(cell, vehicle)`` in suppression order.
+    ``g1 = max_l G_l`` before and ``k = max_l G_l`` after suppression; ``error_bound`` is the
+    ``E`` used; ``initial_error``/``error`` are per cell, before/after suppression (eq. 13);
+    ``upper`` and ``epsilon`` are the ``U`` and per-cell ``eps`` the errors were computed with.
+    """
+
+    occupancy: Occupancy
+    upper: float
+    epsilon: float
+    kept: BoolArray
+    g1: int
+    k: int
+    error_bound: float
+    initial_error: FloatArray
+    error: FloatArray
+    suppressed: tuple[tuple[str, str], ...]
+
+    @property
+    def kept_count(self) -> IntArray:
+        """``Gamma[g, l]`` per entry: ``m[g, l]`` if kept, else 0."""
+        return np.where(self.kept, self.occupancy.count, 0).astype(np.int64)
+
+    @property
+    def max_error(self) -> float:
+        """``max_g E_g`` after suppression (0 with no cells)."""
+        return float(self.error.max(initial=0.0))
+
+    def grids_per_vehicle(self) -> IntArray:
+        """``G_l`` after suppression."""
+        return self.occupancy.grids_per_vehicle(self.kept)
+
+    def privacy_loss(self, epsilon: float) -> float:
+        """Composed privacy loss ``K * eps`` (Prop. V.1)."""
+        return self.k * epsilon
+
+
+def _candidate_error(
+    upper: float, u2: float, epsilon: float, top: int, kept: int, total: int
+) -> float:
+    """Scalar eq. (13); the same floating-point operations, in the same order, as
+    :func:`stream_dp.dp.grid_error.grid_error`, so both paths break ties identically."""
+    if kept <= 0:
+        return math.inf
+    kept_f = float(kept)
+    total_f = float(total)
+    mean_bias = upper * (1.0 - kept_f / total_f)
+    if kept == total:
+        var_bias = 0.0
+    elif total < 2 * kept:
+        var_bias = u2 * kept * (total - kept) / (total_f * total_f)
+    elif total % 2 == 0:
+        var_bias = u2 / 4.0
+    else:
+        var_bias = u2 / 4.0 * (1.0 - 1.0 / (total_f * total_f))
+    mean_sens = upper * top / kept_f
+    if kept > 2 * top:
+        var_sens = u2 * top * (kept - top) / (kept_f * kept_f)
+    elif kept % 2 == 0:
+        var_sens = u2 / 4.0
+    else:
+        var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
+    return mean_bias + var_bias + 2.0 * mean_sens / epsilon + 2.0 * var_sens / epsilon
+
+
+def cell_errors(occupancy: Occupancy, kept: BoolArray, upper: float, epsilon: float) -> FloatArray:
+    """Per-cell eq. (13) for a kept mask (``Gamma`` is ``m`` or 0); +inf where nothing is kept."""
+    n_cells = len(occupancy.cells)
+    kept_count = np.where(kept, occupancy.count, 0).astype(np.int64)
+    kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
+    top = np.zeros(n_cells, dtype=np.int64)
+    np.maximum.at(top, occupancy.cell_index, kept_count)
+    return grid_error(upper, epsilon, top, kept_sum.astype(np.int64), occupancy.total_per_cell())
+
+
+def clip_user(
+    occupancy: Occupancy,
+    upper: float,
+    epsilon: float,
+    error_bound: float | None = None,
+    *,
+    strategy: Strategy = "auto",
+) -> ClipUserResult:
+    """Run CLIP-USER (Algorithm 1; MATH.md "CLIP-USER (Algorithm 1), precisely").
+
+    ``E = error_bound`` if given (footnote 3), else the largest initial cell error (eq. 12).
+    Stages take the vehicles with ``G_l == max G`` in ascending id; each suppresses itself in
+    the cell minimising ``E_g(l)`` (eq. 13; ties to the smallest cell id) unless that exceeds
+    ``E``, which halts. A cell's last kept vehicle is never suppressed (its error is +inf).
+    ``strategy`` only selects the evaluation scheme (identical results); keep ``"auto"``.
+    """
+    if not upper > 0 or not epsilon > 0:
+        raise ValueError("upper and epsilon must be positive")
+    if error_bound is not None and not error_bound >= 0:
+        raise ValueError("error_bound must be non-negative")
+    initial_error = cell_errors(occupancy, np.ones(occupancy.n_entries, bool), upper, epsilon)
+    bound = float(error_bound) if error_bound is not None else float(initial_error.max(initial=0))
+    run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL))
+    g1 = int(run.grids.max(initial=0))
+    run.run(strategy)
+    kept = run.kept[:-1].copy()
+    cells, vehicles = occupancy.cells, occupancy.vehicles
+    cell_idx, vehicle_idx = occupancy.cell_index, occupancy.vehicle_index
+    return ClipUserResult(
+        occupancy=occupancy,
+        upper=float(upper),
+        epsilon=float(epsilon),
+        kept=kept,
+        g1=g1,
+        k=int(run.grids.max(initial=0)),
+        error_bound=bound,
+        initial_error=initial_error,
+        error=cell_errors(occupancy, kept, upper, epsilon),
+        suppressed=tuple(
+            zip(
+                np.asarray(cells, dtype=object)[cell_idx[run.order]].tolist(),
+                np.asarray(vehicles, dtype=object)[vehicle_idx[run.order]].tolist(),
+                strict=True,
+            )
+        ),
+    )
+
+
+def _segment_argmin(values: FloatArray, seg_start: IntArray, owner: IntArray) -> IntArray:
+    """Per contiguous segment, the index of the first minimum (segments are non-empty)."""
+    seg_min = np.minimum.reduceat(values, seg_start)
+    index = np.where(values == seg_min[owner], np.arange(len(values)), len(values))
+    return np.minimum.reduceat(index, seg_start)
+
+
+class _Suppressor:
+    """Mutable state of one CLIP-USER run.
+
+    Entry ``n`` (one past the last) is a sentinel: never kept, count 0, at position ``n``.
+    ``top3[g]`` holds the positions (in ``by_cell`` order) of the first three kept entries of
+    cell ``g``, padded with ``n``.
+    """
+
+    def __init__(self, occ: Occupancy, upper: float, epsilon: float, limit: float) -> None:
+        n = occ.n_entries
+        n_cells = len(occ.cells)
+        self.n = n
+        self.upper = float(upper)
+        self.u2 = float(upper) ** 2
+        self.epsilon = float(epsilon)
+        self.limit = limit
+        self.cell_of = occ.cell_index
+        self.count = occ.count
+        self.by_vehicle = np.argsort(occ.vehicle_index, kind="stable")  # then ascending cell
+        self.vehicle_start = np.searchsorted(
+            occ.vehicle_index[self.by_vehicle], np.arange(len(occ.vehicles) + 1)
+        )
+        by_cell = np.lexsort((-occ.count, occ.cell_index))
+        self.by_cell = np.append(by_cell, n)
+        self.position = np.empty(n + 1, dtype=np.int64)
+        self.position[self.by_cell] = np.arange(n + 1)
+        self.sorted_count = np.append(occ.count[by_cell], 0)
+        cell_start = np.searchsorted(occ.cell_index[by_cell], np.arange(n_cells + 1))
+        self.cell_end = cell_start[1:]
+        first3 = cell_start[:-1, None] + np.arange(3)
+        self.top3 = np.where(first3 < self.cell_end[:, None], first3, n)
+        self.total = occ.total_per_cell()
+        self.kept_sum = self.total.copy()
+        self.kept = np.ones(n + 1, dtype=bool)
+        self.kept[n] = False
+        self.kept_sorted = self.kept.copy()
+        self.grids = occ.grids_per_vehicle()
+        self.cand_of_entry = np.full(n + 1, -1, dtype=np.int64)
+        self.order: list[int] = []
+        # Python-list copies of static data for the sequential loop.
+        self._cell_of = self.cell_of.tolist()
+        self._count = self.count.tolist()
+        self._by_vehicle = self.by_vehicle.tolist()
+        self._vehicle_start = self.vehicle_start.tolist()
+        self._position = self.position.tolist()
+        self._sorted_count = self.sorted_count.tolist()
+        self._total = self.total.tolist()
+
+    def run(self, strategy: Strategy) -> None:
+        """Stages until ``max G <= 1`` or a halt (MATH.md steps 2-5)."""
+        while True:
+            gmax = int(self.grids.max(initial=0))
+            if gmax <= 1:
+                return
+            if self._stage(np.flatnonzero(self.grids == gmax), strategy):
+                return
+
+    def _stage(self, stage: IntArray, strategy: Strategy) -> bool:
+        """One stage, users in ascending index; True if the run halted.
+
+        ``auto`` runs batched rounds while they make enough progress per pass and falls back
+        to the sequential loop for a while when choices conflict too much (few cells).
+        """
+        i, window, n_users, sequential = 0, _START_WINDOW, len(stage), 0
+        if strategy == "auto" and len(self.total) < _MIN_CELLS_FOR_BATCHES:
+            strategy = "sequential"  # a window's users would share nearly every cell
+        while i < n_users:
+            if strategy == "sequential" or sequential > 0:
+                stop = n_users if strategy == "sequential" else min(n_users, i + sequential)
+                for vehicle in stage[i:stop].tolist():
+                    if not self._one(vehicle):
+                        return True
+                i, sequential = stop, 0
+                continue
+            size = n_users - i if strategy == "batched" else min(window, n_users - i)
+            done, halted, passes = self._round(stage[i : i + size])
+            if halted:
+                return True
+            i += done
+            if strategy == "auto" and done < _MIN_PROGRESS * passes:
+                sequential, window = _SEQUENTIAL_RUN, _START_WINDOW
+            else:
+                window = min(_MAX_WINDOW, 2 * size if done == size else max(2 * done, 16))
+        return False
+
+    # -- sequential path ---------------------------------------------------------------------
+
+    def _one(self, vehicle: int) -> bool:
+        """Process one stage user; False if it halts the run (MATH.md steps 3-4)."""
+        best, best_entry = math.inf, -1
+        kept, top3, kept_sum = self.kept, self.top3, self.kept_sum
+        for i in range(self._vehicle_start[vehicle], self._vehicle_start[vehicle + 1]):
+            entry = self._by_vehicle[i]
+            if not kept[entry]:
+                continue
+            cell = self._cell_of[entry]
+            first = int(top3[cell, 0])
+            top_pos = int(top3[cell, 1]) if first == self._position[entry] else first
+            value = _candidate_error(
+                self.upper,
+                self.u2,
+                self.epsilon,
+                self._sorted_count[top_pos],
+                int(kept_sum[cell]) - self._count[entry],
+                self._total[cell],
+            )
+            if value < best:
+                best, best_entry = value, entry
+        if best_entry < 0 or best == math.inf or best > self.limit:
+            return False
+        cell, pos = self._cell_of[best_entry], self._position[best_entry]
+        kept[best_entry] = False
+        self.kept_sorted[pos] = False
+        kept_sum[cell] -= self._count[best_entry]
+        self.grids[vehicle] -= 1
+        self.order.append(best_entry)
+        if pos in top3[cell].tolist():
+            self._refill(cell)
+        return True
+
+    def _refill(self, cell: int) -> None:
+        """Restore ``top3[cell]`` after removals (its kept positions only move forward)."""
+        n = self.n
+        old = [p for p in self.top3[cell].tolist() if p != n]
+        keep = [p for p in old if self.kept_sorted[p]]
+        if len(old) == 3:
+            start, end = old[2] + 1, int(self.cell_end[cell])
+            while len(keep) < 3 and start < end:
+                stop = min(end, start + 64)
+                hits = np.flatnonzero(self.kept_sorted[start:stop]) + start
+                keep.extend(hits[: 3 - len(keep)].tolist())
+                start = stop
+        self.top3[cell] = keep + [n] * (3 - len(keep))
+
+    # -- batched path ------------------------------------------------------------------------
+
+    def _round(self, users: IntArray) -> tuple[int, bool, int]:
+        """Process a prefix of the window ``users`` exactly.
+
+        Returns (users processed, halted, evaluation passes).
+
+        Speculate a choice per user, evaluate every user against the round-start state minus
+        the speculated choices of the window users before it, and iterate. If the new choices
+        first differ from the speculation at user ``r``, users ``0..r`` are exact (induction on
+        the user order), so a fixed point is the sequential result. Per iteration only the
+        cells whose choosers changed are re-evaluated.
+        """
+        cand = _Candidates(self, users)
+        spec = cand.update(np.arange(len(cand.run_first)))  # nobody has chosen yet
+        cand.speculate(np.empty(0, np.int64), spec)
+        for iteration in range(_MAX_ITERATIONS):
+            pick = cand.update(cand.runs_of(cand.touched))
+            unresolved = np.bincount(cand.owner[cand.unresolved], minlength=cand.width) > 0
+            differs = pick != spec
+            problem = differs | unresolved
+            if not problem.any():
+                return *self._accept(users, cand, pick, cand.width), iteration + 2
+            first = int(np.argmax(problem))
+            if unresolved[first]:
+                return *self._accept(users, cand, pick, first), iteration + 2
+            if iteration == _MAX_ITERATIONS - 1:
+                return *self._accept(users, cand, pick, first + 1), iteration + 2
+            cand.speculate(spec[differs], pick[differs])
+            spec = pick
+        raise AssertionError("unreachable")
+
+    def _accept(
+        self, users: IntArray, cand: _Candidates, pick: IntArray, exact: int
+    ) -> tuple[int, bool]:
+        """Apply the exact prefix ``pick[:exact]``, up to the first halting user."""
+        best = cand.value[pick[:exact]]
+        halts = np.flatnonzero(np.isinf(best) | (best > self.limit))
+        done = int(halts[0]) if len(halts) else exact
+        self._apply(cand.entry[pick[:done]], users[:done])
+        return done, bool(len(halts))
+
+    def _apply(self, entries: IntArray, vehicles: IntArray) -> None:
+        """Suppress ``entries`` (distinct), one per vehicle of ``vehicles``, in order."""
+        if len(entries) == 0:
+            return
+        cells = self.cell_of[entries]
+        pos = self.position[entries]
+        self.kept[entries] = False
+        self.kept_sorted[pos] = False
+        np.subtract.at(self.kept_sum, cells, self.count[entries])
+        self.grids[vehicles] -= 1
+        self.order.extend(entries.tolist())
+        hit = (self.top3[cells] == pos[:, None]).any(axis=1)
+        for cell in np.unique(cells[hit]).tolist():
+            self._refill(cell)
+
+
+class _Candidates:
+    """The candidate entries ``(user, cell)`` of one round and their speculative errors.
+
+    Candidates are grouped by user (``owner``, window rank) for the argmin and, through
+    ``order``, by cell in user order for the removed-count prefix sums. ``top_cand[k]`` is
+    the candidate holding the cell's ``k``-th largest kept count (-1 if its vehicle is not in
+    the window), ``top_owner[k]`` that candidate's owner.
+    """
+
+    def __init__(self, run: _Suppressor, users: IntArray) -> None:
+        self.run = run
+        self.width = width = len(users)
+        starts = run.vehicle_start[users]
+        lengths = run.vehicle_start[users + 1] - starts
+        offsets = np.cumsum(lengths) - lengths
+        flat = np.arange(int(lengths.sum())) - np.repeat(offsets - starts, lengths)
+        entry = run.by_vehicle[flat]
+        owner = np.repeat(np.arange(width), lengths)
+        alive = run.kept[entry]
+        self.entry = entry = entry[alive]
+        self.owner = owner = owner[alive]
+        n = len(entry)
+        self.seg_start = np.searchsorted(owner, np.arange(width))
+        cell = run.cell_of[entry]
+        self.cell = cell
+        self.count = run.count[entry]
+        self.total = run.total[cell]
+        self.base = run.kept_sum[cell] - self.count  # S without the candidate, round start
+        top3 = run.top3[cell]
+        run.cand_of_entry[entry] = np.arange(n)
+        self.top_cand = [run.cand_of_entry[run.by_cell[top3[:, k]]] for k in range(3)]
+        run.cand_of_entry[entry] = -1
+        owner_or_none = np.append(owner, _NO_CHOICE)  # index -1: not in the window
+        self.top_owner = [owner_or_none[c] for c in self.top_cand]
+        self.top_count = [run.sorted_count[top3[:, k]] for k in range(3)]
+        cell_key = cell.astype(np.uint16) if len(run.total) <= 1 << 16 else cell
+        self.order = np.argsort(cell_key, kind="stable")  # (cell, owner) order
+        cell_sorted = cell[self.order]
+        new_run = np.ones(n, dtype=bool)
+        new_run[1:] = cell_sorted[1:] != cell_sorted[:-1]
+        self.run_first = np.flatnonzero(new_run)
+        self.run_cell = cell_sorted[self.run_first]
+        self.run_end = np.append(self.run_first[1:], n)
+        self.value = np.empty(n, dtype=np.float64)
+        self.used_removed = np.full(n, -1, dtype=np.int64)
+        self.used_top = np.full(n, -1, dtype=np.int64)
+        self.unresolved = np.zeros(n, dtype=bool)
+        self.weight = np.zeros(n, dtype=np.int64)
+        self.is_spec = np.zeros(n + 1, dtype=bool)  # index -1 (= n): never
+        self.touched = np.empty(0, dtype=np.int64)
+
+    def speculate(self, old: IntArray, new: IntArray) -> None:
+        """Some users now speculate candidate ``new`` instead of ``old``."""
+        self.weight[old] = 0
+        self.is_spec[old] = False
+        self.weight[new] = self.count[new]
+        self.is_spec[new] = True
+        self.touched = np.unique(np.concatenate((self.cell[old], self.cell[new])))
+
+    def runs_of(self, cells: IntArray) -> IntArray:
+        """Indices of the cell runs of ``cells`` (each is a candidate cell)."""
+        return np.searchsorted(self.run_cell, cells)
+
+    def update(self, runs: IntArray) -> IntArray:
+        """Re-evaluate the candidates of the cell runs ``runs`` given the speculation;
+        return every user's argmin candidate (ties: first = smallest cell)."""
+        lengths = self.run_end[runs] - self.run_first[runs]
+        offsets = np.cumsum(lengths) - lengths
+        flat = np.arange(int(lengths.sum())) - np.repeat(offsets - self.run_first[runs], lengths)
+        idx = self.order[flat]
+        weight = self.weight[idx]
+        cum = np.cumsum(weight) - weight
+        removed = cum - np.repeat(cum[offsets], lengths)
+        owner = self.owner[idx]
+        free = []
+        for cand, cand_owner in zip(self.top_cand, self.top_owner, strict=True):
+            holder = cand[idx]
+            gone = (holder == idx) | ((cand_owner[idx] < owner) & self.is_spec[holder])
+            free.append(~gone)
+        counts = [c[idx] for c in self.top_count]
+        top = np.where(free[0], counts[0], np.where(free[1], counts[1], counts[2]))
+        self.unresolved[idx] = ~(free[0] | free[1] | free[2])
+        changed = (removed != self.used_removed[idx]) | (top != self.used_top[idx])
+        idx, removed, top = idx[changed], removed[changed], top[changed]
+        self.value[idx] = grid_error(
+            self.run.upper, self.run.epsilon, top, self.base[idx] - removed, self.total[idx]
+        )
+        self.used_removed[idx] = removed
+        self.used_top[idx] = top
+        return _segment_argmin(self.value, self.seg_start, self.owner)

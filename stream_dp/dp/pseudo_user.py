@@ -1,0 +1,155 @@
+"""Pseudo-user post-step after CLIP-USER (composition paper Sec. V-B3, eq. 15; MATH.md).
+
+Per cell, cap every kept count at ``c`` in ``[min kept, max kept]``: ``Gamma' = min(Gamma, c)``,
+suppressed vehicles stay 0, biases are against the original ``m``; choose the ``c`` minimising
+the cell error (eq. 11/13), ties to the smallest ``c``. ``K`` is unchanged (no vehicle leaves a
+cell) and no cell's error grows (``c = max`` reproduces CLIP-USER's error).
+
+Why a few candidate caps suffice. Sort a cell's kept counts ``a_1 <= ... <= a_n``. Between two
+consecutive distinct counts ``a_k <= c <= a_k'``, ``S(c) = P + R c`` with ``P = sum_{a_i <= a_k}
+a_i >= 1`` and ``R = #{a_i > a_k} >= 1``, and ``top = c``. There, as functions of ``c``: the mean
+bias is linear; the variance bias is a concave function of ``S`` (flat, then
+``U^2 S (M - S) / M^2`` with matching value, to 0 at ``S = M``); ``c / S`` is concave; and where
+``S > 2c`` the variance sensitivity ``c (S - c) / S^2`` is concave: with ``u = S / P`` it is
+``((R - 1) + (2 - R)/u - 1/u^2) / R^2`` in ``u``, whose second derivative has the sign of
+``(2 - R) u - 3 < 0`` there (``u < 2`` when ``R = 1``). ``S <= 2c`` only happens for ``R = 1``
+(``c >= P``), where the sensitivity is ``U^2/4 - [S odd] U^2 / (4 S^2)``: concave on each parity
+class of ``S``. A concave sequence attains its minimum (and, for ties, its smallest minimiser) at
+an end, so it suffices to evaluate the ends of every piece and parity class: every distinct kept
+count, ``P - 1``, ``P``, ``P + 1`` and ``max - 1`` of the last piece, and ``C - 1``, ``C`` for
+``prefix_limit = C``. ``tests/test_pseudo_user.py`` checks this against a scan of every integer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_dp.dp.clip_user import ClipUserResult
+from stream_dp.dp.grid_error import grid_error, mean_sensitivity, variance_sensitivity
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class PseudoUserResult:
+    """Per-cell caps and the resulting kept counts, errors and sensitivities.
+
+    ``cap[g]`` is the chosen ``c`` (0 for a cell with nothing kept); ``kept_count[i]`` is
+    ``Gamma'`` of occupancy entry ``i``; ``error``, ``mean_sensitivity`` and
+    ``variance_sensitivity`` are per cell after capping (eq. 9, Lemma III.3, eq. 11/13), +inf
+    for a cell with nothing kept.
+    """
+
+    cap: IntArray
+    kept_count: IntArray
+    error: FloatArray
+    mean_sensitivity: FloatArray
+    variance_sensitivity: FloatArray
+
+    @property
+    def max_error(self) -> float:
+        """``E-bar = max_g E-bar_g`` (0 with no cells)."""
+        return float(self.error.max(initial=0.0))
+
+
+def pseudo_user_step(
+    clip: ClipUserResult, upper: float, epsilon: float, prefix_limit: int | None = None
+) -> PseudoUserResult:
+    """Choose per cell the cap minimising eq. (15) (ties to the smallest cap).
+
+    With ``prefix_limit = C`` (only the first ``C`` readings of each (cell, vehicle) are
+    stored) only caps ``c <= C`` or ``c = max kept count`` (nothing cut) are allowed.
+    """
+    if not upper > 0 or not epsilon > 0:
+        raise ValueError("upper and epsilon must be positive")
+    if prefix_limit is not None and prefix_limit < 0:
+        raise ValueError("prefix_limit must be non-negative")
+    occ = clip.occupancy
+    if occ.n_entries and int(occ.count.max()) >= 1 << 31:
+        raise ValueError("counts must be below 2**31")
+    n_cells = len(occ.cells)
+    total = occ.total_per_cell()
+    gamma = clip.kept_count
+    kept = np.flatnonzero(gamma > 0)
+    cell, count = occ.cell_index[kept], gamma[kept]
+    order = np.lexsort((count, cell))
+    cell, count = cell[order], count[order]
+    cell_start = np.searchsorted(cell, np.arange(n_cells + 1))
+    n_kept = np.diff(cell_start)
+    prefix = np.concatenate(([0], np.cumsum(count)))
+    lowest = np.where(n_kept > 0, count[np.minimum(cell_start[:-1], len(count) - 1)], 0)
+    highest = np.where(n_kept > 0, count[np.maximum(cell_start[1:] - 1, 0)], 0)
+
+    # Candidate caps (see the module docstring), as (cell, cap) pairs.
+    kept_sum = prefix[cell_start[1:]] - prefix[cell_start[:-1]]
+    last_p = kept_sum - highest  # P of the last piece
+    extra = [last_p - 1, last_p, last_p + 1, highest - 1]
+    if prefix_limit is not None:
+        extra += [np.full(n_cells, prefix_limit - 1), np.full(n_cells, prefix_limit)]
+    cand_cell = np.concatenate([cell, *[np.arange(n_cells)] * len(extra)])
+    cand_cap = np.concatenate([count, *extra])
+    allowed = (n_kept[cand_cell] > 0) & (cand_cap >= lowest[cand_cell])
+    allowed &= cand_cap <= highest[cand_cell]
+    if prefix_limit is not None:
+        allowed &= (cand_cap <= prefix_limit) | (cand_cap == highest[cand_cell])
+    cand_cell, cand_cap = cand_cell[allowed], cand_cap[allowed]
+    uniq = np.unique(cand_cell.astype(np.int64) << 32 | cand_cap)  # sorted by (cell, cap)
+    cand_cell, cand_cap = uniq >> 32, uniq & 0xFFFFFFFF
+
+    capped_sum = _capped_sum(cell, count, cell_start, prefix, cand_cell, cand_cap)
+    value = grid_error(upper, epsilon, cand_cap, capped_sum, total[cand_cell])
+    first = np.searchsorted(cand_cell, np.arange(n_cells))
+    has = n_kept > 0
+    seg = first[has]
+    seg_min = np.minimum.reduceat(value, seg) if len(seg) else value[:0]
+    owner = np.searchsorted(seg, np.arange(len(value)), side="right") - 1
+    index = np.where(value == seg_min[owner], np.arange(len(value)), len(value))
+    best = np.minimum.reduceat(index, seg) if len(seg) else index[:0]
+
+    cap = np.zeros(n_cells, dtype=np.int64)
+    cap[has] = cand_cap[best]
+    return _result(clip, upper, epsilon, cap)
+
+
+def no_pseudo_user(clip: ClipUserResult) -> PseudoUserResult:
+    """The ``--no-pseudo-user`` variant: cap = max kept count, i.e. CLIP-USER's counts."""
+    top = np.zeros(len(clip.occupancy.cells), dtype=np.int64)
+    np.maximum.at(top, clip.occupancy.cell_index, clip.kept_count)
+    return _result(clip, clip.upper, clip.epsilon, top)
+
+
+def _capped_sum(
+    cell: IntArray,
+    count: IntArray,
+    cell_start: IntArray,
+    prefix: IntArray,
+    cand_cell: IntArray,
+    cand_cap: IntArray,
+) -> IntArray:
+    """``S(c) = sum_l min(Gamma_l, c)`` via prefix sums over each cell's sorted counts."""
+    key = cell.astype(np.int64) << 32 | count
+    below = np.searchsorted(key, cand_cell << 32 | cand_cap, side="right")  # counts <= c
+    start, end = cell_start[cand_cell], cell_start[cand_cell + 1]
+    return prefix[below] - prefix[start] + cand_cap * (end - below)
+
+
+def _result(clip: ClipUserResult, upper: float, epsilon: float, cap: IntArray) -> PseudoUserResult:
+    occ = clip.occupancy
+    kept_count = np.minimum(clip.kept_count, cap[occ.cell_index]).astype(np.int64)
+    kept_sum = np.bincount(occ.cell_index, weights=kept_count, minlength=len(occ.cells))
+    kept_sum = kept_sum.astype(np.int64)
+    top = np.zeros(len(occ.cells), dtype=np.int64)
+    np.maximum.at(top, occ.cell_index, kept_count)
+    released = kept_sum > 0
+    safe = np.where(released, kept_sum, 1)
+    return PseudoUserResult(
+        cap=cap,
+        kept_count=kept_count,
+        error=grid_error(upper, epsilon, top, kept_sum, occ.total_per_cell()),
+        mean_sensitivity=np.where(released, mean_sensitivity(upper, top, safe), np.inf),
+        variance_sensitivity=np.where(released, variance_sensitivity(upper, top, safe), np.inf),
+    )
