@@ -36,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `stream-dp plan ... --json | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import numpy as np
 
 from stream_dp.config import Settings
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
+from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
@@ -130,13 +131,30 @@ def release_window(
     n_kept_vehicles = np.bincount(cell_idx, weights=capped.kept_count > 0, minlength=n_cells)
     n_readings = occupancy.total_per_cell()
 
+    mean_mechanism = _mean_mechanism(settings)
+    bounds = np.searchsorted(cell_idx, np.arange(n_cells + 1))
+    var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
     cells: list[dict[str, Any]] = []
     for g, cell in enumerate(occupancy.cells):
         s = float(kept_readings[g])
         mean = cell_sum[g] / s
         variance = max(cell_sum_sq[g] / s - mean * mean, 0.0)
-        noisy_mean = noise.release(mean, float(capped.mean_sensitivity[g]), eps / 2)
         noisy_var = noise.release(variance, float(capped.variance_sensitivity[g]), eps / 2)
+        error_bound: float | None = float(capped.error[g])
+        if mean_mechanism is None:
+            noisy_mean = noise.release(mean, float(capped.mean_sensitivity[g]), eps / 2)
+        else:
+            entries = range(bounds[g], bounds[g + 1])
+            outcome = mean_mechanism.release(
+                _cell_data(stats, capped.kept_count, entries), upper, eps / 2, noise.source
+            )
+            noisy_mean = outcome.value
+            variance_part = var_bias[g] + 2.0 * capped.variance_sensitivity[g] / eps
+            error_bound = (
+                None
+                if outcome.worst_case_error is None
+                else float(outcome.worst_case_error + variance_part)
+            )
         cells.append(
             {
                 **base,
@@ -150,7 +168,7 @@ def release_window(
                 "n_readings": int(n_readings[g]),
                 "n_readings_used": int(s),
                 "cap": int(capped.cap[g]),
-                "error_bound": float(capped.error[g]),
+                "error_bound": error_bound,
                 "mechanism": settings.mean_mechanism,
                 "K": clip.k,
             }
@@ -160,6 +178,29 @@ def release_window(
     )
     summary["readings_dropped_late"] = late_readings
     return WindowRelease(window_start, cells, summary)
+
+
+def _mean_mechanism(settings: Settings) -> Any:
+    """None for the built-in CLIP mean, else the configured mechanism of issue 4."""
+    if settings.mean_mechanism == "clip":
+        return None
+    from stream_dp.dp.mechanisms import get_mean_mechanism
+
+    params = {"delta": settings.delta} if settings.mean_mechanism == "cummings" else {}
+    return get_mean_mechanism(settings.mean_mechanism, **params)
+
+
+def _cell_data(stats: list[PairStats], kept_count: np.ndarray, entries: range) -> Any:
+    from stream_dp.dp.mechanisms import CellData
+
+    chosen = [stats[i] for i in entries]
+    return CellData(
+        counts=np.array([s.count for s in chosen], dtype=np.int64),
+        sums=np.array([s.total for s in chosen]),
+        sumsqs=np.array([s.total_sq for s in chosen]),
+        prefixes=tuple(np.array([v for _, v in s.prefix]) for s in chosen),
+        kept_counts=np.asarray(kept_count[entries.start : entries.stop], dtype=np.int64),
+    )
 
 
 def _summary(
@@ -191,4 +232,5 @@ def _summary(
         "n_readings": sum(s.count for s in pairs.values()),
         "suppressed_pairs": len(clip.suppressed) if clip else 0,
         "mechanism": settings.mean_mechanism,
+        "delta": settings.delta if settings.mean_mechanism == "cummings" else 0.0,
     }

@@ -28,6 +28,7 @@ from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.metrics import ServiceMetrics
 from stream_dp.release import WindowRelease, release_window
 from stream_dp.worker import internal_records as rec
+from stream_dp.worker.fault_injection import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +163,10 @@ class ReleaseService:
                 key=str(start).encode(),
                 partition=0,
             )
+            crash_point("after-stored")
             self.coordinator.mark_released(start)
             await self._publish(release.records)
+            crash_point("after-published")
             self.recent.extend(release.records)
             self._observe(release, time.monotonic() - began)
 

@@ -1,0 +1,229 @@
+"""Helpers for end-to-end tests: worker processes, replay, and reading topics back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from stream_dp.config import Settings, load_settings
+from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.embedded_broker import free_loopback_port
+from stream_dp.kafka.partition_reader import read_partition_to_end
+from stream_dp.kafka.topics import ensure_topics, stream_dp_topics
+
+HOUR = 3600
+
+
+def service_settings(prefix: str, **overrides: Any) -> Settings:
+    names = {
+        "topic_readings": f"{prefix}.readings",
+        "topic_dlq": f"{prefix}.readings.dlq",
+        "topic_releases": f"{prefix}.releases",
+        "topic_partials": f"{prefix}.partials",
+        "topic_state": f"{prefix}.state",
+        "topic_release_log": f"{prefix}.release-log",
+    }
+    values = {"app_id": prefix, "idle_close_seconds": 3.0, "resolution": 7, **names}
+    values.update(overrides)
+    return load_settings(**values)
+
+
+def create_topics(conn: KafkaConnection, settings: Settings) -> None:
+    specs = stream_dp_topics(
+        settings.partitions,
+        names={
+            "readings": settings.topic_readings,
+            "dlq": settings.topic_dlq,
+            "releases": settings.topic_releases,
+            "partials": settings.topic_partials,
+            "state": settings.topic_state,
+            "release_log": settings.topic_release_log,
+        },
+    )
+    asyncio.run(ensure_topics(conn, specs))
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    env = {}
+    for name, value in settings.model_dump().items():
+        if value is None or name.startswith("kafka_"):
+            continue
+        env[f"STREAM_DP_{name.upper()}"] = (
+            str(value).lower() if isinstance(value, bool) else str(value)
+        )
+    return env
+
+
+@dataclass
+class Worker:
+    process: subprocess.Popen[bytes]
+    web_port: int
+    log_path: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.web_port}{path}"
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=5) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"worker exited early:\n{self.log()}")
+            try:
+                if self.get("/readyz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"worker not ready in {timeout} s:\n{self.log()}")
+
+    def metric(self, name: str, labels: str = "") -> float:
+        body = self.get("/metrics")[1].decode()
+        for line in body.splitlines():
+            if line.startswith(f"{name}{labels} ") or line.startswith(f"{name}{{{labels}}} "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+
+def start_worker(
+    bootstrap: str, settings: Settings, tmp_path: Path, name: str = "worker", **env: str
+) -> Worker:
+    port = free_loopback_port()
+    log_path = tmp_path / f"{name}-{port}.log"
+    full_env = {**os.environ, **settings_env(settings), **env}
+    full_env["STREAM_DP_KAFKA_EMBEDDED"] = "true"
+    command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
+               "--web-port", str(port), "--log-level", "info"]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Worker(process, port, log_path, env)
+
+
+def produce(conn: KafkaConnection, topic: str, readings: Iterable[dict], batch_size: int = 50):
+    from stream_dp.producer import produce_readings
+
+    return asyncio.run(produce_readings(conn, topic, list(readings), batch_size))
+
+
+def produce_raw(conn: KafkaConnection, topic: str, values: list[bytes], key: bytes | None = None):
+    from aiokafka import AIOKafkaProducer
+
+    async def send() -> None:
+        producer = AIOKafkaProducer(**conn.producer_kwargs())
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send(topic, value, key=key)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    asyncio.run(send())
+
+
+def read_topic(conn: KafkaConnection, topic: str, partitions: int = 1) -> list[Any]:
+    async def read() -> list[Any]:
+        out = []
+        for p in range(partitions):
+            out.extend(await read_partition_to_end(conn, topic, p))
+        return out
+
+    return asyncio.run(read())
+
+
+def read_releases(conn: KafkaConnection, settings: Settings) -> list[dict[str, Any]]:
+    return [orjson.loads(r.value) for r in read_topic(conn, settings.topic_releases)]
+
+
+def wait_for_windows(
+    conn: KafkaConnection, settings: Settings, expected: int, worker: Worker | None = None,
+    timeout: float = 120.0,
+) -> list[dict[str, Any]]:  # fmt: skip
+    deadline = time.monotonic() + timeout
+    records: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        records = read_releases(conn, settings)
+        if len({r["window_start"] for r in records if r["type"] == "window"}) >= expected:
+            return records
+        time.sleep(1.0)
+    log = worker.log() if worker else ""
+    raise AssertionError(f"only {len(records)} records after {timeout} s\n{log}")
+
+
+def synthetic_readings(
+    n_vehicles: int, hours: int, per_hour: int, start: int = 1_700_000_000 // HOUR * HOUR,
+    seed: int = 1,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Vehicles moving around a few H3 res-7 cells of New York, in event-time order."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for h in range(hours):
+        for i in range(per_hour):
+            ts = start + h * HOUR + i * (HOUR / per_hour)
+            v = rng.randrange(n_vehicles)
+            out.append(
+                {
+                    "vehicle_id": f"veh-{v}",
+                    "ts": ts,
+                    "lat": 40.70 + 0.01 * (v % 5) + rng.uniform(0, 0.02),
+                    "lon": -74.02 + 0.01 * (v % 3) + rng.uniform(0, 0.02),
+                    "speed": rng.uniform(0, 80),
+                }
+            )
+    return out
+
+
+def non_noise(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple]:
+    """The fields of each record that do not depend on the noise."""
+    keep = ("n_vehicles", "n_readings", "n_readings_used", "K", "error_bound", "cap", "G1",
+            "cells_released", "privacy_loss")  # fmt: skip
+    return {
+        (r["window_start"], r.get("cell", "*")): tuple(
+            round(r[k], 9) if isinstance(r.get(k), float) else r.get(k) for k in keep
+        )
+        for r in records
+    }
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1, default=str)[:3000]

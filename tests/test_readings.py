@@ -1,0 +1,83 @@
+"""Input validation: clamping, cells, timestamps, and clear reasons for bad readings."""
+
+from __future__ import annotations
+
+import h3
+import pytest
+
+from stream_dp.readings import (
+    InvalidReading,
+    ParsedBatch,
+    ReadingValidator,
+    decode_message,
+    parse_timestamp,
+)
+
+GOOD = {"vehicle_id": "bus-1", "ts": 1606820400, "lat": 40.7, "lon": -74.0, "speed": 30.0}
+
+
+def validate(obj):
+    batch = ParsedBatch()
+    ReadingValidator(upper=65.0, resolution=8).add(obj, batch)
+    return batch
+
+
+def test_speed_is_clamped_to_zero_and_upper():
+    assert validate({**GOOD, "speed": 99.0}).speed == [65.0]
+    assert validate({**GOOD, "speed": -3.0}).speed == [0.0]
+    assert validate(GOOD).speed == [30.0]
+
+
+def test_cell_is_the_h3_cell_at_the_configured_resolution():
+    assert validate(GOOD).cell == [h3.latlng_to_cell(40.7, -74.0, 8)]
+
+
+def test_integer_vehicle_ids_become_strings_and_extra_fields_are_ignored():
+    assert validate({**GOOD, "vehicle_id": 367073680, "heading": 3}).vehicle == ["367073680"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1606820400, 1606820400.0),
+        ("2020-12-01T11:00:00Z", 1606820400.0),
+        ("2020-12-01T12:00:00+01:00", 1606820400.0),
+        ("2020-12-01 11:00:00", 1606820400.0),
+    ],
+)
+def test_timestamps(value, expected):
+    assert parse_timestamp(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"lat": 91.0}, "lat out of range"),
+        ({"lon": -181.0}, "lon out of range"),
+        ({"lat": float("inf")}, "lat is not finite"),
+        ({"speed": float("nan")}, "speed is not finite"),
+        ({"speed": "fast"}, "speed must be a number"),
+        ({"vehicle_id": ""}, "vehicle_id must be a non-empty string"),
+        ({"vehicle_id": True}, "vehicle_id must be a string"),
+        ({"ts": "yesterday"}, "ts is not RFC 3339"),
+        ({"ts": None}, "ts must be epoch seconds"),
+    ],
+)
+def test_invalid_readings_name_the_field(change, reason):
+    with pytest.raises(InvalidReading, match=reason):
+        validate({**GOOD, **change})
+
+
+def test_missing_field_is_invalid():
+    obj = dict(GOOD)
+    del obj["speed"]
+    with pytest.raises(InvalidReading, match="speed"):
+        validate(obj)
+
+
+def test_messages_carry_one_reading_or_an_array():
+    assert decode_message(b'{"a": 1}') == [{"a": 1}]
+    assert decode_message(b'[{"a": 1}, {"a": 2}]') == [{"a": 1}, {"a": 2}]
+    for bad, reason in [(b"", "empty message"), (b"[]", "empty array"), (b"{", "not JSON")]:
+        with pytest.raises(InvalidReading, match=reason):
+            decode_message(bad)

@@ -1,0 +1,203 @@
+"""End to end through the real (embedded Tansu) broker: worker processes, replay, releases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.engine import OfflineEngine
+from tests.service_harness import (
+    create_topics,
+    non_noise,
+    produce,
+    produce_raw,
+    read_releases,
+    read_topic,
+    service_settings,
+    start_worker,
+    synthetic_readings,
+    wait_for_windows,
+)
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+SCHEMA = json.loads(
+    (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
+)
+
+
+def offline_records(settings, readings):
+    engine = OfflineEngine(settings, LaplaceNoise())
+    out = []
+    for releases in (engine.feed(readings), engine.finish()):
+        for release in releases:
+            out.extend(release.records)
+    return out
+
+
+@pytest.fixture
+def setup(kafka, topic_prefix, tmp_path):
+    settings = service_settings(topic_prefix)
+    create_topics(kafka, settings)
+    workers = []
+
+    def spawn(name="worker", **env):
+        worker = start_worker(kafka.bootstrap_servers, settings, tmp_path, name, **env)
+        workers.append(worker)
+        return worker
+
+    yield settings, spawn
+    for worker in workers:
+        worker.stop()
+
+
+def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=30, hours=3, per_hour=400)
+    worker = spawn()
+    worker.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    records = wait_for_windows(kafka, settings, expected=3, worker=worker)
+    for record in records:
+        jsonschema.validate(record, SCHEMA)
+    assert non_noise(records) == non_noise(offline_records(settings, readings))
+    cells = [r for r in records if r["type"] == "cell"]
+    assert all(0 <= r["mean"] <= settings.upper for r in cells)
+    assert all(0 <= r["variance"] <= settings.upper**2 / 4 for r in cells)
+    assert worker.metric("stream_dp_readings_total", 'outcome="accepted"') == len(readings)
+    assert worker.metric("stream_dp_windows_released_total") == 3
+    spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
+    assert worker.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(spent)
+
+
+def kcat_can_talk_to(bootstrap: str) -> str | None:
+    """None if kcat can read the broker's metadata, else why not."""
+    if shutil.which("kcat") is None:
+        return "kcat is not installed (Debian package kcat)"
+    probe = subprocess.run(
+        ["kcat", "-b", bootstrap, "-L", "-m", "5"], capture_output=True, timeout=30
+    )
+    if probe.returncode != 0:
+        tail = probe.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return f"kcat cannot read this broker's metadata: {' '.join(tail)}"
+    return None
+
+
+def test_kcat_reads_the_output_topic(kafka, setup):
+    settings, spawn = setup
+    problem = kcat_can_talk_to(kafka.bootstrap_servers)
+    if problem:
+        # Seen with kcat 1.7.1 / librdkafka 2.0.2 against Tansu 0.6.0: librdkafka cannot parse
+        # Tansu's ApiVersions v3 reply ("Read underflow"); against Apache Kafka this runs.
+        pytest.skip(problem)
+    readings = synthetic_readings(n_vehicles=10, hours=1, per_hour=200, seed=3)
+    worker = spawn()
+    worker.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    records = wait_for_windows(kafka, settings, expected=1, worker=worker)
+    out = subprocess.run(
+        ["kcat", "-b", kafka.bootstrap_servers, "-C", "-t", settings.topic_releases, "-e", "-q"],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    ).stdout.decode()
+    via_kcat = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert sorted(r["release_id"] for r in via_kcat) == sorted(r["release_id"] for r in records)
+
+
+def test_two_workers_give_the_same_non_noise_fields_as_one(kafka, setup, topic_prefix, tmp_path):
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=40, hours=2, per_hour=500, seed=5)
+    first, second = spawn("a"), spawn("b")
+    first.wait_ready()
+    second.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    two = wait_for_windows(kafka, settings, expected=2, worker=first)
+    assert non_noise(two) == non_noise(offline_records(settings, readings))
+    accepted = sum(
+        w.metric("stream_dp_readings_total", 'outcome="accepted"') for w in (first, second)
+    )
+    assert accepted == len(readings)
+
+
+def test_malformed_flood_goes_to_the_dead_letter_topic(kafka, setup):
+    settings, spawn = setup
+    worker = spawn()
+    worker.wait_ready()
+    good = synthetic_readings(n_vehicles=5, hours=1, per_hour=50, seed=9)
+    bad_messages = [b"not json", b"[]", b'{"vehicle_id": "x"}', b"\xff\xfe"] * 50
+    bad_reading = {**good[0], "lat": 123.0}
+    produce_raw(kafka, settings.topic_readings, bad_messages, key=b"x")
+    produce_raw(kafka, settings.topic_readings, [json.dumps([good[1], bad_reading]).encode()])
+    produce(kafka, settings.topic_readings, good[2:])
+    wait_for_windows(kafka, settings, expected=1, worker=worker)
+    dead = read_topic(kafka, settings.topic_dlq, settings.partitions)
+    assert len(dead) == len(bad_messages) + 1
+    reasons = {dict(r.headers)["reason"].decode() for r in dead}
+    assert any("not JSON" in r for r in reasons) and "lat out of range [-90, 90]" in reasons
+    assert worker.metric("stream_dp_readings_total", 'outcome="invalid"') == len(dead)
+    assert worker.metric("stream_dp_readings_total", 'outcome="accepted"') == len(good) - 1
+
+
+def test_late_readings_are_dropped_and_counted(kafka, setup):
+    settings, spawn = setup
+    worker = spawn()
+    worker.wait_ready()
+    readings = synthetic_readings(n_vehicles=5, hours=3, per_hour=60, seed=11)
+    produce(kafka, settings.topic_readings, readings)
+    records = wait_for_windows(kafka, settings, expected=3, worker=worker)
+    late = [{**r, "speed": 1.0} for r in readings[:7]]  # the first window: released already
+    produce(kafka, settings.topic_readings, late)
+    for _ in range(60):
+        if worker.metric("stream_dp_readings_total", 'outcome="late"') == len(late):
+            break
+        import time
+
+        time.sleep(0.5)
+    assert worker.metric("stream_dp_readings_total", 'outcome="late"') == len(late)
+    assert read_releases(kafka, settings) == records  # nothing re-released
+
+
+@pytest.mark.parametrize("crash", ["after-stored", "after-published"])
+def test_release_once_across_a_crash(kafka, setup, crash):
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=12, hours=2, per_hour=120, seed=13)
+    doomed = spawn("doomed", STREAM_DP_FAULT_INJECTION=crash)
+    doomed.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    doomed.process.wait(timeout=120)  # it kills itself at the crash point
+    log = read_topic(kafka, settings.topic_release_log)
+    assert len(log) == 1  # the first window was stored before the crash
+    stored = json.loads(log[0].value)
+    survivor = spawn("survivor")
+    records = wait_for_windows(kafka, settings, expected=2, worker=survivor)
+    by_id: dict[str, set] = {}
+    for r in records:
+        by_id.setdefault(r["release_id"], set()).add(
+            (r["mean"], r["variance"]) if r["type"] == "cell" else r["K"]
+        )
+    assert all(len(v) == 1 for v in by_id.values()), "a release id was published with two values"
+    for cell in stored["cells"]:
+        published = [r for r in records if r["release_id"] == cell["release_id"]]
+        assert published and all(r["mean"] == cell["mean"] for r in published)
+    assert len(read_topic(kafka, settings.topic_release_log)) == 2
+
+
+def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup):
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=25, hours=2, per_hour=3000, seed=17)
+    half = len(readings) // 2
+    first = spawn("first")
+    first.wait_ready()
+    produce(kafka, settings.topic_readings, readings[:half])
+    first.kill()
+    second = spawn("second")
+    second.wait_ready()
+    produce(kafka, settings.topic_readings, readings[half:])
+    records = wait_for_windows(kafka, settings, expected=2, worker=second)
+    assert non_noise(records) == non_noise(offline_records(settings, readings))
