@@ -6,17 +6,22 @@ is then ``K * eps``-DP (Prop. V.1).
 
 Per cell we keep ``M``, ``S`` and its entries sorted by count (descending) with the positions of
 the first three kept ones, so "largest kept count without vehicle ``l``" is O(1) and a candidate
-``E_g(l)`` is O(1). Stage users are processed in rounds: every user of a window evaluates its
-candidates against the state at the round start (numpy), then again against that state minus the
-choices of the window users before it; the prefix up to the first user whose choice changes
-(or that halts) is exactly what the sequential algorithm does and is applied at once. Short
-rounds fall back to a plain sequential loop. Both paths give identical results.
+``E_g(l)`` is O(1) (no grid is recomputed from scratch).
+
+Stage users are processed in rounds (windows of consecutive stage users, numpy): every user picks
+its argmin against the round-start state minus the speculated picks of the window users before
+it, and the picks are iterated. If the picks first change at user ``r``, users ``0..r`` are exact
+(induction on the user order), so the fixed point, cut at the first halting user, is exactly
+what the sequential algorithm does. Each pass only re-evaluates the cells whose choosers changed.
+With few cells (a window's users share nearly every cell) a plain sequential loop is used.
+Both paths give identical results (tested against ``tests/reference_clip_user.py``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -39,7 +44,7 @@ _MIN_PROGRESS = 16  # users per pass below which "auto" switches to the sequenti
 _SEQUENTIAL_RUN = 256
 _MIN_CELLS_FOR_BATCHES = 256
 _MAX_ITERATIONS = 16
-_NO_CHOICE = np.iinfo(np.int64).max
+_NOT_IN_WINDOW = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,8 @@ class ClipUserResult:
     """Outcome of CLIP-USER on one occupancy array.
 
     ``kept[i]`` says whether entry ``i`` of ``occupancy`` is kept (``Gamma = m``) or suppressed
-    (``Gamma = 0``); ``suppressed`` lists ``(cell, vehicle)`` in suppression order.
+    (``Gamma = 0``); ``suppressed_entries`` lists the suppressed entry indices in suppression
+    order and ``suppressed`` the same as ``(cell, vehicle)`` ids (built on first use).
     ``g1 = max_l G_l`` before and ``k = max_l G_l`` after suppression; ``error_bound`` is the
     ``E`` used; ``initial_error``/``error`` are per cell, before/after suppression (eq. 13);
     ``upper`` and ``epsilon`` are the ``U`` and per-cell ``eps`` the errors were computed with.
@@ -62,12 +68,26 @@ class ClipUserResult:
     error_bound: float
     initial_error: FloatArray
     error: FloatArray
-    suppressed: tuple[tuple[str, str], ...]
+    suppressed_entries: IntArray
+
+    @cached_property
+    def suppressed(self) -> tuple[tuple[str, str], ...]:
+        """``(cell, vehicle)`` of the suppressed entries, in suppression order."""
+        occ = self.occupancy
+        order = self.suppressed_entries
+        cells = np.asarray(occ.cells, dtype=object)[occ.cell_index[order]].tolist()
+        vehicles = np.asarray(occ.vehicles, dtype=object)[occ.vehicle_index[order]].tolist()
+        return tuple(zip(cells, vehicles, strict=True))
 
     @property
     def kept_count(self) -> IntArray:
         """``Gamma[g, l]`` per entry: ``m[g, l]`` if kept, else 0."""
         return np.where(self.kept, self.occupancy.count, 0).astype(np.int64)
+
+    @property
+    def n_suppressed(self) -> int:
+        """Number of suppressed ``(cell, vehicle)`` entries (cheaper than ``len(suppressed)``)."""
+        return len(self.suppressed_entries)
 
     @property
     def max_error(self) -> float:
@@ -147,8 +167,6 @@ def clip_user(
     g1 = int(run.grids.max(initial=0))
     run.run(strategy)
     kept = run.kept[:-1].copy()
-    cells, vehicles = occupancy.cells, occupancy.vehicles
-    cell_idx, vehicle_idx = occupancy.cell_index, occupancy.vehicle_index
     return ClipUserResult(
         occupancy=occupancy,
         upper=float(upper),
@@ -159,13 +177,7 @@ def clip_user(
         error_bound=bound,
         initial_error=initial_error,
         error=cell_errors(occupancy, kept, upper, epsilon),
-        suppressed=tuple(
-            zip(
-                np.asarray(cells, dtype=object)[cell_idx[run.order]].tolist(),
-                np.asarray(vehicles, dtype=object)[vehicle_idx[run.order]].tolist(),
-                strict=True,
-            )
-        ),
+        suppressed_entries=np.asarray(run.order, dtype=np.int64),
     )
 
 
@@ -174,6 +186,17 @@ def _segment_argmin(values: FloatArray, seg_start: IntArray, owner: IntArray) ->
     seg_min = np.minimum.reduceat(values, seg_start)
     index = np.where(values == seg_min[owner], np.arange(len(values)), len(values))
     return np.minimum.reduceat(index, seg_start)
+
+
+@dataclass(frozen=True)
+class _StaticLists:
+    cell_of: list[int]
+    count: list[int]
+    by_vehicle: list[int]
+    vehicle_start: list[int]
+    position: list[int]
+    sorted_count: list[int]
+    total: list[int]
 
 
 class _Suppressor:
@@ -215,14 +238,19 @@ class _Suppressor:
         self.grids = occ.grids_per_vehicle()
         self.cand_of_entry = np.full(n + 1, -1, dtype=np.int64)
         self.order: list[int] = []
-        # Python-list copies of static data for the sequential loop.
-        self._cell_of = self.cell_of.tolist()
-        self._count = self.count.tolist()
-        self._by_vehicle = self.by_vehicle.tolist()
-        self._vehicle_start = self.vehicle_start.tolist()
-        self._position = self.position.tolist()
-        self._sorted_count = self.sorted_count.tolist()
-        self._total = self.total.tolist()
+
+    @cached_property
+    def _lists(self) -> _StaticLists:
+        """Python-list copies of the static arrays, for the sequential loop."""
+        return _StaticLists(
+            cell_of=self.cell_of.tolist(),
+            count=self.count.tolist(),
+            by_vehicle=self.by_vehicle.tolist(),
+            vehicle_start=self.vehicle_start.tolist(),
+            position=self.position.tolist(),
+            sorted_count=self.sorted_count.tolist(),
+            total=self.total.tolist(),
+        )
 
     def run(self, strategy: Strategy) -> None:
         """Stages until ``max G <= 1`` or a halt (MATH.md steps 2-5)."""
@@ -266,30 +294,30 @@ class _Suppressor:
     def _one(self, vehicle: int) -> bool:
         """Process one stage user; False if it halts the run (MATH.md steps 3-4)."""
         best, best_entry = math.inf, -1
-        kept, top3, kept_sum = self.kept, self.top3, self.kept_sum
-        for i in range(self._vehicle_start[vehicle], self._vehicle_start[vehicle + 1]):
-            entry = self._by_vehicle[i]
+        kept, top3, kept_sum, static = self.kept, self.top3, self.kept_sum, self._lists
+        for i in range(static.vehicle_start[vehicle], static.vehicle_start[vehicle + 1]):
+            entry = static.by_vehicle[i]
             if not kept[entry]:
                 continue
-            cell = self._cell_of[entry]
+            cell = static.cell_of[entry]
             first = int(top3[cell, 0])
-            top_pos = int(top3[cell, 1]) if first == self._position[entry] else first
+            top_pos = int(top3[cell, 1]) if first == static.position[entry] else first
             value = _candidate_error(
                 self.upper,
                 self.u2,
                 self.epsilon,
-                self._sorted_count[top_pos],
-                int(kept_sum[cell]) - self._count[entry],
-                self._total[cell],
+                static.sorted_count[top_pos],
+                int(kept_sum[cell]) - static.count[entry],
+                static.total[cell],
             )
             if value < best:
                 best, best_entry = value, entry
         if best_entry < 0 or best == math.inf or best > self.limit:
             return False
-        cell, pos = self._cell_of[best_entry], self._position[best_entry]
+        cell, pos = static.cell_of[best_entry], static.position[best_entry]
         kept[best_entry] = False
         self.kept_sorted[pos] = False
-        kept_sum[cell] -= self._count[best_entry]
+        kept_sum[cell] -= static.count[best_entry]
         self.grids[vehicle] -= 1
         self.order.append(best_entry)
         if pos in top3[cell].tolist():
@@ -324,7 +352,7 @@ class _Suppressor:
         cells whose choosers changed are re-evaluated.
         """
         cand = _Candidates(self, users)
-        spec = cand.update(np.arange(len(cand.run_first)))  # nobody has chosen yet
+        spec = cand.start()
         cand.speculate(np.empty(0, np.int64), spec)
         for iteration in range(_MAX_ITERATIONS):
             pick = cand.update(cand.runs_of(cand.touched))
@@ -364,7 +392,29 @@ class _Suppressor:
         self.grids[vehicles] -= 1
         self.order.extend(entries.tolist())
         hit = (self.top3[cells] == pos[:, None]).any(axis=1)
-        for cell in np.unique(cells[hit]).tolist():
+        self._refill_many(np.unique(cells[hit]))
+
+    def _refill_many(self, cells: IntArray, reach: int = 16) -> None:
+        """Vectorised :meth:`_refill` looking ``reach`` positions past the old third kept
+        entry; cells that need to look further use the scalar version."""
+        n = self.n
+        old = self.top3[cells]
+        end = self.cell_end[cells]
+        start = old[:, 2] + 1  # only meaningful where the cell had three kept entries
+        scan = start[:, None] + np.arange(reach)
+        scan = np.where((old[:, 2:3] != n) & (scan < end[:, None]), scan, n)
+        position = np.concatenate((old, scan), axis=1)
+        alive = self.kept_sorted[position]  # the sentinel n is never kept
+        rank = np.cumsum(alive, axis=1)
+        found = rank[:, -1]
+        rows = np.arange(len(cells))
+        new = np.full((len(cells), 3), n, dtype=np.int64)
+        for k in range(3):
+            column = np.argmax(alive & (rank == k + 1), axis=1)
+            new[:, k] = np.where(found > k, position[rows, column], n)
+        further = (found < 3) & (old[:, 2] != n) & (start + reach < end)
+        self.top3[cells[~further]] = new[~further]
+        for cell in cells[further].tolist():
             self._refill(cell)
 
 
@@ -400,7 +450,7 @@ class _Candidates:
         run.cand_of_entry[entry] = np.arange(n)
         self.top_cand = [run.cand_of_entry[run.by_cell[top3[:, k]]] for k in range(3)]
         run.cand_of_entry[entry] = -1
-        owner_or_none = np.append(owner, _NO_CHOICE)  # index -1: not in the window
+        owner_or_none = np.append(owner, _NOT_IN_WINDOW)  # index -1: not in the window
         self.top_owner = [owner_or_none[c] for c in self.top_cand]
         self.top_count = [run.sorted_count[top3[:, k]] for k in range(3)]
         cell_key = cell.astype(np.uint16) if len(run.total) <= 1 << 16 else cell
@@ -418,6 +468,15 @@ class _Candidates:
         self.weight = np.zeros(n, dtype=np.int64)
         self.is_spec = np.zeros(n + 1, dtype=bool)  # index -1 (= n): never
         self.touched = np.empty(0, dtype=np.int64)
+
+    def start(self) -> IntArray:
+        """Evaluate against the round-start state (no speculation); return the picks."""
+        own_first = self.top_cand[0] == np.arange(len(self.entry))
+        top = np.where(own_first, self.top_count[1], self.top_count[0])
+        self.value[:] = grid_error(self.run.upper, self.run.epsilon, top, self.base, self.total)
+        self.used_removed[:] = 0
+        self.used_top[:] = top
+        return _segment_argmin(self.value, self.seg_start, self.owner)
 
     def speculate(self, old: IntArray, new: IntArray) -> None:
         """Some users now speculate candidate ``new`` instead of ``old``."""
