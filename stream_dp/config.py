@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -74,6 +75,11 @@ class Settings(BaseSettings):
     batch_size: int = Field(2000, ge=1, description="Max messages per ingest batch.")
     batch_seconds: float = Field(0.2, gt=0, description="Max wait to fill an ingest batch.")
 
+    data_dir: Path = Field(
+        Path(tempfile.gettempdir()) / "stream-dp",
+        description="Local scratch directory of the worker (state itself lives in Kafka).",
+    )
+
     # --- web ---------------------------------------------------------------------------
     web_host: str = "127.0.0.1"
     web_port: int = Field(8000, ge=0, le=65535)
@@ -108,6 +114,18 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _ConfigFileSource(settings_cls))
+
+    def to_env(self) -> dict[str, str]:
+        """``STREAM_DP_*`` variables reproducing these settings in a child process."""
+        env: dict[str, str] = {}
+        for name, value in self.model_dump().items():
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            env[f"STREAM_DP_{name.upper()}"] = text
+        return env
 
     def info_labels(self) -> dict[str, str]:
         """Release parameters for the ``stream_dp_info`` metric (no data-derived values)."""

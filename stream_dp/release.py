@@ -230,7 +230,7 @@ def _summary(
         "cells_observed": cells_observed,
         "n_vehicles": len({vehicle for _, vehicle in pairs}),
         "n_readings": sum(s.count for s in pairs.values()),
-        "suppressed_pairs": len(clip.suppressed) if clip else 0,
+        "suppressed_pairs": clip.n_suppressed if clip else 0,
         "mechanism": settings.mean_mechanism,
         "delta": settings.delta if settings.mean_mechanism == "cummings" else 0.0,
     }

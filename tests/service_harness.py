@@ -55,17 +55,6 @@ def create_topics(conn: KafkaConnection, settings: Settings) -> None:
     asyncio.run(ensure_topics(conn, specs))
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    env = {}
-    for name, value in settings.model_dump().items():
-        if value is None or name.startswith("kafka_"):
-            continue
-        env[f"STREAM_DP_{name.upper()}"] = (
-            str(value).lower() if isinstance(value, bool) else str(value)
-        )
-    return env
-
-
 @dataclass
 class Worker:
     process: subprocess.Popen[bytes]
@@ -126,7 +115,8 @@ def start_worker(
 ) -> Worker:
     port = free_loopback_port()
     log_path = tmp_path / f"{name}-{port}.log"
-    full_env = {**os.environ, **settings_env(settings), **env}
+    full_env = {**os.environ, **settings.to_env(), **env}
+    full_env.pop("STREAM_DP_KAFKA_BOOTSTRAP", None)
     full_env["STREAM_DP_KAFKA_EMBEDDED"] = "true"
     command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
                "--web-port", str(port), "--log-level", "info"]  # fmt: skip

@@ -22,14 +22,15 @@ from stream_dp.cli import CliError
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.config import Settings
 
-DEMO_DEFAULTS = {"resolution": 7, "idle_close_seconds": 5.0}
+# Sparse AIS data: res-7 cells, cells with >= 3 vessels, eps 0.5 per cell (see README).
+DEMO_DEFAULTS = {"resolution": 7, "min_vehicles": 3, "epsilon": 0.5, "idle_close_seconds": 5.0}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("demo", help="embedded broker + worker + real sample replay")
     parser.add_argument("--hours", type=int, help="replay only the first N hours of the sample")
     parser.add_argument("--rate", type=float, help="replay rate, readings/s (default: max)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="give up after N seconds")
+    parser.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
     parser.add_argument("--web-port", type=int, default=0, help="worker HTTP port (0: free)")
     add_release_options(parser)
     parser.set_defaults(run=run)
@@ -72,10 +73,13 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
                 f"replayed {stats.readings:,} readings in {stats.messages:,} messages "
                 f"({stats.readings / max(stats.seconds, 1e-9):,.0f} readings/s)"
             )
-            summaries = await asyncio.wait_for(consumer, timeout=args.timeout)
+            summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
         except TimeoutError:
             print(_tail(log_path), file=sys.stderr)
             raise CliError(f"not every window was released within {args.timeout:g} s") from None
+        except WorkerDied as exc:
+            print(_tail(log_path), file=sys.stderr)
+            raise CliError(f"the worker exited with status {exc.args[0]}") from None
         finally:
             worker.terminate()
             try:
@@ -86,20 +90,24 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _unless_dead(task: asyncio.Task[Any], worker: subprocess.Popen[bytes]) -> Any:
+    """``task``'s result, or an error as soon as the worker process dies."""
+    while not task.done():
+        if worker.poll() is not None:
+            task.cancel()
+            raise WorkerDied(worker.returncode)
+        await asyncio.sleep(0.5)
+    return task.result()
+
+
+class WorkerDied(Exception):
+    pass
+
+
 def _start_worker(
     settings: Settings, bootstrap: str, web_port: int, log_path: Path
 ) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        STREAM_DP_KAFKA_EMBEDDED="true",
-        STREAM_DP_RESOLUTION=str(settings.resolution),
-        STREAM_DP_EPSILON=repr(settings.epsilon),
-        STREAM_DP_UPPER=repr(settings.upper),
-        STREAM_DP_IDLE_CLOSE_SECONDS=repr(settings.idle_close_seconds),
-        STREAM_DP_MIN_VEHICLES=str(settings.min_vehicles),
-        STREAM_DP_PSEUDO_USER=str(settings.pseudo_user).lower(),
-        STREAM_DP_MEAN_MECHANISM=settings.mean_mechanism,
-    )
+    env = {**os.environ, **settings.to_env(), "STREAM_DP_KAFKA_EMBEDDED": "true"}
     command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
                "--web-port", str(web_port), "--log-level", "warning"]  # fmt: skip
     with log_path.open("wb") as log:
@@ -107,12 +115,10 @@ def _start_worker(
 
 
 async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list[dict[str, Any]]:
-    from aiokafka import AIOKafkaConsumer
+    """Print each window's release as it appears in the output topic (read by offset from
+    Fetch responses, which the embedded broker answers correctly)."""
+    from stream_dp.kafka.partition_reader import iter_partition_to_end
 
-    consumer = AIOKafkaConsumer(
-        settings.topic_releases, **conn.consumer_kwargs(), auto_offset_reset="earliest"
-    )
-    await consumer.start()
     summaries: list[dict[str, Any]] = []
     seen: set[str] = set()
     cells: dict[str, list[dict[str, Any]]] = {}
@@ -121,41 +127,37 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
         f"{'K*eps':>6} {'eps spent':>9} {'error bound':>11}  busiest cell: mean km/h"
     )
     spent = 0.0
-    try:
-        while len(summaries) < expected:
-            batches = await consumer.getmany(timeout_ms=500)
-            for records in batches.values():
-                for message in records:
-                    record = orjson.loads(message.value)
-                    if record["release_id"] in seen:
-                        continue  # a re-published duplicate
-                    seen.add(record["release_id"])
-                    if record["type"] == "cell":
-                        cells.setdefault(record["window_start"], []).append(record)
-                        continue
-                    summaries.append(record)
-                    spent += record["privacy_loss"]
-                    busiest = max(
-                        cells.pop(record["window_start"], []),
-                        key=lambda r: r["n_readings"],
-                        default=None,
-                    )
-                    busy = (
-                        f"{busiest['mean']:.1f} ({busiest['n_readings']} readings)"
-                        if busiest
-                        else "-"
-                    )
-                    print(
-                        f"{record['window_start'][:16].replace('T', ' '):<17} "
-                        f"{record['cells_released']:>5} {record['n_vehicles']:>7} "
-                        f"{record['n_readings']:>8} {record['G1']:>3}->{record['K']:<3} "
-                        f"{record['privacy_loss']:>6.2f} {spent:>9.2f} "
-                        f"{record['error_bound']:>11.2f}  {busy}",
-                        flush=True,
-                    )
-    finally:
-        await consumer.stop()
+    offset = 0
+    while len(summaries) < expected:
+        async for batch in iter_partition_to_end(conn, settings.topic_releases, 0, offset):
+            for message in batch:
+                offset = message.offset + 1
+                record = orjson.loads(message.value)
+                if record["release_id"] in seen:
+                    continue  # a re-published duplicate
+                seen.add(record["release_id"])
+                if record["type"] == "cell":
+                    cells.setdefault(record["window_start"], []).append(record)
+                    continue
+                summaries.append(record)
+                spent += record["privacy_loss"]
+                print(
+                    _window_line(record, cells.pop(record["window_start"], []), spent), flush=True
+                )
+        await asyncio.sleep(0.5)
     return summaries
+
+
+def _window_line(record: dict[str, Any], cells: list[dict[str, Any]], spent: float) -> str:
+    busiest = max(cells, key=lambda r: r["n_readings"], default=None)
+    busy = f"{busiest['mean']:.1f} ({busiest['n_readings']} readings)" if busiest else "-"
+    return (
+        f"{record['window_start'][:16].replace('T', ' '):<17} "
+        f"{record['cells_released']:>5} {record['n_vehicles']:>7} "
+        f"{record['n_readings']:>8} {record['G1']:>3}->{record['K']:<3} "
+        f"{record['privacy_loss']:>6.2f} {spent:>9.2f} "
+        f"{record['error_bound']:>11.2f}  {busy}"
+    )
 
 
 def _print_summary(summaries: list[dict[str, Any]], settings: Settings) -> None:

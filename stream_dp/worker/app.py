@@ -69,6 +69,7 @@ class WorkerRuntime:
 def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) -> faust.App:
     if noise.source.is_seeded:
         raise ValueError("the service refuses a seeded random source: releases need fresh noise")
+    (settings.data_dir / settings.app_id).mkdir(parents=True, exist_ok=True)
     metrics = ServiceMetrics()
     metrics.info.info(settings.info_labels())
     runtime = WorkerRuntime(settings, conn, metrics, noise)
@@ -76,6 +77,7 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         settings.app_id,
         **conn.faust_kwargs(),
         store="memory://",
+        datadir=str(settings.data_dir / settings.app_id),
         topic_partitions=settings.partitions,
         topic_allow_declare=False,
         consumer_auto_offset_reset="earliest",

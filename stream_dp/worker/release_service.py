@@ -131,7 +131,7 @@ class ReleaseService:
             if not self._budget_restored:  # the counter continues from the release log
                 self.metrics.privacy_budget_spent.inc(spent)
                 self._budget_restored = True
-            consumer.seek_to_beginning(tp)
+            await consumer.seek_to_beginning(tp)
             log.info("releaser ready: %d windows already released", len(stored))
         finally:
             self.rebuilding = False
