@@ -49,26 +49,28 @@ class Occupancy:
         cls, cells: Iterable[str], vehicles: Iterable[str], counts: Iterable[int]
     ) -> Occupancy:
         """Build from parallel sequences (one per non-zero pair; repeated pairs are summed)."""
-        cell_arr = np.asarray(list(cells), dtype=object)
-        vehicle_arr = np.asarray(list(vehicles), dtype=object)
+        cell_list = [str(c) for c in cells]
+        vehicle_list = [str(v) for v in vehicles]
         count_arr = np.asarray(list(counts), dtype=np.int64)
-        if not (len(cell_arr) == len(vehicle_arr) == len(count_arr)):
+        if not (len(cell_list) == len(vehicle_list) == len(count_arr)):
             raise ValueError("cells, vehicles and counts must have the same length")
         if len(count_arr) and int(count_arr.min()) <= 0:
             raise ValueError("every count must be a positive integer")
-        cell_names, cell_idx = np.unique(cell_arr.astype(str), return_inverse=True)
-        vehicle_names, vehicle_idx = np.unique(vehicle_arr.astype(str), return_inverse=True)
+        cell_names, cell_idx = _factorize(cell_list)
+        vehicle_names, vehicle_idx = _factorize(vehicle_list)
         n_vehicles = max(len(vehicle_names), 1)
-        key = cell_idx.astype(np.int64) * n_vehicles + vehicle_idx.astype(np.int64)
-        unique_key, inverse = np.unique(key, return_inverse=True)
-        summed = np.zeros(len(unique_key), dtype=np.int64)
-        np.add.at(summed, inverse, count_arr)
+        key = cell_idx * n_vehicles + vehicle_idx
+        if len(key) > 1 and not bool(np.all(key[1:] > key[:-1])):
+            unique_key, inverse = np.unique(key, return_inverse=True)
+            summed = np.zeros(len(unique_key), dtype=np.int64)
+            np.add.at(summed, inverse, count_arr)
+            key, count_arr = unique_key, summed
         return cls(
-            cells=tuple(str(c) for c in cell_names),
-            vehicles=tuple(str(v) for v in vehicle_names),
-            cell_index=(unique_key // n_vehicles).astype(np.int64),
-            vehicle_index=(unique_key % n_vehicles).astype(np.int64),
-            count=summed,
+            cells=cell_names,
+            vehicles=vehicle_names,
+            cell_index=(key // n_vehicles).astype(np.int64),
+            vehicle_index=(key % n_vehicles).astype(np.int64),
+            count=count_arr,
         )
 
     @property
@@ -93,3 +95,10 @@ class Occupancy:
         top = np.zeros(len(self.cells), dtype=np.int64)
         np.maximum.at(top, self.cell_index, self.count)
         return top
+
+
+def _factorize(values: list[str]) -> tuple[tuple[str, ...], IntArray]:
+    """Sorted distinct values and each value's index among them."""
+    names = sorted(set(values))
+    index = {name: i for i, name in enumerate(names)}
+    return tuple(names), np.array([index[v] for v in values], dtype=np.int64)
