@@ -19,9 +19,9 @@ from stream_dp.config import Settings
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.occupancy import Occupancy, factorize
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
-from stream_dp.window_state import PairKey, PairStats, WindowPairs
+from stream_dp.window_state import PairStats, WindowPairs
 
 SCHEMA_VERSION = 1
 RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
@@ -56,34 +56,71 @@ class WindowRelease:
         return cls(int(obj["window_start"]), list(obj["cells"]), dict(obj["summary"]))
 
 
-def select_cells(pairs: WindowPairs, min_vehicles: int, top_cells: int | None) -> WindowPairs:
-    """Restrict to cells chosen from public information only (vehicle and reading counts)."""
-    vehicles: dict[str, int] = {}
-    readings: dict[str, int] = {}
-    for (cell, _), stats in pairs.items():
-        vehicles[cell] = vehicles.get(cell, 0) + 1
-        readings[cell] = readings.get(cell, 0) + stats.count
-    chosen = {c for c, n in vehicles.items() if n >= min_vehicles}
+@dataclass(frozen=True)
+class WindowColumns:
+    """A window's merged state column-wise: one entry per (cell, vehicle) pair."""
+
+    stats: list[PairStats]
+    cell_names: tuple[str, ...]
+    cell_code: np.ndarray
+    vehicle_names: tuple[str, ...]
+    vehicle_code: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def from_pairs(cls, pairs: WindowPairs) -> WindowColumns:
+        keys = list(pairs)
+        cell_names, cell_code = factorize([cell for cell, _ in keys])
+        vehicle_names, vehicle_code = factorize([vehicle for _, vehicle in keys])
+        stats = list(pairs.values())
+        count = np.fromiter((s.count for s in stats), dtype=np.int64, count=len(stats))
+        return cls(stats, cell_names, cell_code, vehicle_names, vehicle_code, count)
+
+
+def select_cells(columns: WindowColumns, min_vehicles: int, top_cells: int | None) -> np.ndarray:
+    """Cells (codes) chosen from public information only: vehicle and reading counts."""
+    n_cells = len(columns.cell_names)
+    vehicles = np.bincount(columns.cell_code, minlength=n_cells)
+    readings = np.bincount(columns.cell_code, weights=columns.count, minlength=n_cells)
+    chosen = np.flatnonzero(vehicles >= min_vehicles)
     if top_cells is not None and len(chosen) > top_cells:
-        ranked = sorted(chosen, key=lambda c: (-readings[c], c))
-        chosen = set(ranked[:top_cells])
-    return {key: stats for key, stats in pairs.items() if key[0] in chosen}
+        busiest_first = np.lexsort((chosen, -readings[chosen]))  # ties: smaller cell id
+        chosen = np.sort(chosen[busiest_first[:top_cells]])
+    return chosen
 
 
 def kept_sums(stats: list[PairStats], kept_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum and sum of squares of the first ``kept_count`` readings of each entry."""
-    total = np.zeros(len(stats))
-    total_sq = np.zeros(len(stats))
-    for i, (s, keep) in enumerate(zip(stats, kept_count.tolist(), strict=True)):
-        if keep == 0:
-            continue
-        if keep == s.count:
-            total[i], total_sq[i] = s.total, s.total_sq
-        else:
-            values = s.first_values(keep)
-            total[i] = sum(values)
-            total_sq[i] = sum(v * v for v in values)
+    count = np.fromiter((s.count for s in stats), dtype=np.int64, count=len(stats))
+    total = np.fromiter((s.total for s in stats), dtype=np.float64, count=len(stats))
+    total_sq = np.fromiter((s.total_sq for s in stats), dtype=np.float64, count=len(stats))
+    full = kept_count == count
+    total = np.where(full, total, 0.0)
+    total_sq = np.where(full, total_sq, 0.0)
+    for i in np.flatnonzero(~full & (kept_count > 0)).tolist():
+        values = stats[i].first_values(int(kept_count[i]))
+        total[i] = sum(values)
+        total_sq[i] = sum(v * v for v in values)
     return total, total_sq
+
+
+def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, np.ndarray]:
+    """The occupancy array of the chosen cells and, per entry, its index into ``columns``."""
+    in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
+    in_chosen[chosen] = True
+    entries = np.flatnonzero(in_chosen[columns.cell_code])
+    cell_rank = np.cumsum(in_chosen) - 1
+    cell_index = cell_rank[columns.cell_code[entries]]
+    used_vehicles, vehicle_index = np.unique(columns.vehicle_code[entries], return_inverse=True)
+    order = np.lexsort((vehicle_index, cell_index))
+    occupancy = Occupancy(
+        cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
+        vehicles=tuple(columns.vehicle_names[v] for v in used_vehicles.tolist()),
+        cell_index=cell_index[order].astype(np.int64),
+        vehicle_index=vehicle_index[order].astype(np.int64),
+        count=columns.count[entries[order]],
+    )
+    return occupancy, entries[order]
 
 
 def release_window(
@@ -97,8 +134,8 @@ def release_window(
     eps = settings.epsilon
     upper = settings.upper
     window_end = window_start + settings.window_seconds
-    selected = select_cells(pairs, settings.min_vehicles, settings.top_cells)
-    keys: list[PairKey] = sorted(selected)
+    columns = WindowColumns.from_pairs(pairs)
+    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     base = {
         "schema_version": SCHEMA_VERSION,
         "window_start": rfc3339(window_start),
@@ -106,16 +143,13 @@ def release_window(
         "resolution": settings.resolution,
         "epsilon": eps,
     }
-    observed_cells = len({cell for cell, _ in pairs})
-    if not keys:
-        summary = _summary(settings, base, window_start, None, None, 0, observed_cells, pairs)
+    if not len(chosen):
+        summary = _summary(settings, base, window_start, None, None, 0, columns)
         summary["readings_dropped_late"] = late_readings
         return WindowRelease(window_start, [], summary)
 
-    stats = [selected[k] for k in keys]
-    occupancy = Occupancy.from_arrays(
-        [c for c, _ in keys], [v for _, v in keys], [s.count for s in stats]
-    )
+    occupancy, entry_of = _occupancy(columns, chosen)
+    stats = [columns.stats[i] for i in entry_of.tolist()]
     clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
@@ -173,9 +207,7 @@ def release_window(
                 "K": clip.k,
             }
         )
-    summary = _summary(
-        settings, base, window_start, clip, capped, len(cells), observed_cells, pairs
-    )
+    summary = _summary(settings, base, window_start, clip, capped, len(cells), columns)
     summary["readings_dropped_late"] = late_readings
     return WindowRelease(window_start, cells, summary)
 
@@ -210,8 +242,7 @@ def _summary(
     clip: ClipUserResult | None,
     capped: PseudoUserResult | None,
     cells_released: int,
-    cells_observed: int,
-    pairs: WindowPairs,
+    columns: WindowColumns,
 ) -> dict[str, Any]:
     eps = settings.epsilon
     g1 = clip.g1 if clip else 0
@@ -227,9 +258,9 @@ def _summary(
         "error_bound": float(clip.error_bound) if clip else 0.0,
         "max_error": float(np.max(capped.error)) if capped is not None else 0.0,
         "cells_released": cells_released,
-        "cells_observed": cells_observed,
-        "n_vehicles": len({vehicle for _, vehicle in pairs}),
-        "n_readings": sum(s.count for s in pairs.values()),
+        "cells_observed": len(columns.cell_names),
+        "n_vehicles": len(columns.vehicle_names),
+        "n_readings": int(columns.count.sum()),
         "suppressed_pairs": clip.n_suppressed if clip else 0,
         "mechanism": settings.mean_mechanism,
         "delta": settings.delta if settings.mean_mechanism == "cummings" else 0.0,

@@ -10,11 +10,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp.clip_user import ClipUserResult, _candidate_error, cell_errors, clip_user
+from stream_dp.dp.clip_user_kernel import candidate_error as compiled_candidate_error
 from stream_dp.dp.grid_error import grid_error
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.synthetic import city_occupancy
 from tests.reference_clip_user import reference_clip_user
 
-STRATEGIES = ("auto", "batched", "sequential")
+# "auto" is "compiled" (the numba kernel); "numpy", "batched" and "sequential" are uncompiled.
+STRATEGIES = ("auto", "compiled", "numpy", "batched", "sequential")
 # Ids whose string order differs from their numeric order ("10" < "9").
 IDS = st.one_of(
     st.sampled_from(["9", "10", "09", "100", "2", "a", "B", "b"]),
@@ -130,6 +133,7 @@ def test_scalar_error_is_bit_identical_to_grid_error(top, extra, dropped, upper,
         return
     expected = float(grid_error(upper, epsilon, top, kept, total))
     assert _candidate_error(upper, upper**2, epsilon, top, kept, total) == expected
+    assert compiled_candidate_error(upper, upper**2, epsilon, top, kept, total) == expected
 
 
 SYMMETRIC = {
@@ -241,3 +245,28 @@ def test_many_cells_take_the_batched_rounds_and_still_match(seed: int) -> None:
         result = clip_user(occ, 65.0, 0.5, bound, strategy=strategy)
         assert list(result.suppressed) == expected.suppressed
         assert result.k == expected.k
+
+
+@pytest.mark.parametrize("factor", [None, 1.0, math.inf])
+@pytest.mark.parametrize("seed", [3, 4])
+def test_compiled_matches_the_uncompiled_paths_on_a_small_city(seed: int, factor) -> None:
+    """Thousands of suppressions over many stages, halting mid-stage or running to K = 1:
+    the kernel and the uncompiled paths agree entry for entry, in order."""
+    occ = city_occupancy(np.random.default_rng(seed), 3000, 300, 6.0, 0.1)
+    bound = None
+    if factor is not None:
+        initial = cell_errors(occ, np.ones(occ.n_entries, bool), 65.0, 0.5)
+        bound = factor * float(initial.max())
+    compiled = clip_user(occ, 65.0, 0.5, bound, strategy="compiled")
+    assert compiled.n_suppressed > 1000 and compiled.g1 - compiled.k >= 10
+    for strategy in ("numpy", "sequential"):
+        result = clip_user(occ, 65.0, 0.5, bound, strategy=strategy)
+        np.testing.assert_array_equal(result.suppressed_entries, compiled.suppressed_entries)
+        np.testing.assert_array_equal(result.kept, compiled.kept)
+        assert (result.k, result.g1) == (compiled.k, compiled.g1)
+    check_invariants(compiled)
+
+
+def test_rejects_an_unknown_strategy() -> None:
+    with pytest.raises(ValueError, match="strategy"):
+        clip_user(occupancy_of({("a", "1"): 1}), 65.0, 0.5, strategy="fast")  # type: ignore[arg-type]

@@ -14,7 +14,10 @@ it, and the picks are iterated. If the picks first change at user ``r``, users `
 (induction on the user order), so the fixed point, cut at the first halting user, is exactly
 what the sequential algorithm does. Each pass only re-evaluates the cells whose choosers changed.
 With few cells (a window's users share nearly every cell) a plain sequential loop is used.
-Both paths give identical results (tested against ``tests/reference_clip_user.py``).
+The ``"compiled"`` strategy (the default through ``"auto"``) runs the sequential loop as a numba
+kernel over the same arrays (:mod:`stream_dp.dp.clip_user_kernel`); ``"numpy"`` is the mix of
+batched rounds and sequential loop above (the default before the kernel). All paths give
+identical results (tested against ``tests/reference_clip_user.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,14 +36,14 @@ from stream_dp.dp.occupancy import Occupancy
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
-Strategy = Literal["auto", "batched", "sequential"]
+Strategy = Literal["auto", "compiled", "numpy", "batched", "sequential"]
 
 #: ``E_g(l) > E`` is decided as ``E_g(l) > E * (1 + HALT_RTOL)`` (MATH.md, step 4).
 HALT_RTOL = 1e-12
 
 _START_WINDOW = 64
 _MAX_WINDOW = 4096
-_MIN_PROGRESS = 16  # users per pass below which "auto" switches to the sequential loop
+_MIN_PROGRESS = 16  # users per pass below which "numpy" switches to the sequential loop
 _SEQUENTIAL_RUN = 256
 _MIN_CELLS_FOR_BATCHES = 256
 _MAX_ITERATIONS = 16
@@ -155,12 +158,17 @@ def clip_user(
     Stages take the vehicles with ``G_l == max G`` in ascending id; each suppresses itself in
     the cell minimising ``E_g(l)`` (eq. 13; ties to the smallest cell id) unless that exceeds
     ``E``, which halts. A cell's last kept vehicle is never suppressed (its error is +inf).
-    ``strategy`` only selects the evaluation scheme (identical results); keep ``"auto"``.
+    ``strategy`` only selects the evaluation scheme (identical results); keep ``"auto"``
+    (= ``"compiled"``, the numba kernel). Uncompiled paths: ``"numpy"`` (batched rounds with a
+    sequential fallback; the default before the kernel), ``"batched"`` (batched rounds only)
+    and ``"sequential"`` (a Python loop).
     """
     if not upper > 0 or not epsilon > 0:
         raise ValueError("upper and epsilon must be positive")
     if error_bound is not None and not error_bound >= 0:
         raise ValueError("error_bound must be non-negative")
+    if strategy not in get_args(Strategy):
+        raise ValueError(f"unknown strategy {strategy!r}")
     initial_error = cell_errors(occupancy, np.ones(occupancy.n_entries, bool), upper, epsilon)
     bound = float(error_bound) if error_bound is not None else float(initial_error.max(initial=0))
     run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL))
@@ -237,7 +245,7 @@ class _Suppressor:
         self.kept_sorted = self.kept.copy()
         self.grids = occ.grids_per_vehicle()
         self.cand_of_entry = np.full(n + 1, -1, dtype=np.int64)
-        self.order: list[int] = []
+        self.order: list[int] | IntArray = []
 
     @cached_property
     def _lists(self) -> _StaticLists:
@@ -254,6 +262,9 @@ class _Suppressor:
 
     def run(self, strategy: Strategy) -> None:
         """Stages until ``max G <= 1`` or a halt (MATH.md steps 2-5)."""
+        if strategy in ("auto", "compiled"):
+            self._run_compiled()
+            return
         while True:
             gmax = int(self.grids.max(initial=0))
             if gmax <= 1:
@@ -264,11 +275,11 @@ class _Suppressor:
     def _stage(self, stage: IntArray, strategy: Strategy) -> bool:
         """One stage, users in ascending index; True if the run halted.
 
-        ``auto`` runs batched rounds while they make enough progress per pass and falls back
+        ``numpy`` runs batched rounds while they make enough progress per pass and falls back
         to the sequential loop for a while when choices conflict too much (few cells).
         """
         i, window, n_users, sequential = 0, _START_WINDOW, len(stage), 0
-        if strategy == "auto" and len(self.total) < _MIN_CELLS_FOR_BATCHES:
+        if strategy == "numpy" and len(self.total) < _MIN_CELLS_FOR_BATCHES:
             strategy = "sequential"  # a window's users would share nearly every cell
         while i < n_users:
             if strategy == "sequential" or sequential > 0:
@@ -283,11 +294,40 @@ class _Suppressor:
             if halted:
                 return True
             i += done
-            if strategy == "auto" and done < _MIN_PROGRESS * passes:
+            if strategy == "numpy" and done < _MIN_PROGRESS * passes:
                 sequential, window = _SEQUENTIAL_RUN, _START_WINDOW
             else:
                 window = min(_MAX_WINDOW, 2 * size if done == size else max(2 * done, 16))
         return False
+
+    def _run_compiled(self) -> None:
+        """The sequential algorithm as one numba kernel over this run's arrays (imported on
+        first use: importing numba and loading the cached kernel take a fraction of a second).
+        The kernel reads each vehicle's entries from contiguous copies in ``by_vehicle`` order.
+        """
+        from stream_dp.dp.clip_user_kernel import run_sequential
+
+        by_vehicle = self.by_vehicle.astype(np.int64, copy=False)
+        self.order = run_sequential(
+            self.cell_of[by_vehicle].astype(np.int64, copy=False),
+            self.count[by_vehicle].astype(np.int64, copy=False),
+            self.position[by_vehicle],
+            by_vehicle,
+            self.vehicle_start.astype(np.int64, copy=False),
+            np.argsort(-self.grids, kind="stable"),
+            self.sorted_count.astype(np.int64, copy=False),
+            self.cell_end.astype(np.int64, copy=False),
+            self.total.astype(np.int64, copy=False),
+            self.top3,
+            self.kept_sum,
+            self.kept,
+            self.kept_sorted,
+            self.grids,
+            self.upper,
+            self.u2,
+            self.epsilon,
+            float(self.limit),
+        )
 
     # -- sequential path ---------------------------------------------------------------------
 

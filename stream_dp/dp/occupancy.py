@@ -56,8 +56,8 @@ class Occupancy:
             raise ValueError("cells, vehicles and counts must have the same length")
         if len(count_arr) and int(count_arr.min()) <= 0:
             raise ValueError("every count must be a positive integer")
-        cell_names, cell_idx = _factorize(cell_list)
-        vehicle_names, vehicle_idx = _factorize(vehicle_list)
+        cell_names, cell_idx = factorize(cell_list)
+        vehicle_names, vehicle_idx = factorize(vehicle_list)
         n_vehicles = max(len(vehicle_names), 1)
         key = cell_idx * n_vehicles + vehicle_idx
         if len(key) > 1 and not bool(np.all(key[1:] > key[:-1])):
@@ -97,8 +97,15 @@ class Occupancy:
         return top
 
 
-def _factorize(values: list[str]) -> tuple[tuple[str, ...], IntArray]:
-    """Sorted distinct values and each value's index among them."""
-    names = sorted(set(values))
-    index = {name: i for i, name in enumerate(names)}
-    return tuple(names), np.array([index[v] for v in values], dtype=np.int64)
+def factorize(values: list[str]) -> tuple[tuple[str, ...], IntArray]:
+    """Sorted distinct values and each value's index among them (one hash pass; only the
+    distinct values are sorted)."""
+    index: dict[str, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values)
+    )
+    names = list(index)
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names), dtype=np.int64)
+    return tuple(names[i] for i in order), rank[codes]

@@ -8,6 +8,7 @@ key (same murmur2 choice as ``send``, so keyed records land where any Kafka clie
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ class PartitionBatches:
 
     ``on_submitted`` receives each batch's delivery future. ``linger`` is the longest a
     non-empty batch waits before :meth:`submit_stale` sends it; run
-    :meth:`submit_stale_forever` beside a source that may pause.
+    :meth:`submit_stale_until` beside a source that may pause.
     """
 
     def __init__(
@@ -104,8 +105,11 @@ class PartitionBatches:
             future = await self._producer.send_batch(builder, self._topic, partition=partition)
         self._on_submitted(future)
 
-    async def submit_stale_forever(self) -> None:
-        """Run :meth:`submit_stale` every ``linger`` seconds (a background task)."""
-        while True:
-            await asyncio.sleep(self._linger)
+    async def submit_stale_until(self, stop: asyncio.Event) -> None:
+        """Run :meth:`submit_stale` every ``linger`` seconds until ``stop`` is set (a
+        background task). Stop it with the event, never by cancelling: a cancelled
+        submission would lose the batch it had already taken."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self._linger)
             await self.submit_stale()

@@ -7,7 +7,6 @@ single reading or a JSON array of reading objects of that one vehicle, in event-
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -128,7 +127,8 @@ async def produce_readings(
                 deliveries.raise_if_failed()
                 await asyncio.sleep(0)  # let the sender and the stale-batch flusher run
 
-        flusher = asyncio.create_task(batches.submit_stale_forever())
+        stop_flusher = asyncio.Event()
+        flusher = asyncio.create_task(batches.submit_stale_until(stop_flusher))
         try:
             async for reading in _aiter(readings):
                 for group in grouper.add(reading):
@@ -136,9 +136,8 @@ async def produce_readings(
             for group in grouper.flush():
                 await send(group)
         finally:
-            flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await flusher
+            stop_flusher.set()
+            await flusher
         await batches.submit_all()
         await producer.flush()
         deliveries.raise_if_failed()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,14 @@ class WorkerRuntime:
     releaser: ReleaseService | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     assigned: set[int] = field(default_factory=set)
+    failed: str | None = None
+
+    def fail(self, where: str, exc: BaseException) -> None:
+        """A crashed agent must not leave a live-looking worker: report unhealthy and stop
+        the process (its orchestrator restarts it; state is recovered from Kafka)."""
+        log.error("%s failed: %s; stopping the worker", where, type(exc).__name__)
+        self.failed = f"{where}: {type(exc).__name__}"
+        os.kill(os.getpid(), signal.SIGTERM)
 
     async def start(self) -> None:
         self.producer = AIOKafkaProducer(
@@ -105,6 +115,9 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         assert runtime.releaser is not None
         try:
             await runtime.releaser.run()
+        except Exception as exc:
+            runtime.fail("releaser", exc)
+            raise
         finally:
             await runtime.stop()
 
@@ -112,8 +125,14 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     async def ingest(stream: faust.StreamT) -> None:
         await runtime.started.wait()
         assert runtime.ingest is not None
-        async for events in stream.take_events(settings.batch_size, within=settings.batch_seconds):
-            await runtime.ingest.process(events)
+        try:
+            async for events in stream.take_events(
+                settings.batch_size, within=settings.batch_seconds
+            ):
+                await runtime.ingest.process(events)
+        except Exception as exc:
+            runtime.fail("ingest", exc)
+            raise
 
     @app.timer(1.0)
     async def idle_and_progress() -> None:

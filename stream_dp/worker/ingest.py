@@ -19,6 +19,7 @@ import asyncio
 import logging
 import math
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,17 +80,21 @@ class IngestProcessor:
             runtime = PartitionRuntime(new_partition_state(self.settings))
             state = runtime.state
             replayed = 0
+            parts = rec.PartAssembler()
             async for batch in iter_partition_to_end(
                 self.conn, self.settings.topic_state, partition
             ):
                 for record in batch:
                     data = rec.decode(record.value)
-                    if data["kind"] == "delta":
-                        state.apply_delta(data["windows"], data["max_ts"], data["late"])
-                        runtime.applied_offset = max(runtime.applied_offset, data["offset"])
-                    elif data["kind"] == "close":
-                        state.close(data["window"], forced=data["forced"])
                     replayed += 1
+                    if data["kind"] == "close":
+                        state.close(data["window"], forced=data["forced"])
+                        continue
+                    whole = parts.add(data)
+                    if whole is not None:  # a delta counts only once all its parts are read
+                        delta = rec.delta_payload(whole)
+                        state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
+                        runtime.applied_offset = max(runtime.applied_offset, delta["offset"])
             log.info(
                 "partition %d recovered from %d state records (%d open windows)",
                 partition, replayed, len(state.open),
@@ -157,7 +162,7 @@ class IngestProcessor:
             last_offset, state.max_ts, outcome.delta_rows or {}, outcome.late_by_window
         )
         # The delta must be durable before the batch is acknowledged (offsets committed).
-        await self._send_and_wait(self.settings.topic_state, delta, partition)
+        await self._send_all(self.settings.topic_state, delta, partition)
         self.metrics.readings.labels("accepted").inc(outcome.accepted)
         self.metrics.readings.labels("late").inc(outcome.late)
         self.metrics.readings.labels("invalid").inc(invalid)
@@ -171,9 +176,8 @@ class IngestProcessor:
         state = runtime.state
         for start in windows:
             pairs = state.open.get(start, {})
-            await self._send_and_wait(
-                self.settings.topic_partials, rec.encode_partial(start, partition, pairs), 0
-            )
+            partial = rec.encode_partial(start, partition, pairs, uuid.uuid4().hex)
+            await self._send_all(self.settings.topic_partials, partial, 0)
             state.close(start, forced=forced)
             await self._send_and_wait(
                 self.settings.topic_state, rec.encode_close(start, forced), partition
@@ -216,6 +220,11 @@ class IngestProcessor:
     # --- I/O helpers ------------------------------------------------------------------
     async def _send_and_wait(self, topic: str, value: bytes, partition: int) -> None:
         await self.producer.send_and_wait(topic, value, partition=partition)
+
+    async def _send_all(self, topic: str, values: list[bytes], partition: int) -> None:
+        """Send in order and wait for every acknowledgement."""
+        futures = [await self.producer.send(topic, v, partition=partition) for v in values]
+        await asyncio.gather(*futures)
 
     async def _dead_letter(self, message: Any, value: bytes, reason: str) -> asyncio.Future[Any]:
         headers = [

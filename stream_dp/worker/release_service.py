@@ -70,6 +70,7 @@ class ReleaseService:
         self._consumer: AIOKafkaConsumer | None = None
         self._stopping = asyncio.Event()
         self._budget_restored = False
+        self._parts = rec.PartAssembler()
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -110,12 +111,16 @@ class ReleaseService:
         try:
             self.needs_rebuild = False
             self.coordinator = self._new_coordinator()
+            self._parts = rec.PartAssembler()
             stored: dict[int, WindowRelease] = {}
             spent = 0.0
+            log_parts = rec.PartAssembler()
             async for batch in iter_partition_to_end(self.conn, self.settings.topic_release_log, 0):
                 for record in batch:
-                    release = WindowRelease.from_json_obj(orjson.loads(record.value))
-                    stored[release.window_start] = release
+                    whole = log_parts.add(rec.decode(record.value))
+                    if whole is not None:  # an incompletely stored release was never published
+                        release = WindowRelease.from_json_obj(rec.release_payload(whole))
+                        stored[release.window_start] = release
             published: set[str] = set()
             async for batch in iter_partition_to_end(self.conn, self.settings.topic_releases, 0):
                 for record in batch:
@@ -139,10 +144,12 @@ class ReleaseService:
     # --- steady state -----------------------------------------------------------------
     def _apply(self, value: bytes) -> None:
         data = rec.decode(value)
-        if data["kind"] == "partial":
-            self.coordinator.add_partial(data["window"], data["partition"], data["pairs"])
-        elif data["kind"] == "progress":
-            self.coordinator.set_progress(data["partition"], data["watermark"], data["late"])
+        if data["kind"] == "progress":
+            self.coordinator.set_progress(*rec.progress_payload(data))
+            return
+        whole = self._parts.add(data)
+        if whole is not None:
+            self.coordinator.add_partial(*rec.partial_payload(whole))
 
     async def _release_ready(self) -> None:
         for start in self.coordinator.ready_windows():
@@ -157,12 +164,13 @@ class ReleaseService:
                 self.coordinator.late_count(start),
             )
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
-            await self.producer.send_and_wait(
-                self.settings.topic_release_log,
-                orjson.dumps(release.to_json_obj()),
-                key=str(start).encode(),
-                partition=0,
-            )
+            stored = [
+                await self.producer.send(
+                    self.settings.topic_release_log, part, key=str(start).encode(), partition=0
+                )
+                for part in rec.encode_release(release.to_json_obj())
+            ]
+            await asyncio.gather(*stored)
             crash_point("after-stored")
             self.coordinator.mark_released(start)
             await self._publish(release.records)

@@ -27,11 +27,13 @@ def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:
 
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:
+        if runtime.failed:
+            return web.json({"status": "failed", "reason": runtime.failed}, status=503)
         return web.json({"status": "ok"})
 
     @app.page("/readyz")
     async def readyz(web: Any, request: Any) -> Any:
-        if runtime.ready:
+        if runtime.ready and not runtime.failed:
             return web.json({"status": "ready"})
         return web.json({"status": "recovering"}, status=503)
 

@@ -1,0 +1,185 @@
+"""Compiled (numba) sequential CLIP-USER over the arrays of ``clip_user._Suppressor``.
+
+The exact sequential algorithm of MATH.md ("CLIP-USER (Algorithm 1), precisely"): stages of the
+vehicles with ``G_l == max G`` in ascending id, each picking the cell of least ``E_g(l)`` (ties
+to the smallest cell id: a vehicle's entries are visited in ascending cell order and only a
+strictly smaller value replaces the best), halting when that exceeds ``limit`` (``E`` with the
+relative tolerance already applied) or is +inf (the cell's last kept vehicle).
+
+:func:`candidate_error` performs the same floating-point operations, in the same order, as
+``clip_user._candidate_error`` and ``grid_error.grid_error`` (numba does not contract or
+reassociate without ``fastmath``), so ties break identically on every path.
+
+State layout (as built by ``_Suppressor``; entry ``n`` is a never-kept sentinel of count 0):
+``by_vehicle[vehicle_start[v]:vehicle_start[v + 1]]`` are vehicle ``v``'s entries in ascending
+cell order; each cell's entries sit at positions ``position[e]`` of ``by_cell`` order, sorted
+by count descending, and ``top3[g]`` holds the positions of the cell's first three kept entries
+(padded with ``n``), so "largest kept count without vehicle ``l``" is O(1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def candidate_error(
+    upper: float, u2: float, epsilon: float, top: int, kept: int, total: int
+) -> float:  # pragma: no cover - compiled
+    """Eq. (13) for one cell; bit-identical to ``clip_user._candidate_error``."""
+    if kept <= 0:
+        return np.inf
+    kept_f = float(kept)
+    total_f = float(total)
+    mean_bias = upper * (1.0 - kept_f / total_f)
+    if kept == total:
+        var_bias = 0.0
+    elif total < 2 * kept:
+        var_bias = u2 * kept_f * float(total - kept) / (total_f * total_f)
+    elif total % 2 == 0:
+        var_bias = u2 / 4.0
+    else:
+        var_bias = u2 / 4.0 * (1.0 - 1.0 / (total_f * total_f))
+    mean_sens = upper * float(top) / kept_f
+    if kept > 2 * top:
+        var_sens = u2 * float(top) * float(kept - top) / (kept_f * kept_f)
+    elif kept % 2 == 0:
+        var_sens = u2 / 4.0
+    else:
+        var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
+    return mean_bias + var_bias + 2.0 * mean_sens / epsilon + 2.0 * var_sens / epsilon
+
+
+@njit(cache=True)
+def _refill(
+    cell: int,
+    top3: np.ndarray,
+    top3_count: np.ndarray,
+    kept_sorted: np.ndarray,
+    sorted_count: np.ndarray,
+    cell_end: np.ndarray,
+    n: int,
+) -> None:  # pragma: no cover - compiled
+    """Restore ``top3[cell]`` (and its counts) after a removal. Kept positions only move
+    forward, so the scans past the old third one add up to O(cell size) over the run."""
+    found = 0
+    third = top3[cell, 2]
+    for k in range(3):
+        p = top3[cell, k]
+        if p != n and kept_sorted[p]:
+            top3[cell, found] = p  # found <= k: never overwrites an unread slot
+            found += 1
+    if third != n:
+        p = third + 1
+        end = cell_end[cell]
+        while found < 3 and p < end:
+            if kept_sorted[p]:
+                top3[cell, found] = p
+                found += 1
+            p += 1
+    for k in range(found, 3):
+        top3[cell, k] = n
+    for k in range(3):
+        top3_count[cell, k] = sorted_count[top3[cell, k]]
+
+
+@njit(cache=True)
+def run_sequential(
+    slot_cell: np.ndarray,
+    slot_count: np.ndarray,
+    slot_position: np.ndarray,
+    slot_entry: np.ndarray,
+    vehicle_start: np.ndarray,
+    queue: np.ndarray,
+    sorted_count: np.ndarray,
+    cell_end: np.ndarray,
+    total: np.ndarray,
+    top3: np.ndarray,
+    kept_sum: np.ndarray,
+    kept: np.ndarray,
+    kept_sorted: np.ndarray,
+    grids: np.ndarray,
+    upper: float,
+    u2: float,
+    epsilon: float,
+    limit: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Run every stage until ``max G <= 1`` or a halt; return the suppressed entries in order.
+
+    Slot ``i`` is the ``i``-th entry in vehicle order (``slot_entry = by_vehicle``), with its
+    cell, count and ``by_cell`` position copied alongside so a candidate reads contiguous
+    memory plus per-cell state. ``queue`` lists the vehicles by ``grids`` descending, ties by
+    ascending id. Mutates ``top3``, ``kept_sum``, ``kept``, ``kept_sorted`` and ``grids`` as
+    the sequential path of ``_Suppressor`` does.
+    """
+    n = len(slot_cell)
+    n_vehicles = len(grids)
+    order = np.empty(n, dtype=np.int64)
+    n_order = 0
+    if n_vehicles == 0:
+        return order[:0]
+    slot_kept = np.ones(n, dtype=np.bool_)
+    top3_count = np.empty_like(top3)
+    for cell in range(top3.shape[0]):
+        for k in range(3):
+            top3_count[cell, k] = sorted_count[top3[cell, k]]
+    # A stage is the previous stage (all one lower now) merged, by id, with the vehicles whose
+    # untouched G equals the new level.
+    next_q = 0
+    stage = np.empty(n_vehicles, dtype=np.int64)
+    merged = np.empty(n_vehicles, dtype=np.int64)
+    n_stage = 0
+    gmax = grids[queue[0]]
+    while gmax > 1:
+        a, m = 0, 0
+        while next_q < n_vehicles and grids[queue[next_q]] == gmax:
+            v = queue[next_q]
+            while a < n_stage and stage[a] < v:
+                merged[m] = stage[a]
+                m += 1
+                a += 1
+            merged[m] = v
+            m += 1
+            next_q += 1
+        while a < n_stage:
+            merged[m] = stage[a]
+            m += 1
+            a += 1
+        stage, merged = merged, stage
+        n_stage = m
+        for s in range(n_stage):
+            vehicle = stage[s]
+            best = np.inf
+            best_slot = -1
+            for i in range(vehicle_start[vehicle], vehicle_start[vehicle + 1]):
+                if not slot_kept[i]:
+                    continue
+                cell = slot_cell[i]
+                top = (
+                    top3_count[cell, 1]
+                    if top3[cell, 0] == slot_position[i]
+                    else top3_count[cell, 0]
+                )
+                value = candidate_error(
+                    upper, u2, epsilon, top, kept_sum[cell] - slot_count[i], total[cell]
+                )
+                if value < best:  # slots ascend by cell: ties keep the smallest cell
+                    best = value
+                    best_slot = i
+            if best_slot < 0 or best == np.inf or best > limit:
+                return order[:n_order]
+            cell = slot_cell[best_slot]
+            pos = slot_position[best_slot]
+            entry = slot_entry[best_slot]
+            slot_kept[best_slot] = False
+            kept[entry] = False
+            kept_sorted[pos] = False
+            kept_sum[cell] -= slot_count[best_slot]
+            grids[vehicle] -= 1
+            order[n_order] = entry
+            n_order += 1
+            if top3[cell, 0] == pos or top3[cell, 1] == pos or top3[cell, 2] == pos:
+                _refill(cell, top3, top3_count, kept_sorted, sorted_count, cell_end, n)
+        gmax -= 1
+    return order[:n_order]
