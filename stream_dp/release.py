@@ -8,9 +8,12 @@ noise to ``[0, U]`` and ``[0, U^2/4]`` (post-processing).
 
 from __future__ import annotations
 
+import gc
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -70,10 +73,10 @@ class WindowColumns:
     @classmethod
     def from_pairs(cls, pairs: WindowPairs) -> WindowColumns:
         keys = list(pairs)
-        cell_names, cell_code = factorize([cell for cell, _ in keys])
-        vehicle_names, vehicle_code = factorize([vehicle for _, vehicle in keys])
+        cell_names, cell_code = factorize(list(map(itemgetter(0), keys)))
+        vehicle_names, vehicle_code = factorize(list(map(itemgetter(1), keys)))
         stats = list(pairs.values())
-        count = np.fromiter((s.count for s in stats), dtype=np.int64, count=len(stats))
+        count = np.fromiter(map(attrgetter("count"), stats), dtype=np.int64, count=len(stats))
         return cls(stats, cell_names, cell_code, vehicle_names, vehicle_code, count)
 
 
@@ -91,17 +94,28 @@ def select_cells(columns: WindowColumns, min_vehicles: int, top_cells: int | Non
 
 def kept_sums(stats: list[PairStats], kept_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sum and sum of squares of the first ``kept_count`` readings of each entry."""
-    count = np.fromiter((s.count for s in stats), dtype=np.int64, count=len(stats))
-    total = np.fromiter((s.total for s in stats), dtype=np.float64, count=len(stats))
-    total_sq = np.fromiter((s.total_sq for s in stats), dtype=np.float64, count=len(stats))
+    n = len(stats)
+    count = np.fromiter(map(attrgetter("count"), stats), dtype=np.int64, count=n)
+    total = np.fromiter(map(attrgetter("total"), stats), dtype=np.float64, count=n)
+    total_sq = np.fromiter(map(attrgetter("total_sq"), stats), dtype=np.float64, count=n)
     full = kept_count == count
     total = np.where(full, total, 0.0)
     total_sq = np.where(full, total_sq, 0.0)
-    for i in np.flatnonzero(~full & (kept_count > 0)).tolist():
-        values = stats[i].first_values(int(kept_count[i]))
-        total[i] = sum(values)
-        total_sq[i] = sum(v * v for v in values)
+    partial = np.flatnonzero(~full & (kept_count > 0))
+    if len(partial):
+        keep = kept_count[partial].tolist()
+        prefixes = [stats[i].prefix for i in partial.tolist()]
+        if any(k > len(p) for p, k in zip(prefixes, keep, strict=True)):
+            raise ValueError("a cap needs readings beyond the stored prefix")
+        first = np.array(list(chain.from_iterable(map(_head, prefixes, keep))))[:, 1]
+        starts = np.concatenate(([0], np.cumsum(keep)[:-1]))
+        total[partial] = np.add.reduceat(first, starts)
+        total_sq[partial] = np.add.reduceat(first * first, starts)
     return total, total_sq
+
+
+def _head(prefix: list[tuple[float, float]], n: int) -> list[tuple[float, float]]:
+    return prefix[:n]
 
 
 def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, np.ndarray]:
@@ -131,6 +145,24 @@ def release_window(
     late_readings: int = 0,
 ) -> WindowRelease:
     """Run the whole per-window release (pure: no I/O)."""
+    # The step allocates no reference cycles; pausing the cyclic collector avoids repeated
+    # full scans of the window's million accumulators (measured: up to 40 % of the time).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _release_window(window_start, pairs, settings, noise, late_readings)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _release_window(
+    window_start: int,
+    pairs: WindowPairs,
+    settings: Settings,
+    noise: LaplaceNoise,
+    late_readings: int,
+) -> WindowRelease:
     eps = settings.epsilon
     upper = settings.upper
     window_end = window_start + settings.window_seconds
@@ -149,7 +181,7 @@ def release_window(
         return WindowRelease(window_start, [], summary)
 
     occupancy, entry_of = _occupancy(columns, chosen)
-    stats = [columns.stats[i] for i in entry_of.tolist()]
+    stats = list(map(columns.stats.__getitem__, entry_of.tolist()))
     clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)

@@ -164,3 +164,34 @@ def test_secure_discrete_laplace_mean_absolute_value() -> None:
     se = math.sqrt((second - mean_abs**2) / n)
     assert abs(np.mean(np.abs(draws)) - mean_abs) <= 6 * se
     assert abs(np.mean(draws > 0) - np.mean(draws < 0)) <= 6 * math.sqrt(1 / n)
+
+
+def test_secure_bit_pool_gives_uniform_bits_of_the_requested_width():
+    from stream_dp.dp.randomness import _UrandomBits
+
+    pool = _UrandomBits()
+    assert pool.getrandbits(0) == 0
+    draws = [pool.getrandbits(3) for _ in range(40_000)]  # crosses several 4 KiB refills
+    assert set(draws) == set(range(8))
+    expected = len(draws) / 8
+    chi2 = sum((draws.count(v) - expected) ** 2 / expected for v in range(8))
+    assert chi2 < 30  # 7 degrees of freedom: p < 1e-4
+    wide = pool.getrandbits(70_000)  # wider than one refill
+    assert wide < 2**70_000 and wide.bit_length() > 69_900
+
+
+def test_a_forked_child_does_not_reuse_the_parents_bits():
+    import os
+
+    from stream_dp.dp.randomness import _UrandomBits
+
+    pool = _UrandomBits()
+    pool.getrandbits(8)  # fill the pool
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.write(write, pool.getrandbits(64).to_bytes(8, "little"))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = int.from_bytes(os.read(read, 8), "little")
+    assert child != pool.getrandbits(64)

@@ -98,14 +98,11 @@ class Occupancy:
 
 
 def factorize(values: list[str]) -> tuple[tuple[str, ...], IntArray]:
-    """Sorted distinct values and each value's index among them (one hash pass; only the
+    """Sorted distinct values and each value's index among them (C-level hashing; only the
     distinct values are sorted)."""
-    index: dict[str, int] = {}
-    codes = np.fromiter(
-        (index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values)
-    )
-    names = list(index)
-    order = sorted(range(len(names)), key=names.__getitem__)
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[order] = np.arange(len(names), dtype=np.int64)
-    return tuple(names[i] for i in order), rank[codes]
+    index = dict.fromkeys(values)
+    names = sorted(index)
+    for rank, name in enumerate(names):
+        index[name] = rank
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    return tuple(names), codes
