@@ -434,9 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-messages",
         type=int,
-        default=200,
-        help="STREAM_DP_BATCH_SIZE of the 100-readings/message run (the default, 2000, makes "
-        "a state delta exceed the producer's 1 MB request limit)",
+        default=None,
+        help="STREAM_DP_BATCH_SIZE of the 100-readings/message run (default: the service's)",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy the stream-dp worker")
     parser.add_argument("--cpu-profile", action="store_true", help="in-process cProfile only")

@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
+from stream_dp.commands.serve import ensure_service_topics
 from stream_dp.config import Settings, load_settings
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.kafka.partition_reader import read_partition_to_end
-from stream_dp.kafka.topics import ensure_topics, stream_dp_topics
 
 HOUR = 3600
 
@@ -41,18 +41,7 @@ def service_settings(prefix: str, **overrides: Any) -> Settings:
 
 
 def create_topics(conn: KafkaConnection, settings: Settings) -> None:
-    specs = stream_dp_topics(
-        settings.partitions,
-        names={
-            "readings": settings.topic_readings,
-            "dlq": settings.topic_dlq,
-            "releases": settings.topic_releases,
-            "partials": settings.topic_partials,
-            "state": settings.topic_state,
-            "release_log": settings.topic_release_log,
-        },
-    )
-    asyncio.run(ensure_topics(conn, specs))
+    ensure_service_topics(settings, conn)
 
 
 @dataclass

@@ -153,6 +153,8 @@ class ReleaseService:
 
     async def _release_ready(self) -> None:
         for start in self.coordinator.ready_windows():
+            if not self.leader:
+                return
             began = time.monotonic()
             merged = self.coordinator.merged(start)
             release = await asyncio.to_thread(
@@ -163,6 +165,8 @@ class ReleaseService:
                 self.noise,
                 self.coordinator.late_count(start),
             )
+            if not self.leader or self.needs_rebuild:
+                return  # leadership moved while computing: the new leader releases it
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
             stored = [
                 await self.producer.send(

@@ -28,8 +28,7 @@ from stream_dp.dp.mechanisms.base import (
     IntArray,
     MeanMechanism,
     MeanRelease,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
 from stream_dp.dp.mechanisms.private_quantile import private_quantile
 from stream_dp.dp.randomness import RandomSource
@@ -60,29 +59,25 @@ class AkmvMean(MeanMechanism):
         rank = target_rank(data.n_vehicles, eps_mean)
         range_top = upper * float(data.counts.max())
         threshold = private_quantile(data.sums, rank, 0.0, range_top, eps_threshold, source)
-        sensitivity = threshold / total
-        estimate = clipped_sum_mean(data.sums, data.counts, threshold)
-        raw, scale = laplace_release(estimate, sensitivity, eps_mean, source)
         given = float(
             (np.maximum(0.0, upper * data.counts - threshold).sum() + threshold / eps_mean) / total
         )
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
+        parameters = {
+            "threshold": threshold,
+            "target_rank": rank,
+            "threshold_epsilon": eps_threshold,
+            "worst_case_error_given_threshold": given,
+            "vehicles": data.n_vehicles,
+        }
+        return laplace_mean_release(
+            self.name,
+            clipped_sum_mean(data.sums, data.counts, threshold),
+            threshold / total,
+            eps_mean,
+            upper,
+            source,
+            parameters,
             epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=None,
-            parameters={
-                "threshold": threshold,
-                "target_rank": rank,
-                "threshold_epsilon": eps_threshold,
-                "mean_epsilon": eps_mean,
-                "noise_scale": scale,
-                "worst_case_error_given_threshold": given,
-                "vehicles": data.n_vehicles,
-            },
-            mechanism=self.name,
         )
 
     def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:

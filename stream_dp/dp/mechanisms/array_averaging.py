@@ -24,25 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_dp.dp.mechanisms import array_length
+from stream_dp.dp.mechanisms.array_based import ArrayMeanMechanism
 from stream_dp.dp.mechanisms.base import (
     CellData,
     Fill,
     FloatArray,
     IntArray,
-    MeanMechanism,
     MeanRelease,
-    check_fill,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
-from stream_dp.dp.mechanisms.grouping import (
-    STRATEGIES,
-    Grouping,
-    Strategy,
-    array_means,
-    group,
-    readings_needed,
-)
+from stream_dp.dp.mechanisms.grouping import Grouping, Strategy, array_means
 from stream_dp.dp.randomness import RandomSource
 
 
@@ -104,7 +95,7 @@ def worst_case_bias(grouping: Grouping, counts: IntArray, upper: float, fill: Fi
 
 
 @dataclass(frozen=True)
-class ArrayAveraging(MeanMechanism):
+class ArrayAveraging(ArrayMeanMechanism):
     """ARRAY-AVERAGING; m_UB rule "median", "eq9", "opt", "surrogate" or an int."""
 
     grouping: Strategy = "bestfit"
@@ -112,35 +103,14 @@ class ArrayAveraging(MeanMechanism):
     fill: Fill = "user-mean"
     name: str = "array-averaging-bestfit"
 
-    def __post_init__(self) -> None:
-        if self.grouping not in STRATEGIES:
-            raise ValueError(f"grouping must be one of {STRATEGIES}, got {self.grouping!r}")
-        check_fill(self.fill)
-        array_length.choose_length(self.m_ub, [1], 1.0)  # validates the choice
-
-    def grouping_for(self, counts: IntArray, epsilon: float) -> Grouping:
-        """The grouping used for these public counts."""
-        m_ub = array_length.choose_length(self.m_ub, counts, epsilon)
-        return group(self.grouping, counts, m_ub)
-
     def _release(
         self, cell: CellData, upper: float, epsilon: float, source: RandomSource
     ) -> MeanRelease:
         data = cell.participants()
         grouping = self.grouping_for(data.counts, epsilon)
-        sensitivity = stated_sensitivity(grouping, upper)
-        raw, scale = laplace_release(
-            estimate(grouping, data, self.fill), sensitivity, epsilon, source
-        )
         bias = worst_case_bias(grouping, data.counts, upper, self.fill)
         parameters = {
-            "grouping": self.grouping,
-            "m_ub_rule": self.m_ub,
-            "m_ub": grouping.m_ub,
-            "groups": grouping.n_arrays,
-            "fill": self.fill,
-            "mean_epsilon": epsilon,
-            "noise_scale": scale,
+            **self.array_parameters(grouping),
             "worst_case_bias": bias,
             "vehicles": data.n_vehicles,
         }
@@ -148,16 +118,13 @@ class ArrayAveraging(MeanMechanism):
             parameters["eq15_error"] = float(
                 array_length.minimax_error(data.counts, grouping.m_ub, upper, epsilon)
             )
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=bias + sensitivity / epsilon,
-            parameters=parameters,
-            mechanism=self.name,
+        return laplace_mean_release(
+            self.name,
+            estimate(grouping, data, self.fill),
+            stated_sensitivity(grouping, upper),
+            epsilon,
+            upper,
+            source,
+            parameters,
+            worst_case_bias=bias,
         )
-
-    def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:
-        return readings_needed(self.grouping_for(counts, epsilon), counts, self.fill)

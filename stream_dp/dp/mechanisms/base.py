@@ -222,6 +222,43 @@ def clamp(value: float, upper: float) -> float:
     return min(max(value, 0.0), upper)
 
 
+def laplace_mean_release(
+    mechanism: str,
+    estimate: float,
+    sensitivity: float,
+    epsilon: float,
+    upper: float,
+    source: RandomSource,
+    parameters: Mapping[str, Any],
+    *,
+    worst_case_bias: float | None = None,
+    epsilon_spent: float | None = None,
+    delta_spent: float = 0.0,
+) -> MeanRelease:
+    """The final step every mechanism shares: ``estimate + Lap(sensitivity / epsilon)``.
+
+    The noisy value is published clamped into ``[0, U]`` (``raw_value`` keeps it unclamped).
+    ``parameters`` are the mechanism's own choices; ``"mean_epsilon"`` (this step's budget
+    ``epsilon``) and ``"noise_scale"`` are added. ``worst_case_bias``: the estimate's
+    data-independent worst-case bias, giving ``worst_case_error = bias + E|Lap| = bias +
+    sensitivity / epsilon``; None when the mechanism has no data-independent bound.
+    ``epsilon_spent`` defaults to ``epsilon`` (pass the total when earlier steps spent some).
+    """
+    raw, scale = laplace_release(estimate, sensitivity, epsilon, source)
+    return MeanRelease(
+        value=clamp(raw, upper),
+        raw_value=raw,
+        epsilon_spent=epsilon if epsilon_spent is None else epsilon_spent,
+        delta_spent=delta_spent,
+        sensitivity=sensitivity,
+        worst_case_error=(
+            None if worst_case_bias is None else worst_case_bias + sensitivity / epsilon
+        ),
+        parameters={**parameters, "mean_epsilon": epsilon, "noise_scale": scale},
+        mechanism=mechanism,
+    )
+
+
 class MeanMechanism(ABC):
     """A user-level DP mean of one cell. Subclasses set ``name`` and implement ``_release``."""
 

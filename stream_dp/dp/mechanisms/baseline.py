@@ -16,8 +16,7 @@ from stream_dp.dp.mechanisms.base import (
     IntArray,
     MeanMechanism,
     MeanRelease,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
 from stream_dp.dp.randomness import RandomSource
 
@@ -37,18 +36,15 @@ class BaselineMean(MeanMechanism):
         self, cell: CellData, upper: float, epsilon: float, source: RandomSource
     ) -> MeanRelease:
         data = cell.participants()
-        sensitivity = baseline_sensitivity(data.counts, upper)
-        mean = float(data.sums.sum() / data.counts.sum())
-        raw, scale = laplace_release(mean, sensitivity, epsilon, source)
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=sensitivity / epsilon,
-            parameters={"mean_epsilon": epsilon, "noise_scale": scale, "vehicles": data.n_vehicles},
-            mechanism=self.name,
+        return laplace_mean_release(
+            self.name,
+            float(data.sums.sum() / data.counts.sum()),
+            baseline_sensitivity(data.counts, upper),
+            epsilon,
+            upper,
+            source,
+            {"vehicles": data.n_vehicles},
+            worst_case_bias=0.0,  # unbiased: the error is E|Lap| alone
         )
 
     def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:

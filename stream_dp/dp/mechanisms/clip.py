@@ -24,8 +24,7 @@ from stream_dp.dp.mechanisms.base import (
     MeanMechanism,
     MeanRelease,
     check_epsilon,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
 from stream_dp.dp.randomness import RandomSource
 
@@ -49,25 +48,16 @@ class ClipMean(MeanMechanism):
         kept_total, top, total = int(kept.sum()), int(kept.max()), int(cell.counts.sum())
         if kept_total == 0:
             raise ValueError("clip: every reading of the cell is suppressed (S = 0): no release")
-        sensitivity = float(mean_sensitivity(upper, top, kept_total))
-        raw, scale = laplace_release(clipped_mean(cell, kept), sensitivity, epsilon, source)
         bias = float(mean_bias(upper, kept_total, total))
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=bias + sensitivity / epsilon,
-            parameters={
-                "kept": kept_total,
-                "total": total,
-                "top": top,
-                "mean_epsilon": epsilon,
-                "noise_scale": scale,
-                "worst_case_bias": bias,
-            },
-            mechanism=self.name,
+        return laplace_mean_release(
+            self.name,
+            clipped_mean(cell, kept),
+            float(mean_sensitivity(upper, top, kept_total)),
+            epsilon,
+            upper,
+            source,
+            {"kept": kept_total, "total": total, "top": top, "worst_case_bias": bias},
+            worst_case_bias=bias,
         )
 
     def prefix_needed(

@@ -44,8 +44,7 @@ from stream_dp.dp.mechanisms.base import (
     IntArray,
     MeanMechanism,
     MeanRelease,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
 from stream_dp.dp.mechanisms.cummings_initial import (
     initial_mean,
@@ -191,33 +190,30 @@ class CummingsMean(MeanMechanism):
             epsilon,
             self.beta,
         )
-        sensitivity = upper * stage.sensitivity
-        raw, scale = laplace_release(upper * stage.estimate, sensitivity, epsilon, source)
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
+        parameters = {
+            "composition": "parallel",
+            "initial_mean": p0,
+            "initial_mean_accuracy": alpha,
+            "initial_variance": var_p,
+            "initial_variance_fallback": sigma is None,
+            "truncation": stage.threshold,
+            "cohort_sizes": (groups.variance.size, groups.final.size, groups.mean.size),
+            "variance_k": k,
+            "beta": self.beta,
+            "initial_mean_epsilon": epsilon,
+            "initial_variance_epsilon": epsilon,
+            "initial_variance_delta": delta,
+            "vehicles": data.n_vehicles,
+        }
+        return laplace_mean_release(
+            self.name,
+            upper * stage.estimate,
+            upper * stage.sensitivity,
+            epsilon,
+            upper,
+            source,
+            parameters,
             delta_spent=delta,
-            sensitivity=sensitivity,
-            worst_case_error=None,
-            parameters={
-                "composition": "parallel",
-                "initial_mean": p0,
-                "initial_mean_accuracy": alpha,
-                "initial_variance": var_p,
-                "initial_variance_fallback": sigma is None,
-                "truncation": stage.threshold,
-                "cohort_sizes": (groups.variance.size, groups.final.size, groups.mean.size),
-                "variance_k": k,
-                "beta": self.beta,
-                "initial_mean_epsilon": epsilon,
-                "initial_variance_epsilon": epsilon,
-                "initial_variance_delta": delta,
-                "mean_epsilon": epsilon,
-                "noise_scale": scale,
-                "vehicles": data.n_vehicles,
-            },
-            mechanism=self.name,
         )
 
     def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:

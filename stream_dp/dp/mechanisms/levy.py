@@ -22,31 +22,22 @@ Prefix: as ARRAY-AVERAGING (aggregates suffice with ``fill="user-mean"``).
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from stream_dp.dp.exponential import sample_exponential
-from stream_dp.dp.mechanisms import array_length
+from stream_dp.dp.mechanisms.array_based import ArrayMeanMechanism
 from stream_dp.dp.mechanisms.base import (
     CellData,
     Fill,
     FloatArray,
-    IntArray,
-    MeanMechanism,
     MeanRelease,
-    check_fill,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
-from stream_dp.dp.mechanisms.grouping import (
-    STRATEGIES,
-    Grouping,
-    Strategy,
-    array_means,
-    group,
-    readings_needed,
-)
+from stream_dp.dp.mechanisms.grouping import Grouping, Strategy, array_means
 from stream_dp.dp.randomness import RandomSource
 
 
@@ -98,8 +89,60 @@ def influence_factor(grouping: Grouping) -> int:
     return 2 if grouping.strategy == "wraparound" else 1
 
 
+#: ``(a, b, parameters)``: a private interval and the choices made to find it.
+Interval = tuple[float, float, dict[str, Any]]
+
+
+def interval_sensitivity(grouping: Grouping, low: float, high: float) -> float:
+    """003 eq. (6): ``Delta = (b - a)/K`` of the projected mean (times 2 under WRAPAROUND)."""
+    return influence_factor(grouping) * (high - low) / grouping.n_arrays
+
+
+class ProjectedArrayMean(ArrayMeanMechanism):
+    """LEVY and QUANTILE: a private interval ``[a, b]`` of the array means at half the
+    budget, then ``f = (1/K) sum_i Pi_[a,b](A-bar_i)`` plus Laplace at the other half.
+
+    Subclasses implement :meth:`_interval`.
+    """
+
+    def mean_epsilon(self, epsilon: float) -> float:
+        """eps/2 for the interval, eps/2 for the mean (basic composition)."""
+        return epsilon / 2
+
+    @abstractmethod
+    def _interval(
+        self, grouping: Grouping, means: FloatArray, upper: float, eps: float, source: RandomSource
+    ) -> Interval:
+        """``(a, b, parameters)`` from the array means, spending eps/2 of the total ``eps``."""
+
+    def _release(
+        self, cell: CellData, upper: float, epsilon: float, source: RandomSource
+    ) -> MeanRelease:
+        data = cell.participants()
+        half = self.mean_epsilon(epsilon)
+        grouping = self.grouping_for(data.counts, half)
+        means = array_means(grouping, data, self.fill)
+        low, high, own = self._interval(grouping, means, upper, epsilon, source)
+        parameters = {
+            **self.array_parameters(grouping),
+            **own,
+            "interval": (low, high),
+            "vehicles": data.n_vehicles,
+        }
+        return laplace_mean_release(
+            self.name,
+            projected_mean(means, low, high),
+            interval_sensitivity(grouping, low, high),
+            half,
+            upper,
+            source,
+            parameters,
+            epsilon_spent=epsilon,
+        )
+
+
 @dataclass(frozen=True)
-class LevyMean(MeanMechanism):
+class LevyMean(ProjectedArrayMean):
     """LEVY with confidence parameter gamma of eq. (7)."""
 
     gamma: float = 0.2
@@ -111,52 +154,15 @@ class LevyMean(MeanMechanism):
     def __post_init__(self) -> None:
         if not 0 < self.gamma < 1:
             raise ValueError(f"gamma must lie in (0, 1), got {self.gamma!r}")
-        if self.grouping not in STRATEGIES:
-            raise ValueError(f"grouping must be one of {STRATEGIES}, got {self.grouping!r}")
-        check_fill(self.fill)
-        array_length.choose_length(self.m_ub, [1], 1.0)
+        super().__post_init__()
 
-    def grouping_for(self, counts: IntArray, epsilon: float) -> Grouping:
-        """The grouping used for these public counts (m_UB rule at the mean's budget eps/2)."""
-        return group(self.grouping, counts, array_length.choose_length(self.m_ub, counts, epsilon))
-
-    def _release(
-        self, cell: CellData, upper: float, epsilon: float, source: RandomSource
-    ) -> MeanRelease:
-        data = cell.participants()
-        half = epsilon / 2
-        grouping = self.grouping_for(data.counts, half)
-        means = array_means(grouping, data, self.fill)
+    def _interval(
+        self, grouping: Grouping, means: FloatArray, upper: float, eps: float, source: RandomSource
+    ) -> Interval:
+        half = eps / 2
         tau = concentration_radius(upper, grouping.n_arrays, grouping.m_ub, self.gamma)
         low, high, centre = private_interval(
             means, upper, tau, half, source, sensitivity=max(1, grouping.influence)
         )
-        sensitivity = influence_factor(grouping) * (high - low) / grouping.n_arrays
-        raw, scale = laplace_release(projected_mean(means, low, high), sensitivity, half, source)
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=None,
-            parameters={
-                "grouping": self.grouping,
-                "m_ub_rule": self.m_ub,
-                "m_ub": grouping.m_ub,
-                "groups": grouping.n_arrays,
-                "fill": self.fill,
-                "gamma": self.gamma,
-                "tau": tau,
-                "interval": (low, high),
-                "interval_centre": centre,
-                "interval_epsilon": half,
-                "mean_epsilon": half,
-                "noise_scale": scale,
-                "vehicles": data.n_vehicles,
-            },
-            mechanism=self.name,
-        )
-
-    def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:
-        return readings_needed(self.grouping_for(counts, epsilon / 2), counts, self.fill)
+        own = {"gamma": self.gamma, "tau": tau, "interval_centre": centre, "interval_epsilon": half}
+        return low, high, own

@@ -24,26 +24,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from stream_dp.dp.mechanisms import array_length
-from stream_dp.dp.mechanisms.base import (
-    CellData,
-    Fill,
-    IntArray,
-    MeanMechanism,
-    MeanRelease,
-    check_fill,
-    clamp,
-    laplace_release,
-)
-from stream_dp.dp.mechanisms.grouping import (
-    STRATEGIES,
-    Grouping,
-    Strategy,
-    array_means,
-    group,
-    readings_needed,
-)
-from stream_dp.dp.mechanisms.levy import influence_factor, projected_mean
+from stream_dp.dp.mechanisms.base import Fill, FloatArray
+from stream_dp.dp.mechanisms.grouping import Grouping, Strategy
+from stream_dp.dp.mechanisms.levy import Interval, ProjectedArrayMean
 from stream_dp.dp.mechanisms.private_quantile import private_quantile
 from stream_dp.dp.randomness import RandomSource
 
@@ -60,7 +43,7 @@ def tail_count(variant: Variant, n_arrays: int, epsilon: float, q: Fraction) -> 
 
 
 @dataclass(frozen=True)
-class QuantileMean(MeanMechanism):
+class QuantileMean(ProjectedArrayMean):
     """QUANTILE with the FIXEDQUANTILE (``q`` = 1/10) or OPTIMIZEDQUANTILE interval."""
 
     variant: Variant = "fixed"
@@ -75,56 +58,24 @@ class QuantileMean(MeanMechanism):
             raise ValueError(f"variant must be 'fixed' or 'optimized', got {self.variant!r}")
         if not 0 <= self.q <= 0.5:
             raise ValueError(f"q must lie in [0, 1/2], got {self.q!r}")
-        if self.grouping not in STRATEGIES:
-            raise ValueError(f"grouping must be one of {STRATEGIES}, got {self.grouping!r}")
-        check_fill(self.fill)
-        array_length.choose_length(self.m_ub, [1], 1.0)
+        super().__post_init__()
 
-    def grouping_for(self, counts: IntArray, epsilon: float) -> Grouping:
-        """The grouping used for these public counts (m_UB rule at the mean's budget eps/2)."""
-        return group(self.grouping, counts, array_length.choose_length(self.m_ub, counts, epsilon))
-
-    def _release(
-        self, cell: CellData, upper: float, epsilon: float, source: RandomSource
-    ) -> MeanRelease:
-        data = cell.participants()
-        half, quarter = epsilon / 2, epsilon / 4
-        grouping = self.grouping_for(data.counts, half)
-        means = array_means(grouping, data, self.fill)
+    def _interval(
+        self, grouping: Grouping, means: FloatArray, upper: float, eps: float, source: RandomSource
+    ) -> Interval:
+        """Private quantiles at eps/4 each end (swapped if they come out crossed)."""
+        quarter = eps / 4
         k = grouping.n_arrays
-        cut = tail_count(self.variant, k, epsilon, Fraction(str(self.q)))
+        cut = tail_count(self.variant, k, eps, Fraction(str(self.q)))
         rank_sensitivity = max(1, grouping.influence)
-        ends = sorted(
+        low, high = sorted(
             private_quantile(means, rank, 0.0, upper, quarter, source, rank_sensitivity)
             for rank in (cut, k - cut)
         )
-        low, high = ends
-        sensitivity = influence_factor(grouping) * (high - low) / k
-        raw, scale = laplace_release(projected_mean(means, low, high), sensitivity, half, source)
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=None,
-            parameters={
-                "variant": self.variant,
-                "grouping": self.grouping,
-                "m_ub_rule": self.m_ub,
-                "m_ub": grouping.m_ub,
-                "groups": k,
-                "fill": self.fill,
-                "target_ranks": (cut, k - cut),
-                "interval": (low, high),
-                "lower_epsilon": quarter,
-                "upper_epsilon": quarter,
-                "mean_epsilon": half,
-                "noise_scale": scale,
-                "vehicles": data.n_vehicles,
-            },
-            mechanism=self.name,
-        )
-
-    def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:
-        return readings_needed(self.grouping_for(counts, epsilon / 2), counts, self.fill)
+        own = {
+            "variant": self.variant,
+            "target_ranks": (cut, k - cut),
+            "lower_epsilon": quarter,
+            "upper_epsilon": quarter,
+        }
+        return low, high, own

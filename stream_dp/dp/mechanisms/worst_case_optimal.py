@@ -34,8 +34,7 @@ from stream_dp.dp.mechanisms.base import (
     MeanMechanism,
     MeanRelease,
     check_fill,
-    clamp,
-    laplace_release,
+    laplace_mean_release,
 )
 from stream_dp.dp.randomness import RandomSource
 
@@ -105,27 +104,23 @@ class WorstCaseOptimalMean(MeanMechanism):
         data = cell.participants()
         threshold = optimal_threshold(data.counts, upper, epsilon)
         low, high = projection_bounds(data.counts, upper, threshold)
-        sensitivity = sensitivity_of(data.counts, low, high)
-        estimate = projected_estimate(data, upper, low, high, self.fill)
-        raw, scale = laplace_release(estimate, sensitivity, epsilon, source)
         bias = worst_case_bias(data.counts, upper, low, high)
-        return MeanRelease(
-            value=clamp(raw, upper),
-            raw_value=raw,
-            epsilon_spent=epsilon,
-            delta_spent=0.0,
-            sensitivity=sensitivity,
-            worst_case_error=bias + sensitivity / epsilon,
-            parameters={
-                "threshold": threshold,
-                "projected_vehicles": int(np.sum((low > 0) | (high < upper))),
-                "fill": self.fill,
-                "mean_epsilon": epsilon,
-                "noise_scale": scale,
-                "worst_case_bias": bias,
-                "vehicles": data.n_vehicles,
-            },
-            mechanism=self.name,
+        parameters = {
+            "threshold": threshold,
+            "projected_vehicles": int(np.sum((low > 0) | (high < upper))),
+            "fill": self.fill,
+            "worst_case_bias": bias,
+            "vehicles": data.n_vehicles,
+        }
+        return laplace_mean_release(
+            self.name,
+            projected_estimate(data, upper, low, high, self.fill),
+            sensitivity_of(data.counts, low, high),
+            epsilon,
+            upper,
+            source,
+            parameters,
+            worst_case_bias=bias,
         )
 
     def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:
