@@ -124,13 +124,16 @@ def build_pairs(window: Window, prefix_limit: int) -> WindowPairs:
     return pairs
 
 
-def stream_dp_release(pairs: WindowPairs, epsilon: float) -> tuple[int, dict[str, Any]]:
+def stream_dp_release(rows: list[list[Any]], epsilon: float) -> tuple[int, dict[str, Any]]:
+    """What the releaser does when a window completes: merge the partials' rows into columns
+    (``ReleaseCoordinator.merged``), then ``release_window``."""
     from stream_dp.config import load_settings
     from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.release import release_window
+    from stream_dp.release import WindowColumns, release_window
 
     settings = load_settings(epsilon=epsilon, upper=UPPER, resolution=8, app_id="bench")
-    release = release_window(WINDOW_START, pairs, settings, LaplaceNoise())
+    columns = WindowColumns.from_rows(rows)
+    release = release_window(WINDOW_START, columns, settings, LaplaceNoise())
     return len(release.cells), release.summary
 
 
@@ -212,14 +215,14 @@ def _laplace_scale(sensitivity: float, epsilon: float) -> float:
     return sensitivity / epsilon * (1 + 1e-9) if sensitivity > 0 else 1e-12
 
 
-def profile_release(pairs: WindowPairs, epsilon: float, top: int = 22) -> None:
+def profile_release(rows: list[list[Any]], epsilon: float, top: int = 22) -> None:
     """Where ``release_window``'s time goes (cProfile, cumulative, stream-dp frames)."""
     import cProfile
     import pstats
 
     profiler = cProfile.Profile()
     profiler.enable()
-    stream_dp_release(pairs, epsilon)
+    stream_dp_release(rows, epsilon)
     profiler.disable()
     print("\nrelease_window under cProfile (cumulative; profiling inflates times):")
     stats = pstats.Stats(profiler)
@@ -293,15 +296,19 @@ def main(argv: list[str] | None = None) -> int:
     load = load_average()
     build_seconds, pairs, others = timed(lambda: build_pairs(window, prefix_limit))
     results.append(Result("stream-dp: build merged pairs", build_seconds, "s", load, "", others))
+    from stream_dp.window_state import pairs_to_rows
+
+    rows = pairs_to_rows(pairs)  # the partials' wire rows the releaser holds
+    del pairs
     load = load_average()
     release_seconds, (cells, summary), others = timed(
-        lambda: stream_dp_release(pairs, args.epsilon), 3
+        lambda: stream_dp_release(rows, args.epsilon), 3
     )
-    note = f"median of 3; {cells} cells, G1={summary['G1']}, K={summary['K']}"
+    note = f"merge rows + release, median of 3; {cells} cells, G1={summary['G1']}, K={summary['K']}"
     results.append(Result("stream-dp: release_window", release_seconds, "s", load, note, others))
 
     if args.profile:
-        profile_release(pairs, args.epsilon)
+        profile_release(rows, args.epsilon)
 
     baselines: dict[str, float] = {}
     if not args.skip_baselines:

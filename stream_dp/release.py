@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy, factorize
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
-from stream_dp.window_state import PairStats, WindowPairs
+from stream_dp.window_state import WindowPairs, pairs_to_rows
 
 SCHEMA_VERSION = 1
 RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
@@ -61,23 +61,54 @@ class WindowRelease:
 
 @dataclass(frozen=True)
 class WindowColumns:
-    """A window's merged state column-wise: one entry per (cell, vehicle) pair."""
+    """A window's merged state column-wise: one entry per (cell, vehicle) pair.
 
-    stats: list[PairStats]
+    ``prefixes[i]`` holds entry ``i``'s first stored readings in event-time order. Built
+    straight from the partials' wire rows (:meth:`from_rows`), so releasing a large window
+    touches no per-pair Python object.
+    """
+
     cell_names: tuple[str, ...]
     cell_code: np.ndarray
     vehicle_names: tuple[str, ...]
     vehicle_code: np.ndarray
     count: np.ndarray
+    total: np.ndarray
+    total_sq: np.ndarray
+    prefixes: tuple[list[float], ...]
+
+    @classmethod
+    def from_rows(cls, rows: list[list[Any]]) -> WindowColumns:
+        """From rows ``[cell, vehicle, count, sum, sum_sq, prefix_ts, prefix_values]`` with
+        unique (cell, vehicle) keys."""
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls((), empty, (), empty, empty, empty.astype(float), empty.astype(float), ())
+        n = len(rows)
+
+        def column(i: int) -> list[Any]:
+            return list(map(itemgetter(i), rows))
+
+        cell_names, cell_code = factorize(column(0))
+        vehicle_names, vehicle_code = factorize(column(1))
+        return cls(
+            cell_names,
+            cell_code,
+            vehicle_names,
+            vehicle_code,
+            np.fromiter(map(itemgetter(2), rows), dtype=np.int64, count=n),
+            np.fromiter(map(itemgetter(3), rows), dtype=np.float64, count=n),
+            np.fromiter(map(itemgetter(4), rows), dtype=np.float64, count=n),
+            tuple(map(itemgetter(6), rows)),
+        )
 
     @classmethod
     def from_pairs(cls, pairs: WindowPairs) -> WindowColumns:
-        keys = list(pairs)
-        cell_names, cell_code = factorize(list(map(itemgetter(0), keys)))
-        vehicle_names, vehicle_code = factorize(list(map(itemgetter(1), keys)))
-        stats = list(pairs.values())
-        count = np.fromiter(map(attrgetter("count"), stats), dtype=np.int64, count=len(stats))
-        return cls(stats, cell_names, cell_code, vehicle_names, vehicle_code, count)
+        return cls.from_rows(pairs_to_rows(pairs))
+
+    def has_unique_keys(self) -> bool:
+        key = self.cell_code * max(len(self.vehicle_names), 1) + self.vehicle_code
+        return len(np.unique(key)) == len(key)
 
 
 def select_cells(columns: WindowColumns, min_vehicles: int, top_cells: int | None) -> np.ndarray:
@@ -92,29 +123,28 @@ def select_cells(columns: WindowColumns, min_vehicles: int, top_cells: int | Non
     return chosen
 
 
-def kept_sums(stats: list[PairStats], kept_count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sum and sum of squares of the first ``kept_count`` readings of each entry."""
-    n = len(stats)
-    count = np.fromiter(map(attrgetter("count"), stats), dtype=np.int64, count=n)
-    total = np.fromiter(map(attrgetter("total"), stats), dtype=np.float64, count=n)
-    total_sq = np.fromiter(map(attrgetter("total_sq"), stats), dtype=np.float64, count=n)
+def kept_sums(
+    columns: WindowColumns, entries: np.ndarray, kept_count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry."""
+    count = columns.count[entries]
     full = kept_count == count
-    total = np.where(full, total, 0.0)
-    total_sq = np.where(full, total_sq, 0.0)
+    total = np.where(full, columns.total[entries], 0.0)
+    total_sq = np.where(full, columns.total_sq[entries], 0.0)
     partial = np.flatnonzero(~full & (kept_count > 0))
     if len(partial):
         keep = kept_count[partial].tolist()
-        prefixes = [stats[i].prefix for i in partial.tolist()]
+        prefixes = [columns.prefixes[i] for i in entries[partial].tolist()]
         if any(k > len(p) for p, k in zip(prefixes, keep, strict=True)):
             raise ValueError("a cap needs readings beyond the stored prefix")
-        first = np.array(list(chain.from_iterable(map(_head, prefixes, keep))))[:, 1]
+        first = np.fromiter(chain.from_iterable(map(_head, prefixes, keep)), dtype=np.float64)
         starts = np.concatenate(([0], np.cumsum(keep)[:-1]))
         total[partial] = np.add.reduceat(first, starts)
         total_sq[partial] = np.add.reduceat(first * first, starts)
     return total, total_sq
 
 
-def _head(prefix: list[tuple[float, float]], n: int) -> list[tuple[float, float]]:
+def _head(prefix: list[float], n: int) -> list[float]:
     return prefix[:n]
 
 
@@ -139,7 +169,7 @@ def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, n
 
 def release_window(
     window_start: int,
-    pairs: WindowPairs,
+    pairs: WindowPairs | WindowColumns,
     settings: Settings,
     noise: LaplaceNoise,
     late_readings: int = 0,
@@ -158,7 +188,7 @@ def release_window(
 
 def _release_window(
     window_start: int,
-    pairs: WindowPairs,
+    pairs: WindowPairs | WindowColumns,
     settings: Settings,
     noise: LaplaceNoise,
     late_readings: int,
@@ -166,7 +196,7 @@ def _release_window(
     eps = settings.epsilon
     upper = settings.upper
     window_end = window_start + settings.window_seconds
-    columns = WindowColumns.from_pairs(pairs)
+    columns = pairs if isinstance(pairs, WindowColumns) else WindowColumns.from_pairs(pairs)
     chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     base = {
         "schema_version": SCHEMA_VERSION,
@@ -181,13 +211,12 @@ def _release_window(
         return WindowRelease(window_start, [], summary)
 
     occupancy, entry_of = _occupancy(columns, chosen)
-    stats = list(map(columns.stats.__getitem__, entry_of.tolist()))
     clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
         capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(stats, capped.kept_count)
+    total, total_sq = kept_sums(columns, entry_of, capped.kept_count)
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
     kept_readings = np.bincount(cell_idx, weights=capped.kept_count, minlength=n_cells)
@@ -212,7 +241,10 @@ def _release_window(
         else:
             entries = range(bounds[g], bounds[g + 1])
             outcome = mean_mechanism.release(
-                _cell_data(stats, capped.kept_count, entries), upper, eps / 2, noise.source
+                _cell_data(columns, entry_of, capped.kept_count, entries),
+                upper,
+                eps / 2,
+                noise.source,
             )
             noisy_mean = outcome.value
             variance_part = var_bias[g] + 2.0 * capped.variance_sensitivity[g] / eps
@@ -254,15 +286,17 @@ def _mean_mechanism(settings: Settings) -> Any:
     return get_mean_mechanism(settings.mean_mechanism, **params)
 
 
-def _cell_data(stats: list[PairStats], kept_count: np.ndarray, entries: range) -> Any:
+def _cell_data(
+    columns: WindowColumns, entry_of: np.ndarray, kept_count: np.ndarray, entries: range
+) -> Any:
     from stream_dp.dp.mechanisms import CellData
 
-    chosen = [stats[i] for i in entries]
+    chosen = entry_of[entries.start : entries.stop]
     return CellData(
-        counts=np.array([s.count for s in chosen], dtype=np.int64),
-        sums=np.array([s.total for s in chosen]),
-        sumsqs=np.array([s.total_sq for s in chosen]),
-        prefixes=tuple(np.array([v for _, v in s.prefix]) for s in chosen),
+        counts=columns.count[chosen],
+        sums=columns.total[chosen],
+        sumsqs=columns.total_sq[chosen],
+        prefixes=tuple(np.array(columns.prefixes[i]) for i in chosen.tolist()),
         kept_counts=np.asarray(kept_count[entries.start : entries.stop], dtype=np.int64),
     )
 

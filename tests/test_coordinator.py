@@ -5,14 +5,21 @@ from __future__ import annotations
 import math
 
 from stream_dp.coordinator import ReleaseCoordinator
-from stream_dp.window_state import PairStats
+from stream_dp.window_state import PairStats, pairs_to_rows
 
 
-def pairs(vehicle: str, count: int) -> dict:
+def pairs(vehicle: str, count: int, cell: str = "cell") -> list:
     stats = PairStats()
     for i in range(count):
-        stats.add(float(i), 10.0, 8)
-    return {("cell", vehicle): stats}
+        stats.add(float(i), 10.0 + i, 8)
+    return pairs_to_rows({(cell, vehicle): stats})
+
+
+def counts(columns) -> dict:
+    return {
+        (columns.cell_names[c], columns.vehicle_names[v]): int(n)
+        for c, v, n in zip(columns.cell_code, columns.vehicle_code, columns.count, strict=True)
+    }
 
 
 def test_window_waits_for_every_partition():
@@ -31,9 +38,20 @@ def test_partials_merge_and_duplicates_are_ignored():
     assert c.add_partial(0, 0, pairs("a", 2))
     assert not c.add_partial(0, 0, pairs("a", 5))  # a replayed partial
     assert c.add_partial(0, 1, pairs("b", 3))
+    assert counts(c.merged(0)) == {("cell", "a"): 2, ("cell", "b"): 3}
+    assert counts(c.merged(0)) == {("cell", "a"): 2, ("cell", "b"): 3}  # not consumed
+
+
+def test_a_vehicle_split_across_partitions_is_merged_exactly():
+    c = ReleaseCoordinator(partitions=2, window_seconds=3600, prefix_limit=8)
+    c.add_partial(0, 0, pairs("a", 3))
+    c.add_partial(0, 1, pairs("a", 2) + pairs("b", 1))
     merged = c.merged(0)
-    assert {k: v.count for k, v in merged.items()} == {("cell", "a"): 2, ("cell", "b"): 3}
-    assert c.merged(0)[("cell", "a")].count == 2  # merging does not consume the partials
+    assert counts(merged) == {("cell", "a"): 5, ("cell", "b"): 1}
+    a = list(merged.vehicle_names).index("a")
+    row = int(list(merged.vehicle_code).index(a))
+    assert merged.total[row] == (10 + 11 + 12) + (10 + 11)
+    assert list(merged.prefixes[row]) == [10.0, 10.0, 11.0, 11.0, 12.0]
 
 
 def test_released_window_is_never_ready_again():

@@ -17,8 +17,8 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine, partition_for
-from stream_dp.release import kept_sums, release_window
-from stream_dp.window_state import PairStats
+from stream_dp.release import WindowColumns, kept_sums, release_window
+from stream_dp.window_state import PairStats, pairs_to_rows
 
 SCHEMA = json.loads(
     (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -66,8 +66,8 @@ def test_release_uses_clip_user_and_the_cap_exactly(seed):
         assert by_cell[cell]["error_bound"] <= clip.error_bound * (1 + 1e-9)
         assert by_cell[cell]["cap"] == capped.cap[g]
     # the kept readings are the first Gamma' of each vehicle, in event-time order
-    stats = [pairs[k] for k in keys]
-    total, total_sq = kept_sums(stats, capped.kept_count)
+    columns = WindowColumns.from_rows(pairs_to_rows({k: pairs[k] for k in keys}))
+    total, total_sq = kept_sums(columns, np.arange(len(keys)), capped.kept_count)
     for i, key in enumerate(keys):
         first = [v for _, v in raw[key][: capped.kept_count[i]]]
         assert total[i] == pytest.approx(sum(first))

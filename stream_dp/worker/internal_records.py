@@ -171,9 +171,10 @@ def delta_payload(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def partial_payload(parts: list[dict[str, Any]]) -> tuple[int, int, WindowPairs]:
+def partial_payload(parts: list[dict[str, Any]]) -> tuple[int, int, list[list[Any]]]:
+    """Window, partition and the partial's rows (kept as rows: the release is columnar)."""
     rows = [row for part in parts for row in part["rows"]]
-    return parts[0]["window"], parts[0]["partition"], pairs_from_rows(rows)
+    return parts[0]["window"], parts[0]["partition"], rows
 
 
 def release_payload(parts: list[dict[str, Any]]) -> dict[str, Any]:
