@@ -49,18 +49,6 @@ class PairStats:
         if other.prefix:
             self.prefix = sorted(self.prefix + other.prefix)[:limit]
 
-    def copy(self) -> PairStats:
-        clone = PairStats()
-        clone.count, clone.total, clone.total_sq = self.count, self.total, self.total_sq
-        clone.prefix = list(self.prefix)
-        return clone
-
-    def first_values(self, n: int) -> list[float]:
-        """The first ``n`` readings in event-time order (``n`` must not exceed the prefix)."""
-        if n > len(self.prefix):
-            raise ValueError(f"only {len(self.prefix)} readings stored, {n} requested")
-        return [value for _, value in self.prefix[:n]]
-
     def to_row(self) -> list[Any]:
         return [
             self.count,
@@ -83,13 +71,13 @@ class PairStats:
 WindowPairs = dict[PairKey, PairStats]
 
 
-def merge_pairs(into: WindowPairs, other: WindowPairs, limit: int, copy: bool = False) -> None:
-    """Merge ``other`` into ``into`` (a vehicle split across partials is summed); without
-    ``copy``, ``into`` takes ownership of ``other``'s accumulators."""
+def merge_pairs(into: WindowPairs, other: WindowPairs, limit: int) -> None:
+    """Merge ``other`` into ``into`` (a vehicle split across partials is summed); ``into``
+    takes ownership of ``other``'s accumulators."""
     for key, stats in other.items():
         mine = into.get(key)
         if mine is None:
-            into[key] = stats.copy() if copy else stats
+            into[key] = stats
         else:
             mine.merge(stats, limit)
 
@@ -138,12 +126,6 @@ class PartitionState:
     def watermark(self) -> float:
         return self.max_ts - self.grace_seconds
 
-    def is_closed(self, window_start: int) -> bool:
-        return (
-            window_start + self.window_seconds <= self.watermark
-            or window_start in self.force_closed
-        )
-
     def add_batch(
         self,
         vehicles: list[str],
@@ -162,7 +144,7 @@ class PartitionState:
         forced = self.force_closed
         delta: dict[int, WindowPairs] = {}
         for vehicle, t, cell, speed in zip(vehicles, ts, cells, speeds, strict=True):
-            start = int(t // width) * width
+            start = int(t // width) * width  # window_start_of, inlined: hot loop
             if start + width <= max_ts - grace or start in forced:
                 outcome.late += 1
                 outcome.late_by_window[start] = outcome.late_by_window.get(start, 0) + 1
