@@ -9,6 +9,7 @@ is set, where a missing browser is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -145,6 +146,11 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 @pytest.fixture
+def browser() -> str:
+    return find_chromium()
+
+
+@pytest.fixture
 def worker_with_releases(kafka, topic_prefix, tmp_path):
     settings = service_settings(topic_prefix, epsilon=EPSILON)
     create_topics(kafka, settings)
@@ -158,15 +164,16 @@ def worker_with_releases(kafka, topic_prefix, tmp_path):
         worker.stop()
 
 
-def test_dashboard_renders_the_released_windows(worker_with_releases, tmp_path: Path):
-    browser = find_chromium()
+def test_dashboard_renders_the_released_windows(browser: str, worker_with_releases, tmp_path: Path):
     worker, settings, records = worker_with_releases
     windows = [r for r in records if r["type"] == "window"]
     cells = [r for r in records if r["type"] == "cell"]
     assert len(windows) == 2 and cells
-    # What the page polls: the releaser's memory must hold the same records as the topic.
-    api = worker.get("/api/releases")
-    assert api[0] == 200
+    # What the page polls: the releaser's memory holds the same records as the topic.
+    status, body = worker.get("/api/releases")
+    assert status == 200
+    api_ids = sorted(r["release_id"] for r in json.loads(body)["records"])
+    assert api_ids == sorted(r["release_id"] for r in records)
 
     dom, html = dump_dashboard(browser, worker.url("/dashboard"), len(records))
     context = f"\n--- DOM ---\n{html[-4000:]}\n--- worker log ---\n{worker.log()}"
@@ -201,13 +208,13 @@ def test_dashboard_renders_the_released_windows(worker_with_releases, tmp_path: 
         assert float(row["cells"][2]) <= settings.upper
         assert row["cells"][4] == str(released["n_vehicles"])
         assert row["cells"][5] == str(released["n_readings"])
-    # Each window's summary row comes right before its own cell rows.
-    current = None
-    for row in dom.rows:
-        if row.get("data-type") == "window":
-            current = row["data-window-start"]
-        else:
-            assert row["data-window-start"] == current
+    # Newest window first, each as its summary row then its cells in published order.
+    expected_order = [
+        r["release_id"]
+        for w in windows[::-1]
+        for r in [w, *(c for c in cells if c["window_start"] == w["window_start"])]
+    ]
+    assert [r["data-release-id"] for r in dom.rows] == expected_order, context
 
     shot = tmp_path / "dashboard.png"
     run_chromium(browser, f"--screenshot={shot}", worker.url("/dashboard"))
