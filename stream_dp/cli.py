@@ -14,6 +14,17 @@ class CliError(Exception):
     """A bad command-line value: printed as one line, exit status 2."""
 
 
+def parse_int_option(name: str, text: str, minimum: int) -> int:
+    """``--name``'s integer value, or a CliError naming the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise CliError(f"--{name} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise CliError(f"--{name} must be >= {minimum}, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stream-dp",

@@ -225,12 +225,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _parse_int(name: str, text: str, minimum: int) -> int:
-    from stream_dp.cli import CliError
+    from stream_dp.cli import parse_int_option
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise CliError(f"--{name} must be an integer, got {text!r}") from None
-    if value < minimum:
-        raise CliError(f"--{name} must be >= {minimum}, got {value}")
-    return value
+    return parse_int_option(name, text, minimum)
