@@ -4,9 +4,11 @@ One window of 1,000,000 readings of 100,000 vehicles over 2,000 H3 cells (resolu
 around New York), each vehicle driving a route of 10 cells (numpy, seeded; speeds in
 [0, 65] km/h). Timed on the same data:
 
-- stream-dp: building the merged ``(cell, vehicle) -> PairStats`` map (what the release
-  agent holds after merging partials; timed separately), then ``release_window``
-  (occupancy -> CLIP-USER -> pseudo-user cap -> noisy clamped mean and variance -> records);
+- stream-dp: the ingest state of 4 input partitions is built first (not timed against the
+  baselines); then timed, everything from "the window is closed" to its records: each
+  partition's state to a partial, through the partial's wire format, the merge, and
+  ``release_window`` (selection, occupancy, CLIP-USER, pseudo-user cap, noisy clamped mean
+  and variance, records);
 - PipelineDP: ``DPEngine.aggregate`` on ``LocalBackend`` with MEAN and VARIANCE, Laplace,
   the 2,000 cells as public partitions, ``max_partitions_contributed=10``,
   ``max_contributions_per_partition=L``, bounds [0, 65], materialised with ``list()``;
@@ -32,8 +34,6 @@ from typing import Any
 import numpy as np
 from _common import CpuMeter, Result, load_average, print_ratio, print_table
 from numpy.typing import NDArray
-
-from stream_dp.window_state import PairStats, WindowPairs
 
 WINDOW_START = 1_700_002_800  # an hour boundary
 UPPER = 65.0
@@ -108,32 +108,65 @@ def synthetic_window(
 
 
 # --- stream-dp ----------------------------------------------------------------------------
-def build_pairs(window: Window, prefix_limit: int) -> WindowPairs:
-    """The merged window state: one PairStats per (cell, vehicle), readings in event time."""
-    pairs: WindowPairs = {}
-    cells, vehicles = window.cell_names, window.vehicle_names
-    for c, v, t, s in zip(
-        window.cell.tolist(), window.vehicle.tolist(), window.ts.tolist(), window.speed.tolist(),
-        strict=True,
-    ):  # fmt: skip
-        key = (cells[c], vehicles[v])
-        stats = pairs.get(key)
-        if stats is None:
-            stats = pairs[key] = PairStats()
-        stats.add(t, s, prefix_limit)
-    return pairs
+PARTITIONS = 4
 
 
-def stream_dp_release(rows: list[list[Any]], epsilon: float) -> tuple[int, dict[str, Any]]:
-    """What the releaser does when a window completes: merge the partials' rows into columns
-    (``ReleaseCoordinator.merged``), then ``release_window``."""
+def build_partitions(window: Window, prefix_limit: int, batch: int = 20_000) -> list[Any]:
+    """The ingest state at close: the window's readings fed, in event-time order and in
+    batches, to the ``PartitionState`` of each of 4 input partitions (Kafka's default
+    partitioner on the vehicle id, as the service)."""
     from stream_dp.config import load_settings
+    from stream_dp.engine import new_partition_state, partition_for
+
+    settings = load_settings(prefix_limit=prefix_limit, app_id="bench")
+    states = [new_partition_state(settings) for _ in range(PARTITIONS)]
+    of_vehicle = np.array([partition_for(v, PARTITIONS) for v in window.vehicle_names])
+    partition = of_vehicle[window.vehicle]
+    cells, vehicles = window.cell_names, window.vehicle_names
+    for p, state in enumerate(states):
+        at = np.flatnonzero(partition == p)
+        for i in range(0, len(at), batch):
+            chunk = at[i : i + batch]
+            state.add_batch(
+                [vehicles[v] for v in window.vehicle[chunk].tolist()],
+                window.ts[chunk].tolist(),
+                [cells[c] for c in window.cell[chunk].tolist()],
+                window.speed[chunk].tolist(),
+            )
+    return states
+
+
+def stream_dp_release(
+    states: list[Any], epsilon: float, phases: dict[str, list[float]] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """Everything from "the window is closed" to the release records, as the service does
+    it: each partition's state to a partial, the partial through its wire format (binary
+    parts, encoded and decoded), the coordinator's merge, then ``release_window``."""
+    from stream_dp.config import load_settings
+    from stream_dp.coordinator import ReleaseCoordinator
     from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.release import WindowColumns, release_window
+    from stream_dp.release import release_window
+    from stream_dp.worker import internal_records as rec
 
     settings = load_settings(epsilon=epsilon, upper=UPPER, resolution=8, app_id="bench")
-    columns = WindowColumns.from_rows(rows)
+    marks = [time.perf_counter()]
+    partials = [state.partial(WINDOW_START) for state in states]
+    marks.append(time.perf_counter())
+    coordinator = ReleaseCoordinator(PARTITIONS, 3600, settings.prefix_limit)
+    for p, partial in enumerate(partials):
+        assembler = rec.PartAssembler()
+        for part in rec.encode_partial(WINDOW_START, p, partial, "bench"):
+            whole = assembler.add(rec.decode(part))
+        coordinator.add_partial(*rec.partial_payload(whole))
+    marks.append(time.perf_counter())
+    columns = coordinator.merged(WINDOW_START)
+    marks.append(time.perf_counter())
     release = release_window(WINDOW_START, columns, settings, LaplaceNoise())
+    marks.append(time.perf_counter())
+    if phases is not None:
+        names = ("partition state -> partials", "partials through the wire", "merge", "release")
+        for name, a, b in zip(names, marks, marks[1:], strict=False):
+            phases.setdefault(name, []).append(b - a)
     return len(release.cells), release.summary
 
 
@@ -215,16 +248,16 @@ def _laplace_scale(sensitivity: float, epsilon: float) -> float:
     return sensitivity / epsilon * (1 + 1e-9) if sensitivity > 0 else 1e-12
 
 
-def profile_release(rows: list[list[Any]], epsilon: float, top: int = 22) -> None:
-    """Where ``release_window``'s time goes (cProfile, cumulative, stream-dp frames)."""
+def profile_release(states: list[Any], epsilon: float, top: int = 22) -> None:
+    """Where the close-to-records time goes (cProfile, cumulative, stream-dp frames)."""
     import cProfile
     import pstats
 
     profiler = cProfile.Profile()
     profiler.enable()
-    stream_dp_release(rows, epsilon)
+    stream_dp_release(states, epsilon)
     profiler.disable()
-    print("\nrelease_window under cProfile (cumulative; profiling inflates times):")
+    print("\nclose-to-records under cProfile (cumulative; profiling inflates times):")
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(r"stream_dp|sorted|unique", top)
 
@@ -275,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--baseline-budget", type=float, default=180.0, help="seconds")
     parser.add_argument("--skip-baselines", action="store_true")
-    parser.add_argument("--profile", action="store_true", help="cProfile release_window")
+    parser.add_argument("--profile", action="store_true", help="cProfile the release")
+    parser.add_argument("--repeat", type=int, default=5, help="timed stream-dp runs")
     args = parser.parse_args(argv)
 
     from stream_dp.config import Settings
@@ -294,21 +328,24 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[Result] = []
     load = load_average()
-    build_seconds, pairs, others = timed(lambda: build_pairs(window, prefix_limit))
-    results.append(Result("stream-dp: build merged pairs", build_seconds, "s", load, "", others))
-    from stream_dp.window_state import pairs_to_rows
-
-    rows = pairs_to_rows(pairs)  # the partials' wire rows the releaser holds
-    del pairs
-    load = load_average()
-    release_seconds, (cells, summary), others = timed(
-        lambda: stream_dp_release(rows, args.epsilon), 3
+    build_seconds, states, others = timed(lambda: build_partitions(window, prefix_limit))
+    results.append(
+        Result("stream-dp: ingest state (not timed below)", build_seconds, "s", load, "", others)
     )
-    note = f"merge rows + release, median of 3; {cells} cells, G1={summary['G1']}, K={summary['K']}"
-    results.append(Result("stream-dp: release_window", release_seconds, "s", load, note, others))
+    stream_dp_release(states, args.epsilon)  # warm-up: numba kernels from their cache
+    load = load_average()
+    phases: dict[str, list[float]] = {}
+    release_seconds, (cells, summary), others = timed(
+        lambda: stream_dp_release(states, args.epsilon, phases), args.repeat
+    )
+    note = (
+        f"median of {args.repeat}; {cells} cells, G1={summary['G1']}, K={summary['K']}; "
+        + ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in phases.items())
+    )
+    results.append(Result("stream-dp: close-to-records", release_seconds, "s", load, note, others))
 
     if args.profile:
-        profile_release(rows, args.epsilon)
+        profile_release(states, args.epsilon)
 
     baselines: dict[str, float] = {}
     if not args.skip_baselines:
@@ -326,9 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table("Close-to-records time of one window", results)
     print("\nRatios (baseline time / stream-dp time)")
     for name, seconds in baselines.items():
-        print_ratio(f"{name} / release_window", seconds / release_seconds, 20)
-        total = build_seconds + release_seconds
-        print_ratio(f"{name} / (build pairs + release_window)", seconds / total, 20)
+        print_ratio(f"{name} / stream-dp close-to-records", seconds / release_seconds, 20)
     print(f"\nend: {load_average()}")
     return 0
 

@@ -10,12 +10,9 @@ the window's end. Pure: the Kafka adapter and the offline engine both drive it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from stream_dp.release import WindowColumns
-from stream_dp.window_state import WindowPairs, merge_pairs, pairs_from_rows
-
-Rows = list[list[Any]]
+from stream_dp.window_state import PartialColumns
 
 
 @dataclass
@@ -25,18 +22,18 @@ class ReleaseCoordinator:
     prefix_limit: int
     released: set[int] = field(default_factory=set)
     watermarks: dict[int, float] = field(default_factory=dict)
-    _partials: dict[int, dict[int, Rows]] = field(default_factory=dict)
+    _partials: dict[int, dict[int, PartialColumns]] = field(default_factory=dict)
     _late: dict[int, dict[int, int]] = field(default_factory=dict)
 
-    def add_partial(self, window_start: int, partition: int, rows: Rows) -> bool:
-        """Record a partition's partial (wire rows, see ``pairs_to_rows``); a duplicate
-        (replay) or a released window is ignored."""
+    def add_partial(self, window_start: int, partition: int, partial: PartialColumns) -> bool:
+        """Record a partition's partial; a duplicate (replay) or a released window is
+        ignored."""
         if window_start in self.released:
             return False
         per_partition = self._partials.setdefault(window_start, {})
         if partition in per_partition:
             return False
-        per_partition[partition] = rows
+        per_partition[partition] = partial
         return True
 
     def set_progress(
@@ -59,18 +56,11 @@ class ReleaseCoordinator:
         return sorted(ready)
 
     def merged(self, window_start: int) -> WindowColumns:
-        """The window's partials merged, column-wise. Readings are keyed by vehicle, so a
-        (cell, vehicle) pair normally comes from one partition only; when it does not (a
-        producer keyed inconsistently), its accumulators are merged exactly."""
+        """The window's partials merged, column-wise (see ``WindowColumns.from_partials``)."""
         per_partition = self._partials.get(window_start, {})
-        order = sorted(per_partition)
-        columns = WindowColumns.from_rows([row for p in order for row in per_partition[p]])
-        if columns.has_unique_keys():
-            return columns
-        merged: WindowPairs = {}
-        for partition in order:
-            merge_pairs(merged, pairs_from_rows(per_partition[partition]), self.prefix_limit)
-        return WindowColumns.from_pairs(merged)
+        return WindowColumns.from_partials(
+            [per_partition[p] for p in sorted(per_partition)], self.prefix_limit
+        )
 
     def late_count(self, window_start: int) -> int:
         return sum(self._late.get(window_start, {}).values())

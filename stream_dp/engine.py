@@ -19,7 +19,7 @@ from stream_dp.coordinator import ReleaseCoordinator
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator
 from stream_dp.release import WindowRelease, release_window
-from stream_dp.window_state import PartitionState, pairs_to_rows
+from stream_dp.window_state import PartitionState
 
 
 def partition_for(vehicle_id: str, partitions: int) -> int:
@@ -81,9 +81,7 @@ class OfflineEngine:
         """Close every open window (end of input, like the idle fallback) and release."""
         for partition, state in enumerate(self.states):
             for start in list(state.iter_open()):
-                self.coordinator.add_partial(
-                    start, partition, pairs_to_rows(state.close(start, forced=True))
-                )
+                self.coordinator.add_partial(start, partition, state.close(start, forced=True))
             self.coordinator.set_progress(partition, float("inf"), state.late_by_window)
         yield from self._release_ready()
 
@@ -94,7 +92,7 @@ class OfflineEngine:
                 self.counts.accepted += outcome.accepted
                 self.counts.late += outcome.late
             for start in state.due_windows():
-                self.coordinator.add_partial(start, partition, pairs_to_rows(state.close(start)))
+                self.coordinator.add_partial(start, partition, state.close(start))
             self.coordinator.set_progress(partition, state.watermark, state.late_by_window)
         yield from self._release_ready()
 

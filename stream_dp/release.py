@@ -12,8 +12,8 @@ import gc
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from itertools import chain
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy, factorize
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
-from stream_dp.window_state import WindowPairs, pairs_to_rows
+from stream_dp.window_state import PartialColumns, rank_in_runs
 
 SCHEMA_VERSION = 1
 RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
@@ -63,9 +63,10 @@ class WindowRelease:
 class WindowColumns:
     """A window's merged state column-wise: one entry per (cell, vehicle) pair.
 
-    ``prefixes[i]`` holds entry ``i``'s first stored readings in event-time order. Built
-    straight from the partials' wire rows (:meth:`from_rows`), so releasing a large window
-    touches no per-pair Python object.
+    Names are sorted (the CLIP-USER tie-break order); ``reading_*`` is the reading log of the
+    partials (each pair's first stored readings, any order; see :class:`PartialColumns`).
+    Built from the partitions' partials (:meth:`from_partials`) with array operations only,
+    so releasing a large window touches no per-pair Python object.
     """
 
     cell_names: tuple[str, ...]
@@ -75,40 +76,112 @@ class WindowColumns:
     count: np.ndarray
     total: np.ndarray
     total_sq: np.ndarray
-    prefixes: tuple[list[float], ...]
+    reading_pair: np.ndarray
+    reading_ts: np.ndarray
+    reading_value: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.count.shape[0])
 
     @classmethod
-    def from_rows(cls, rows: list[list[Any]]) -> WindowColumns:
-        """From rows ``[cell, vehicle, count, sum, sum_sq, prefix_ts, prefix_values]`` with
-        unique (cell, vehicle) keys."""
-        if not rows:
+    def from_partials(
+        cls, partials: list[PartialColumns], prefix_limit: int | None = None
+    ) -> WindowColumns:
+        """Merge partition partials. Readings are keyed by vehicle, so a vehicle normally
+        appears in one partial only; when it does not (a producer keyed inconsistently), its
+        pairs are merged exactly (counts and sums added, reading logs joined and, with
+        ``prefix_limit``, cut back to each pair's first ``C`` by ``(ts, value)``)."""
+        parts = [p for p in partials if len(p)]
+        if not parts:
             empty = np.zeros(0, dtype=np.int64)
-            return cls((), empty, (), empty, empty, empty.astype(float), empty.astype(float), ())
-        n = len(rows)
-
-        def column(i: int) -> list[Any]:
-            return list(map(itemgetter(i), rows))
-
-        cell_names, cell_code = factorize(column(0))
-        vehicle_names, vehicle_code = factorize(column(1))
-        return cls(
+            floats = empty.astype(np.float64)
+            return cls((), empty, (), empty, empty, floats, floats, empty, floats, floats)
+        cells = [p.cell_names for p in parts]
+        cell_names, cell_code = _merge_codes(cells, [p.pair_cell for p in parts])
+        vehicles = [p.vehicle_names for p in parts]
+        vehicle_names, vehicle_code = _merge_codes(vehicles, [p.pair_vehicle for p in parts])
+        offsets = np.cumsum([0] + [len(p) for p in parts[:-1]]).tolist()
+        reading_pair = np.concatenate(
+            [p.reading_pair + o for p, o in zip(parts, offsets, strict=True)]
+        )
+        columns = cls(
             cell_names,
             cell_code,
             vehicle_names,
             vehicle_code,
-            np.fromiter(map(itemgetter(2), rows), dtype=np.int64, count=n),
-            np.fromiter(map(itemgetter(3), rows), dtype=np.float64, count=n),
-            np.fromiter(map(itemgetter(4), rows), dtype=np.float64, count=n),
-            tuple(map(itemgetter(6), rows)),
+            np.concatenate([p.count for p in parts]),
+            np.concatenate([p.total for p in parts]),
+            np.concatenate([p.total_sq for p in parts]),
+            reading_pair,
+            np.concatenate([p.reading_ts for p in parts]),
+            np.concatenate([p.reading_value for p in parts]),
+        )
+        if len(vehicle_names) == sum(map(len, vehicles)):
+            return columns  # no vehicle in two partials: pairs are unique
+        return columns._merge_repeated_pairs(prefix_limit)
+
+    def _merge_repeated_pairs(self, prefix_limit: int | None) -> WindowColumns:
+        n_vehicles = max(len(self.vehicle_names), 1)
+        key = self.cell_code * n_vehicles + self.vehicle_code
+        unique_key, inverse = np.unique(key, return_inverse=True)
+        n = len(unique_key)
+        reading_pair = inverse[self.reading_pair]
+        ts, value = self.reading_ts, self.reading_value
+        if prefix_limit is not None and len(reading_pair):
+            order = np.lexsort((value, ts, reading_pair))
+            keep = np.sort(order[rank_in_runs(reading_pair[order]) < prefix_limit])
+            reading_pair, ts, value = reading_pair[keep], ts[keep], value[keep]
+        return WindowColumns(
+            self.cell_names,
+            unique_key // n_vehicles,
+            self.vehicle_names,
+            unique_key % n_vehicles,
+            np.bincount(inverse, weights=self.count, minlength=n).astype(np.int64),
+            np.bincount(inverse, weights=self.total, minlength=n),
+            np.bincount(inverse, weights=self.total_sq, minlength=n),
+            reading_pair,
+            ts,
+            value,
         )
 
     @classmethod
-    def from_pairs(cls, pairs: WindowPairs) -> WindowColumns:
-        return cls.from_rows(pairs_to_rows(pairs))
+    def from_readings(
+        cls, cells: list[str], vehicles: list[str], ts: list[float], values: list[float],
+        prefix_limit: int,
+    ) -> WindowColumns:  # fmt: skip
+        """A window holding exactly these readings (tests, benchmarks, audits)."""
+        partial = PartialColumns.from_readings(cells, vehicles, ts, values, prefix_limit)
+        return cls.from_partials([partial], prefix_limit)
 
-    def has_unique_keys(self) -> bool:
-        key = self.cell_code * max(len(self.vehicle_names), 1) + self.vehicle_code
-        return len(np.unique(key)) == len(key)
+    def prefixes(self, pairs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each pair's stored readings in event-time order (ties by value)."""
+        values, bounds = self._sorted_log
+        return tuple(values[bounds[i] : bounds[i + 1]] for i in pairs.tolist())
+
+    @cached_property
+    def _sorted_log(self) -> tuple[np.ndarray, np.ndarray]:
+        order = np.lexsort((self.reading_value, self.reading_ts, self.reading_pair))
+        bounds = np.searchsorted(self.reading_pair[order], np.arange(len(self) + 1))
+        return self.reading_value[order], bounds
+
+    def pair_index(self) -> dict[tuple[str, str], int]:
+        """``(cell, vehicle) -> entry`` (tests and audits; not used on the release path)."""
+        cells, vehicles = self.cell_names, self.vehicle_names
+        return {
+            (cells[c], vehicles[v]): i
+            for i, (c, v) in enumerate(
+                zip(self.cell_code.tolist(), self.vehicle_code.tolist(), strict=True)
+            )
+        }
+
+
+def _merge_codes(
+    names: list[list[str]], codes: list[np.ndarray]
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """Sorted distinct names over all partials and every partial's codes mapped into them."""
+    merged, global_code = factorize(list(chain.from_iterable(names)))
+    offsets = np.cumsum([0] + [len(n) for n in names[:-1]])
+    return merged, np.concatenate([global_code[o + c] for o, c in zip(offsets, codes, strict=True)])
 
 
 def select_cells(columns: WindowColumns, min_vehicles: int, top_cells: int | None) -> np.ndarray:
@@ -133,35 +206,49 @@ def kept_sums(
     total_sq = np.where(full, columns.total_sq[entries], 0.0)
     partial = np.flatnonzero(~full & (kept_count > 0))
     if len(partial):
-        keep = kept_count[partial].tolist()
-        prefixes = [columns.prefixes[i] for i in entries[partial].tolist()]
-        if any(k > len(p) for p, k in zip(prefixes, keep, strict=True)):
+        from stream_dp.array_kernels import first_readings_sums
+
+        pairs, need = entries[partial], kept_count[partial]
+        need_of_pair = np.zeros(len(columns), dtype=np.int64)
+        need_of_pair[pairs] = need
+        sums, sums_sq, stored = first_readings_sums(
+            columns.reading_pair, columns.reading_ts, columns.reading_value, need_of_pair
+        )
+        if np.any(stored[pairs] < need):
             raise ValueError("a cap needs readings beyond the stored prefix")
-        first = np.fromiter(chain.from_iterable(map(_head, prefixes, keep)), dtype=np.float64)
-        starts = np.concatenate(([0], np.cumsum(keep)[:-1]))
-        total[partial] = np.add.reduceat(first, starts)
-        total_sq[partial] = np.add.reduceat(first * first, starts)
+        total[partial] = sums[pairs]
+        total_sq[partial] = sums_sq[pairs]
     return total, total_sq
 
 
-def _head(prefix: list[float], n: int) -> list[float]:
-    return prefix[:n]
-
-
 def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, np.ndarray]:
-    """The occupancy array of the chosen cells and, per entry, its index into ``columns``."""
+    """The occupancy array of the chosen cells and, per entry, its index into ``columns``.
+    Cell and vehicle names are sorted, so ranks are prefix sums of presence flags and the
+    (cell, vehicle) order is two counting sorts (linear time)."""
+    from stream_dp.array_kernels import stable_order_by
+
     in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
     in_chosen[chosen] = True
-    entries = np.flatnonzero(in_chosen[columns.cell_code])
-    cell_rank = np.cumsum(in_chosen) - 1
-    cell_index = cell_rank[columns.cell_code[entries]]
-    used_vehicles, vehicle_index = np.unique(columns.vehicle_code[entries], return_inverse=True)
-    order = np.lexsort((vehicle_index, cell_index))
+    if len(chosen) == len(columns.cell_names):
+        entries = np.arange(len(columns))
+    else:
+        entries = np.flatnonzero(in_chosen[columns.cell_code])
+    cell_index = (np.cumsum(in_chosen) - 1)[columns.cell_code[entries]]
+    vehicle_code = columns.vehicle_code[entries]
+    used = np.zeros(len(columns.vehicle_names), dtype=bool)
+    used[vehicle_code] = True
+    used_vehicles = np.flatnonzero(used)
+    vehicle_index = (np.cumsum(used) - 1)[vehicle_code]
+    by_vehicle = stable_order_by(vehicle_index, len(used_vehicles))
+    order = by_vehicle[stable_order_by(cell_index[by_vehicle], len(chosen))]
+    names = columns.vehicle_names
     occupancy = Occupancy(
         cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
-        vehicles=tuple(columns.vehicle_names[v] for v in used_vehicles.tolist()),
-        cell_index=cell_index[order].astype(np.int64),
-        vehicle_index=vehicle_index[order].astype(np.int64),
+        vehicles=names
+        if len(used_vehicles) == len(names)
+        else tuple(names[v] for v in used_vehicles.tolist()),
+        cell_index=cell_index[order],
+        vehicle_index=vehicle_index[order],
         count=columns.count[entries[order]],
     )
     return occupancy, entries[order]
@@ -169,7 +256,7 @@ def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, n
 
 def release_window(
     window_start: int,
-    pairs: WindowPairs | WindowColumns,
+    columns: WindowColumns,
     settings: Settings,
     noise: LaplaceNoise,
     late_readings: int = 0,
@@ -180,7 +267,7 @@ def release_window(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _release_window(window_start, pairs, settings, noise, late_readings)
+        return _release_window(window_start, columns, settings, noise, late_readings)
     finally:
         if collecting:
             gc.enable()
@@ -188,7 +275,7 @@ def release_window(
 
 def _release_window(
     window_start: int,
-    pairs: WindowPairs | WindowColumns,
+    columns: WindowColumns,
     settings: Settings,
     noise: LaplaceNoise,
     late_readings: int,
@@ -196,7 +283,6 @@ def _release_window(
     eps = settings.epsilon
     upper = settings.upper
     window_end = window_start + settings.window_seconds
-    columns = pairs if isinstance(pairs, WindowColumns) else WindowColumns.from_pairs(pairs)
     chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     base = {
         "schema_version": SCHEMA_VERSION,
@@ -296,7 +382,7 @@ def _cell_data(
         counts=columns.count[chosen],
         sums=columns.total[chosen],
         sumsqs=columns.total_sq[chosen],
-        prefixes=tuple(np.array(columns.prefixes[i]) for i in chosen.tolist()),
+        prefixes=columns.prefixes(chosen),
         kept_counts=np.asarray(kept_count[entries.start : entries.stop], dtype=np.int64),
     )
 

@@ -1,93 +1,232 @@
-"""Bounded per-window state: for each (cell, vehicle), count, sum, sum of squares and the
-first ``C`` readings in event-time order (what the pseudo-user cap may need).
+"""Bounded per-window state, column-wise: for each (cell, vehicle) pair, count, sum, sum of
+squares and the first ``C`` readings in event-time order (what the pseudo-user cap may need).
 
-Accumulators follow the create / merge / compute shape, so a partition's partial state and
-a batch's delta merge the same way (order-independent: ties in event time are broken by
-value, so merging in any order keeps the same prefix).
+One :class:`WindowAccumulator` per (partition, window). Pairs get integer slots when first
+seen; the statistics live in numpy arrays updated once per batch, and the readings that may
+belong to a pair's first ``C`` go to a reading log that is compacted (first ``C`` per pair
+by ``(ts, value)``, so the prefix does not depend on arrival order) whenever it doubles.
+Memory is therefore bounded by the number of pairs times ``C``, not by a vehicle's reading
+rate, and closing a window hands over arrays (:class:`PartialColumns`), not per-pair objects.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-PairKey = tuple[str, str]  # (cell, vehicle)
+import numpy as np
+from numpy.typing import NDArray
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+#: The reading log is never compacted below this many entries (compaction is a sort).
+_MIN_COMPACT_AT = 1 << 16
 
 
-class PairStats:
-    """Sufficient statistics of one vehicle's readings in one cell and window."""
+@dataclass(frozen=True)
+class PartialColumns:
+    """One partition's state of one window (what a partial carries to the release step).
 
-    __slots__ = ("count", "total", "total_sq", "prefix")
+    Pair ``i`` is vehicle ``vehicle_names[pair_vehicle[i]]`` in cell ``cell_names[pair_cell[i]]``
+    with ``count[i]`` readings summing to ``total[i]`` (squares: ``total_sq[i]``). The reading
+    log (``reading_pair``, ``reading_ts``, ``reading_value``, in no particular order) holds each
+    pair's first ``min(count, C)`` readings by ``(ts, value)``. Names are distinct, any order.
+    """
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.total = 0.0
-        self.total_sq = 0.0
-        self.prefix: list[tuple[float, float]] = []  # (ts, speed), sorted, at most C
-
-    def add(self, ts: float, speed: float, limit: int) -> None:
-        self.count += 1
-        self.total += speed
-        self.total_sq += speed * speed
-        prefix = self.prefix
-        item = (ts, speed)
-        if len(prefix) < limit:
-            if not prefix or item >= prefix[-1]:
-                prefix.append(item)
-            else:
-                bisect.insort(prefix, item)
-        elif item < prefix[-1]:
-            bisect.insort(prefix, item)
-            prefix.pop()
-
-    def merge(self, other: PairStats, limit: int) -> None:
-        self.count += other.count
-        self.total += other.total
-        self.total_sq += other.total_sq
-        if other.prefix:
-            self.prefix = sorted(self.prefix + other.prefix)[:limit]
-
-    def to_row(self) -> list[Any]:
-        return [
-            self.count,
-            self.total,
-            self.total_sq,
-            [t for t, _ in self.prefix],
-            [v for _, v in self.prefix],
-        ]
+    cell_names: list[str]
+    vehicle_names: list[str]
+    pair_cell: IntArray
+    pair_vehicle: IntArray
+    count: IntArray
+    total: FloatArray
+    total_sq: FloatArray
+    reading_pair: IntArray
+    reading_ts: FloatArray
+    reading_value: FloatArray
 
     @classmethod
-    def from_row(cls, row: list[Any]) -> PairStats:
-        stats = cls()
-        stats.count = int(row[0])
-        stats.total = float(row[1])
-        stats.total_sq = float(row[2])
-        stats.prefix = list(zip(row[3], row[4], strict=True))
-        return stats
+    def empty(cls) -> PartialColumns:
+        ints, floats = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return cls([], [], ints, ints, ints, floats, floats, ints, floats, floats)
+
+    @classmethod
+    def from_readings(
+        cls,
+        cells: list[str],
+        vehicles: list[str],
+        ts: list[float],
+        values: list[float],
+        prefix_limit: int,
+    ) -> PartialColumns:
+        """The state of one window holding exactly these readings (tests, benchmarks)."""
+        acc = WindowAccumulator(prefix_limit)
+        slot = [acc.slot_of(c, v) for c, v in zip(cells, vehicles, strict=True)]
+        acc.add(np.asarray(slot, dtype=np.int64), np.asarray(ts, float), np.asarray(values, float))
+        return acc.to_partial()
+
+    def __len__(self) -> int:
+        return int(self.count.shape[0])
+
+    def pair_names(self) -> list[tuple[str, str]]:
+        cells, vehicles = self.cell_names, self.vehicle_names
+        return [
+            (cells[c], vehicles[v])
+            for c, v in zip(self.pair_cell.tolist(), self.pair_vehicle.tolist(), strict=True)
+        ]
+
+    def prefix_of(self, pair: int) -> list[tuple[float, float]]:
+        """Pair ``pair``'s stored readings as sorted ``(ts, value)`` (tests, audits)."""
+        at = np.flatnonzero(self.reading_pair == pair)
+        ts, values = self.reading_ts[at].tolist(), self.reading_value[at].tolist()
+        return sorted(zip(ts, values, strict=True))
 
 
-WindowPairs = dict[PairKey, PairStats]
+@dataclass(frozen=True)
+class WindowDelta:
+    """What one batch added to one window: the new pairs (slots ``first_pair`` onwards, by
+    name) and the accepted readings by slot, in arrival order. Replaying the deltas of a
+    window in order rebuilds its accumulator exactly (same slots, same float sums)."""
+
+    first_pair: int
+    new_cells: list[str]
+    new_vehicles: list[str]
+    pair: IntArray
+    ts: FloatArray
+    value: FloatArray
 
 
-def merge_pairs(into: WindowPairs, other: WindowPairs, limit: int) -> None:
-    """Merge ``other`` into ``into`` (a vehicle split across partials is summed); ``into``
-    takes ownership of ``other``'s accumulators."""
-    for key, stats in other.items():
-        mine = into.get(key)
-        if mine is None:
-            into[key] = stats
-        else:
-            mine.merge(stats, limit)
+class WindowAccumulator:
+    """Sufficient statistics of one window of one partition (see the module docstring)."""
+
+    def __init__(self, prefix_limit: int) -> None:
+        if prefix_limit < 1:
+            raise ValueError("prefix_limit must be >= 1")
+        self.prefix_limit = prefix_limit
+        self.slots: dict[tuple[str, str], int] = {}
+        self._cell_code: dict[str, int] = {}
+        self._vehicle_code: dict[str, int] = {}
+        self.cell_names: list[str] = []
+        self.vehicle_names: list[str] = []
+        self._pair_cell = array("q")
+        self._pair_vehicle = array("q")
+        self._count = np.zeros(1024, dtype=np.int64)
+        self._total = np.zeros(1024, dtype=np.float64)
+        self._total_sq = np.zeros(1024, dtype=np.float64)
+        self._log_pair = np.zeros(0, dtype=np.int64)
+        self._log_ts = np.zeros(0, dtype=np.float64)
+        self._log_value = np.zeros(0, dtype=np.float64)
+        self._pending: list[tuple[IntArray, FloatArray, FloatArray]] = []
+        self._pending_len = 0
+        self._compact_at = _MIN_COMPACT_AT
+
+    def __len__(self) -> int:
+        return len(self._pair_cell)
+
+    @property
+    def readings(self) -> int:
+        return int(self._count[: len(self)].sum())
+
+    def slot_of(self, cell: str, vehicle: str) -> int:
+        """The pair's slot, created on first sight."""
+        key = (cell, vehicle)
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = self.slots[key] = len(self._pair_cell)
+            self._pair_cell.append(self._code(self._cell_code, self.cell_names, cell))
+            self._pair_vehicle.append(self._code(self._vehicle_code, self.vehicle_names, vehicle))
+        return slot
+
+    @staticmethod
+    def _code(codes: dict[str, int], names: list[str], name: str) -> int:
+        code = codes.get(name)
+        if code is None:
+            code = codes[name] = len(names)
+            names.append(name)
+        return code
+
+    def add(self, pair: IntArray, ts: FloatArray, value: FloatArray) -> None:
+        """Accumulate readings (slots from :meth:`slot_of`), in arrival order."""
+        n = len(self)
+        if n > len(self._count):
+            size = max(n, 2 * len(self._count))
+            for name in ("_count", "_total", "_total_sq"):
+                old = getattr(self, name)
+                grown = np.zeros(size, dtype=old.dtype)
+                grown[: len(old)] = old
+                setattr(self, name, grown)
+        np.add.at(self._count, pair, 1)
+        np.add.at(self._total, pair, value)
+        np.add.at(self._total_sq, pair, value * value)
+        self._pending.append((pair, ts, value))
+        self._pending_len += len(pair)
+        if len(self._log_pair) + self._pending_len > self._compact_at:
+            self._compact()
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            pairs, ts, values = zip(*self._pending, strict=True)
+            self._log_pair = np.concatenate((self._log_pair, *pairs))
+            self._log_ts = np.concatenate((self._log_ts, *ts))
+            self._log_value = np.concatenate((self._log_value, *values))
+            self._pending, self._pending_len = [], 0
+
+    def _compact(self) -> None:
+        """Keep each pair's first ``C`` logged readings by ``(ts, value)``."""
+        self._flush_pending()
+        limit = self.prefix_limit
+        count = self._count[: len(self)]
+        if len(count) and int(count.max()) > limit:
+            pair, ts, value = self._log_pair, self._log_ts, self._log_value
+            over = count[pair] > limit
+            at = np.flatnonzero(over)
+            order = at[np.lexsort((value[at], ts[at], pair[at]))]
+            first = order[rank_in_runs(pair[order]) < limit]
+            keep = np.concatenate((np.flatnonzero(~over), first))
+            keep.sort()
+            self._log_pair, self._log_ts, self._log_value = pair[keep], ts[keep], value[keep]
+        self._compact_at = max(2 * len(self._log_pair), _MIN_COMPACT_AT)
+
+    def to_partial(self) -> PartialColumns:
+        """The window's state as columns (the accumulator stays usable)."""
+        self._compact()
+        n = len(self)
+        return PartialColumns(
+            cell_names=list(self.cell_names),
+            vehicle_names=list(self.vehicle_names),
+            pair_cell=np.frombuffer(self._pair_cell, dtype=np.int64).copy(),
+            pair_vehicle=np.frombuffer(self._pair_vehicle, dtype=np.int64).copy(),
+            count=self._count[:n].copy(),
+            total=self._total[:n].copy(),
+            total_sq=self._total_sq[:n].copy(),
+            reading_pair=self._log_pair.copy(),
+            reading_ts=self._log_ts.copy(),
+            reading_value=self._log_value.copy(),
+        )
+
+    def replay(self, delta: WindowDelta) -> None:
+        """Apply a delta recorded by :meth:`PartitionState.add_batch` (changelog replay)."""
+        if delta.first_pair != len(self):
+            raise ValueError(
+                f"state delta out of order: starts at pair {delta.first_pair}, "
+                f"the state has {len(self)}"
+            )
+        for cell, vehicle in zip(delta.new_cells, delta.new_vehicles, strict=True):
+            self.slot_of(cell, vehicle)
+        if len(delta.pair):
+            if int(delta.pair.max()) >= len(self) or int(delta.pair.min()) < 0:
+                raise ValueError("state delta names a pair it does not define")
+            self.add(delta.pair, delta.ts, delta.value)
 
 
-def pairs_to_rows(pairs: WindowPairs) -> list[list[Any]]:
-    return [[cell, vehicle, *stats.to_row()] for (cell, vehicle), stats in pairs.items()]
-
-
-def pairs_from_rows(rows: Iterable[list[Any]]) -> WindowPairs:
-    return {(str(r[0]), str(r[1])): PairStats.from_row(r[2:]) for r in rows}
+def rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
+    """Position of each element within its run of equal consecutive keys."""
+    n = len(sorted_keys)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
 
 
 def window_start_of(ts: float, window_seconds: int) -> int:
@@ -102,7 +241,7 @@ class BatchOutcome:
     accepted: int = 0
     late: int = 0
     late_by_window: dict[int, int] = field(default_factory=dict)
-    delta_rows: dict[int, list[list[Any]]] | None = None
+    delta: dict[int, WindowDelta] | None = None
 
 
 @dataclass
@@ -118,13 +257,19 @@ class PartitionState:
     grace_seconds: float
     prefix_limit: int
     max_ts: float = float("-inf")
-    open: dict[int, WindowPairs] = field(default_factory=dict)
+    open: dict[int, WindowAccumulator] = field(default_factory=dict)
     force_closed: set[int] = field(default_factory=set)
     late_by_window: dict[int, int] = field(default_factory=dict)
 
     @property
     def watermark(self) -> float:
         return self.max_ts - self.grace_seconds
+
+    def _window(self, start: int) -> WindowAccumulator:
+        acc = self.open.get(start)
+        if acc is None:
+            acc = self.open[start] = WindowAccumulator(self.prefix_limit)
+        return acc
 
     def add_batch(
         self,
@@ -135,53 +280,74 @@ class PartitionState:
         record_delta: bool = False,
     ) -> BatchOutcome:
         """Accumulate readings in arrival order; returns counts (and, with ``record_delta``,
-        the batch's delta as rows for the state changelog)."""
+        the batch's delta per window for the state changelog)."""
         outcome = BatchOutcome()
+        late_by_window = outcome.late_by_window
         width = self.window_seconds
-        limit = self.prefix_limit
         max_ts = self.max_ts
         grace = self.grace_seconds
         forced = self.force_closed
-        delta: dict[int, WindowPairs] = {}
+        # per window: accumulator, its slot map, and the batch's slots / times / values
+        batch: dict[int, tuple[WindowAccumulator, list[int], list[float], list[float], int]] = {}
+        current = None
         for vehicle, t, cell, speed in zip(vehicles, ts, cells, speeds, strict=True):
             start = int(t // width) * width  # window_start_of, inlined: hot loop
             if start + width <= max_ts - grace or start in forced:
-                outcome.late += 1
-                outcome.late_by_window[start] = outcome.late_by_window.get(start, 0) + 1
+                late_by_window[start] = late_by_window.get(start, 0) + 1
                 continue
             if t > max_ts:
                 max_ts = t
-            window = delta.get(start)
-            if window is None:
-                window = delta[start] = {}
-            key = (cell, vehicle)
-            stats = window.get(key)
-            if stats is None:
-                stats = window[key] = PairStats()
-            stats.add(t, speed, limit)
-            outcome.accepted += 1
+            if start != current:
+                entry = batch.get(start)
+                if entry is None:
+                    acc = self._window(start)
+                    entry = batch[start] = (acc, [], [], [], len(acc))
+                acc, b_pair, b_ts, b_value, _ = entry
+                slots_get = acc.slots.get
+                current = start
+            slot = slots_get((cell, vehicle))
+            if slot is None:
+                slot = acc.slot_of(cell, vehicle)
+            b_pair.append(slot)
+            b_ts.append(t)
+            b_value.append(speed)
+        delta: dict[int, WindowDelta] = {}
+        for start, (acc, b_pair, b_ts, b_value, first) in batch.items():
+            pair = np.array(b_pair, dtype=np.int64)
+            t_arr = np.array(b_ts, dtype=np.float64)
+            v_arr = np.array(b_value, dtype=np.float64)
+            acc.add(pair, t_arr, v_arr)
+            outcome.accepted += len(b_pair)
+            if record_delta:
+                delta[start] = WindowDelta(
+                    first,
+                    [acc.cell_names[c] for c in acc._pair_cell[first:]],
+                    [acc.vehicle_names[v] for v in acc._pair_vehicle[first:]],
+                    pair,
+                    t_arr,
+                    v_arr,
+                )
+        outcome.late = sum(late_by_window.values())
         if record_delta:
-            outcome.delta_rows = {start: pairs_to_rows(p) for start, p in delta.items()}
-        self.apply_delta(delta, max_ts, outcome.late_by_window)
+            outcome.delta = delta
+        self._advance(max_ts, late_by_window)
         return outcome
 
     def apply_delta(
         self,
-        delta: dict[int, WindowPairs],
+        delta: dict[int, WindowDelta],
         max_ts: float,
         late_by_window: dict[int, int] | None = None,
     ) -> None:
-        """Merge a batch delta (also used when replaying the state changelog); the state
-        takes ownership of the delta's accumulators."""
-        for start, pairs in delta.items():
-            window = self.open.get(start)
-            if window is None:
-                self.open[start] = pairs
-            else:
-                merge_pairs(window, pairs, self.prefix_limit)
+        """Replay a batch delta from the state changelog."""
+        for start, window_delta in delta.items():
+            self._window(start).replay(window_delta)
+        self._advance(max_ts, late_by_window or {})
+
+    def _advance(self, max_ts: float, late_by_window: dict[int, int]) -> None:
         if max_ts > self.max_ts:
             self.max_ts = max_ts
-        for start, n in (late_by_window or {}).items():
+        for start, n in late_by_window.items():
             self.late_by_window[start] = self.late_by_window.get(start, 0) + n
 
     def due_windows(self) -> list[int]:
@@ -189,13 +355,19 @@ class PartitionState:
         limit = self.watermark
         return sorted(s for s in self.open if s + self.window_seconds <= limit)
 
-    def close(self, window_start: int, forced: bool = False) -> WindowPairs:
-        """Remove and return a window's partial state; later readings for it are late."""
-        pairs = self.open.pop(window_start, {})
+    def partial(self, window_start: int) -> PartialColumns:
+        """A window's state as columns (empty if the partition saw none of it)."""
+        acc = self.open.get(window_start)
+        return PartialColumns.empty() if acc is None else acc.to_partial()
+
+    def close(self, window_start: int, forced: bool = False) -> PartialColumns:
+        """Remove a window and return its state; later readings for it are late."""
+        partial = self.partial(window_start)
+        self.open.pop(window_start, None)
         if forced or window_start + self.window_seconds > self.watermark:
             self.force_closed.add(window_start)
         self._prune_force_closed()
-        return pairs
+        return partial
 
     def _prune_force_closed(self) -> None:
         limit = self.watermark

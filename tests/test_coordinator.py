@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from stream_dp.coordinator import ReleaseCoordinator
-from stream_dp.window_state import PairStats, pairs_to_rows
+from stream_dp.window_state import PartialColumns
 
 
-def pairs(vehicle: str, count: int, cell: str = "cell") -> list:
-    stats = PairStats()
-    for i in range(count):
-        stats.add(float(i), 10.0 + i, 8)
-    return pairs_to_rows({(cell, vehicle): stats})
+def pairs(vehicle: str, count: int, cell: str = "cell", also: tuple = ()) -> PartialColumns:
+    """A partial with ``count`` readings of ``vehicle`` (ts i, value 10 + i) and, for each
+    ``(vehicle, count)`` in ``also``, those too."""
+    readings = [(vehicle, count), *also]
+    rows = [(cell, v, float(i), 10.0 + i) for v, n in readings for i in range(n)]
+    cells, vehicles, ts, values = (list(col) for col in zip(*rows, strict=True))
+    return PartialColumns.from_readings(cells, vehicles, ts, values, 8)
 
 
 def counts(columns) -> dict:
@@ -45,13 +49,13 @@ def test_partials_merge_and_duplicates_are_ignored():
 def test_a_vehicle_split_across_partitions_is_merged_exactly():
     c = ReleaseCoordinator(partitions=2, window_seconds=3600, prefix_limit=8)
     c.add_partial(0, 0, pairs("a", 3))
-    c.add_partial(0, 1, pairs("a", 2) + pairs("b", 1))
+    c.add_partial(0, 1, pairs("a", 2, also=(("b", 1),)))
     merged = c.merged(0)
     assert counts(merged) == {("cell", "a"): 5, ("cell", "b"): 1}
     a = list(merged.vehicle_names).index("a")
     row = int(list(merged.vehicle_code).index(a))
     assert merged.total[row] == (10 + 11 + 12) + (10 + 11)
-    assert list(merged.prefixes[row]) == [10.0, 10.0, 11.0, 11.0, 12.0]
+    assert list(merged.prefixes(np.array([row]))[0]) == [10.0, 10.0, 11.0, 11.0, 12.0]
 
 
 def test_released_window_is_never_ready_again():

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
+import pytest
 
-from stream_dp.window_state import PairStats, pairs_to_rows
+from stream_dp import column_codec
+from stream_dp.window_state import PartialColumns, PartitionState
 from stream_dp.worker import internal_records as rec
 
 
-def many_pairs(n: int) -> dict:
-    pairs = {}
-    for i in range(n):
-        stats = PairStats()
-        for j in range(70):
-            stats.add(float(j), float(i % 65), 64)
-        pairs[(f"cell{i % 7}", f"veh{i}")] = stats
-    return pairs
+def many_pairs(n: int) -> PartialColumns:
+    """``n`` pairs of 70 readings each (a full 64-reading prefix), unicode names included."""
+    rows = [
+        (f"cell{i % 7}", f"véh-{i}", float(j), float(i % 65)) for i in range(n) for j in range(70)
+    ]
+    cells, vehicles, ts, values = (list(col) for col in zip(*rows, strict=True))
+    return PartialColumns.from_readings(cells, vehicles, ts, values, 64)
+
+
+def same_partial(a: PartialColumns, b: PartialColumns) -> bool:
+    return (a.cell_names, a.vehicle_names) == (b.cell_names, b.vehicle_names) and all(
+        np.array_equal(getattr(a, name), getattr(b, name))
+        for name in ("pair_cell", "pair_vehicle", "count", "total", "total_sq",
+                     "reading_pair", "reading_ts", "reading_value")
+    )  # fmt: skip
 
 
 def test_big_partial_is_split_under_a_megabyte_and_reassembles():
@@ -27,18 +37,35 @@ def test_big_partial_is_split_under_a_megabyte_and_reassembles():
     assert all(r is None for r in results[:-1])
     window, partition, back = rec.partial_payload(results[-1])
     assert (window, partition) == (3600, 2)
-    assert back == pairs_to_rows(pairs)
+    assert same_partial(back, pairs)
 
 
-def test_delta_parts_carry_offset_and_late_counts():
-    rows = {0: pairs_to_rows(many_pairs(600)), 3600: pairs_to_rows(many_pairs(10))}
-    parts = rec.encode_delta(41, 1234.5, rows, {0: 3})
+def test_delta_parts_carry_offset_late_counts_and_replay_exactly():
+    state = PartitionState(window_seconds=3600, grace_seconds=600, prefix_limit=64)
+    rows = [(f"v{i % 900}", float(i % 7000), f"c{i % 13}", float(i % 65)) for i in range(40_000)]
+    vehicles, ts, cells, values = (list(col) for col in zip(*rows, strict=True))
+    outcome = state.add_batch(vehicles, ts, cells, values, record_delta=True)
+    parts = rec.encode_delta(41, 1234.5, outcome.delta, {0: 3})
+    assert len(parts) > 1 and max(len(p) for p in parts) < 1_000_000
     assembler = rec.PartAssembler()
     whole = [assembler.add(rec.decode(p)) for p in parts][-1]
     payload = rec.delta_payload(whole)
     assert payload["offset"] == 41 and payload["max_ts"] == 1234.5 and payload["late"] == {0: 3}
     assert sorted(payload["windows"]) == [0, 3600]
-    assert sum(len(v) for v in payload["windows"].values()) == 610
+    replayed = PartitionState(window_seconds=3600, grace_seconds=600, prefix_limit=64)
+    replayed.apply_delta(payload["windows"], payload["max_ts"])
+    for start in (0, 3600):
+        assert same_partial(replayed.partial(start), state.partial(start))
+
+
+def test_a_corrupt_column_blob_is_refused():
+    blob = column_codec.pack({"a": 1}, {"x": np.arange(5.0), "names": ["p", "q"]})
+    meta, columns = column_codec.unpack(blob)
+    assert meta == {"a": 1} and columns["names"] == ["p", "q"]
+    assert np.array_equal(columns["x"], np.arange(5.0))
+    for bad in (blob[:-3], blob + b"x", b"nope" + blob[4:], blob[:10]):
+        with pytest.raises(ValueError):
+            column_codec.unpack(bad)
 
 
 def test_an_interrupted_payload_is_never_assembled():
@@ -52,7 +79,7 @@ def test_an_interrupted_payload_is_never_assembled():
 
 
 def test_a_part_without_its_beginning_is_ignored():
-    parts = rec.encode_delta(7, 1.0, {0: pairs_to_rows(many_pairs(600))}, {})
+    parts = rec.encode_partial(7, 1, many_pairs(1500), "x")
     assembler = rec.PartAssembler()
     assert all(assembler.add(rec.decode(p)) is None for p in parts[1:])
 

@@ -18,7 +18,6 @@ from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine, partition_for
 from stream_dp.release import WindowColumns, kept_sums, release_window
-from stream_dp.window_state import PairStats, pairs_to_rows
 
 SCHEMA = json.loads(
     (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -26,21 +25,27 @@ SCHEMA = json.loads(
 CELLS = ["872a10701ffffff", "872a10703ffffff", "872a10705ffffff", "872a10707ffffff"]
 
 
+def window_of(readings: list[tuple[str, str, float, float]], limit: int = 64) -> WindowColumns:
+    """A window holding ``(cell, vehicle, ts, value)`` readings, in this arrival order."""
+    cells, vehicles, ts, values = (list(col) for col in zip(*readings, strict=True))
+    return WindowColumns.from_readings(cells, vehicles, ts, values, limit)
+
+
 def random_pairs(seed: int, n_vehicles: int = 12, limit: int = 4):
+    """A random window (readings in random arrival order) and each pair's sorted readings."""
     rng = random.Random(seed)
-    pairs = {}
+    readings = []
     raw = {}
     for v in range(n_vehicles):
         for cell in rng.sample(CELLS, rng.randint(1, len(CELLS))):
-            stats = PairStats()
             values = []
             for _ in range(rng.choice([1, 2, 3, 8, 30])):
                 ts, speed = rng.uniform(0, 3600), rng.uniform(0, 65)
-                stats.add(ts, speed, limit)
+                readings.append((cell, f"v{v}", ts, speed))
                 values.append((ts, speed))
-            pairs[(cell, f"v{v}")] = stats
             raw[(cell, f"v{v}")] = sorted(values)
-    return pairs, raw
+    rng.shuffle(readings)
+    return window_of(readings, limit), raw
 
 
 def seeded_noise(seed: int = 0) -> LaplaceNoise:
@@ -52,9 +57,9 @@ def test_release_uses_clip_user_and_the_cap_exactly(seed):
     settings = load_settings(prefix_limit=4, epsilon=0.7)
     pairs, raw = random_pairs(seed)
     release = release_window(0, pairs, settings, seeded_noise(seed))
-    keys = sorted(pairs)
+    keys = sorted(raw)
     occupancy = Occupancy.from_arrays(
-        [c for c, _ in keys], [v for _, v in keys], [pairs[k].count for k in keys]
+        [c for c, _ in keys], [v for _, v in keys], [len(raw[k]) for k in keys]
     )
     clip = clip_user(occupancy, settings.upper, settings.epsilon)
     capped = pseudo_user_step(clip, settings.upper, settings.epsilon, prefix_limit=4)
@@ -66,8 +71,9 @@ def test_release_uses_clip_user_and_the_cap_exactly(seed):
         assert by_cell[cell]["error_bound"] <= clip.error_bound * (1 + 1e-9)
         assert by_cell[cell]["cap"] == capped.cap[g]
     # the kept readings are the first Gamma' of each vehicle, in event-time order
-    columns = WindowColumns.from_rows(pairs_to_rows({k: pairs[k] for k in keys}))
-    total, total_sq = kept_sums(columns, np.arange(len(keys)), capped.kept_count)
+    index = pairs.pair_index()
+    entries = np.array([index[k] for k in keys])
+    total, total_sq = kept_sums(pairs, entries, capped.kept_count)
     for i, key in enumerate(keys):
         first = [v for _, v in raw[key][: capped.kept_count[i]]]
         assert total[i] == pytest.approx(sum(first))
@@ -80,13 +86,10 @@ def test_noise_scale_follows_the_sensitivity():
     """Mean noise has E|noise| = 2 D_mu / eps with D_mu = U top / S (eq. 9)."""
     settings = load_settings(epsilon=1.0, pseudo_user=False)
     rng = random.Random(8)
-    stats = {}
-    for v in range(40):
-        s = PairStats()
-        for _ in range(10):
-            s.add(rng.uniform(0, 3600), rng.uniform(25, 40), 64)
-        stats[(CELLS[0], f"v{v}")] = s
-    true_mean = sum(s.total for s in stats.values()) / 400
+    stats = window_of(
+        [(CELLS[0], f"v{v}", rng.uniform(0, 3600), rng.uniform(25, 40)) for v in range(40)] * 10
+    )
+    true_mean = stats.total.sum() / 400
     scale = 2 * settings.upper * 10 / 400 / settings.epsilon  # 3.25: far from the clamps
     noise = seeded_noise(11)
     n = 2000

@@ -4,60 +4,106 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dp.window_state import (
-    PairStats,
+    PartialColumns,
     PartitionState,
-    merge_pairs,
-    pairs_from_rows,
-    pairs_to_rows,
+    WindowAccumulator,
     window_start_of,
 )
 
 readings = st.lists(
-    st.tuples(st.integers(0, 50).map(float), st.floats(0, 65, allow_nan=False)),
+    st.tuples(
+        st.sampled_from(["c1", "c2"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.integers(0, 50).map(float),
+        st.integers(0, 65).map(float),
+    ),
     min_size=1,
-    max_size=40,
+    max_size=60,
 )
 
 
-@given(readings, st.integers(1, 6))
-@settings(max_examples=200, deadline=None)
-def test_pair_stats_keep_first_readings_in_event_time_order(items, limit):
-    stats = PairStats()
-    for ts, value in items:
-        stats.add(ts, value, limit)
-    ordered = sorted(items)
-    assert stats.count == len(items)
-    assert stats.total == pytest.approx(sum(v for _, v in items))
-    assert stats.total_sq == pytest.approx(sum(v * v for _, v in items))
-    assert stats.prefix == ordered[:limit]
+def plain_model(items, limit):
+    """The specification: per (cell, vehicle), count, sums and the first ``limit`` readings
+    by (event time, value)."""
+    by_pair: dict = {}
+    for cell, vehicle, ts, value in items:
+        by_pair.setdefault((cell, vehicle), []).append((ts, value))
+    return {
+        key: (len(v), sum(x for _, x in v), sum(x * x for _, x in v), sorted(v)[:limit])
+        for key, v in by_pair.items()
+    }
+
+
+def as_model(partial: PartialColumns):
+    return {
+        key: (
+            int(partial.count[i]),
+            float(partial.total[i]),
+            float(partial.total_sq[i]),
+            partial.prefix_of(i),
+        )
+        for i, key in enumerate(partial.pair_names())
+    }
+
+
+def accumulate(items, limit, chunk, min_compact=None):
+    acc = WindowAccumulator(limit)
+    if min_compact is not None:
+        acc._compact_at = min_compact
+    for i in range(0, len(items), chunk):
+        part = items[i : i + chunk]
+        slots = np.array([acc.slot_of(c, v) for c, v, _, _ in part], dtype=np.int64)
+        acc.add(slots, np.array([t for *_, t, _ in part]), np.array([x for *_, x in part]))
+    return acc
+
+
+@given(readings, st.integers(1, 6), st.integers(1, 9), st.sampled_from([None, 1, 4]))
+@settings(max_examples=300, deadline=None)
+def test_accumulator_matches_the_plain_model(items, limit, chunk, min_compact):
+    """Any batching and any compaction schedule keep exactly the specified state."""
+    acc = accumulate(items, limit, chunk, min_compact)
+    assert as_model(acc.to_partial()) == pytest.approx(plain_model(items, limit))
+
+
+def test_reading_log_stays_bounded_for_a_fast_vehicle():
+    """A vehicle's readings in one cell cost O(C) memory, whatever its rate."""
+    items = [("c1", "a", float(1_000_000 - i), 1.0) for i in range(300_000)]  # ts decreasing
+    acc = accumulate(items, 8, 5_000)
+    assert len(acc._log_pair) + acc._pending_len <= 2 * 8 + (1 << 16)
+    partial = acc.to_partial()
+    assert partial.prefix_of(0) == [
+        (float(1_000_000 - i), 1.0) for i in range(299_999, 299_991, -1)
+    ]
+    assert int(partial.count[0]) == 300_000 and len(partial.reading_pair) == 8
 
 
 @given(readings, st.integers(1, 6), st.randoms(use_true_random=False))
 @settings(max_examples=200, deadline=None)
-def test_merging_split_streams_equals_one_stream(items, limit, rnd):
-    whole, left, right = PairStats(), PairStats(), PairStats()
-    for ts, value in items:
-        whole.add(ts, value, limit)
-        (left if rnd.random() < 0.5 else right).add(ts, value, limit)
-    into = {("c", "v"): left}
-    merge_pairs(into, {("c", "v"): right}, limit)
-    merged = into[("c", "v")]
-    assert merged.count == whole.count
-    assert merged.prefix == whole.prefix
-    assert merged.total == pytest.approx(whole.total)
+def test_merging_partials_of_a_split_vehicle_equals_one_stream(items, limit, rnd):
+    """A vehicle whose readings reach two partitions is merged exactly."""
+    from stream_dp.release import WindowColumns
 
-
-def test_rows_round_trip():
-    stats = PairStats()
-    for ts, v in [(3.0, 1.0), (1.0, 2.0)]:
-        stats.add(ts, v, 5)
-    back = pairs_from_rows(pairs_to_rows({("cell", "veh"): stats}))[("cell", "veh")]
-    assert (back.count, back.total, back.total_sq, back.prefix) == (2, 3.0, 5.0, stats.prefix)
+    side = [rnd.random() < 0.5 for _ in items]
+    left = [r for r, s in zip(items, side, strict=True) if s]
+    right = [r for r, s in zip(items, side, strict=True) if not s]
+    partials = [accumulate(part, limit, 5).to_partial() for part in (left, right) if part]
+    merged = WindowColumns.from_partials(partials, limit)
+    expected = plain_model(items, limit)
+    got = {}
+    for key, i in merged.pair_index().items():
+        at = np.flatnonzero(merged.reading_pair == i)
+        prefix = sorted(
+            zip(merged.reading_ts[at].tolist(), merged.reading_value[at].tolist(), strict=True)
+        )
+        got[key] = (int(merged.count[i]), float(merged.total[i]), float(merged.total_sq[i]), prefix)
+    assert got == pytest.approx(expected)
+    assert list(merged.vehicle_names) == sorted(merged.vehicle_names)
 
 
 def test_window_start_aligns_to_the_window():
@@ -77,8 +123,9 @@ def test_windows_close_by_event_time_watermark():
     assert s.due_windows() == []  # 3599 < 3600
     s.add_batch(["a"], [4200.0], ["c1"], [5.0])
     assert s.due_windows() == [0]
-    pairs = s.close(0)
-    assert {k: v.count for k, v in pairs.items()} == {("c1", "a"): 1, ("c1", "b"): 1}
+    partial = s.close(0)
+    counts = dict(zip(partial.pair_names(), partial.count.tolist(), strict=True))
+    assert counts == {("c1", "a"): 1, ("c1", "b"): 1}
 
 
 def test_late_readings_are_dropped_and_counted_per_window():
@@ -125,13 +172,35 @@ def test_force_closed_window_rejects_later_readings():
     assert outcome.late == 1 and 0 not in s.open
 
 
-def test_delta_rows_replay_to_the_same_state():
+def test_deltas_replay_to_the_same_state():
     s = state()
     replayed = state()
-    for batch in ([("a", 10.0, "c1", 3.0), ("b", 20.0, "c2", 4.0)], [("a", 30.0, "c1", 5.0)]):
+    rng = random.Random(3)
+    for _ in range(20):
+        batch = [
+            (
+                f"v{rng.randrange(6)}",
+                rng.uniform(0, 9000),
+                f"c{rng.randrange(3)}",
+                rng.uniform(0, 65),
+            )
+            for _ in range(rng.randrange(1, 30))
+        ]
         out = s.add_batch(*[list(col) for col in zip(*batch, strict=True)], record_delta=True)
-        replayed.apply_delta(
-            {w: pairs_from_rows(rows) for w, rows in out.delta_rows.items()}, s.max_ts
-        )
-    assert pairs_to_rows(s.open[0]) == pairs_to_rows(replayed.open[0])
-    assert replayed.max_ts == s.max_ts
+        replayed.apply_delta(out.delta, s.max_ts, out.late_by_window)
+    assert sorted(s.open) == sorted(replayed.open)
+    for start in s.open:
+        assert as_model(s.partial(start)) == as_model(replayed.partial(start))
+    assert replayed.max_ts == s.max_ts and replayed.late_by_window == s.late_by_window
+
+
+def test_a_delta_out_of_order_is_refused():
+    s = state()
+    first = s.add_batch(["a"], [10.0], ["c1"], [1.0], record_delta=True)
+    second = s.add_batch(["b"], [20.0], ["c1"], [2.0], record_delta=True)
+    replayed = state()
+    with pytest.raises(ValueError, match="out of order"):
+        replayed.apply_delta(second.delta, s.max_ts)
+    replayed.apply_delta(first.delta, s.max_ts)
+    replayed.apply_delta(second.delta, s.max_ts)
+    assert as_model(replayed.partial(0)) == as_model(s.partial(0))

@@ -159,7 +159,7 @@ class IngestProcessor:
         runtime.last_event_wall = time.monotonic()
         runtime.idle_reported = False
         delta = rec.encode_delta(
-            last_offset, state.max_ts, outcome.delta_rows or {}, outcome.late_by_window
+            last_offset, state.max_ts, outcome.delta or {}, outcome.late_by_window
         )
         # The delta must be durable before the batch is acknowledged (offsets committed).
         await self._send_all(self.settings.topic_state, delta, partition)
@@ -175,8 +175,7 @@ class IngestProcessor:
     ) -> None:
         state = runtime.state
         for start in windows:
-            pairs = state.open.get(start, {})
-            partial = rec.encode_partial(start, partition, pairs, uuid.uuid4().hex)
+            partial = rec.encode_partial(start, partition, state.partial(start), uuid.uuid4().hex)
             await self._send_all(self.settings.topic_partials, partial, 0)
             state.close(start, forced=forced)
             await self._send_and_wait(

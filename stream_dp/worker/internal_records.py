@@ -7,25 +7,35 @@
   window) and ``progress`` records (a partition's watermark; +inf when idle).
 - release-log topic: the stored copy of each window's release, written before publishing.
 
-Large payloads (a batch's delta, a window's partial, a window's release) are split into
-``parts`` records of at most :data:`ROWS_PER_PART` rows, so no record nears Kafka's default
-1 MB limit. Parts of one payload are consecutive in one partition and share an ``id``; a
-payload counts only once its last part is read (:class:`PartAssembler`), so a crash in the
-middle of writing one leaves nothing half-applied.
+Bulk payloads (a batch's delta, a window's partial) are column blobs
+(:mod:`stream_dp.column_codec`) split into binary ``parts`` of at most :data:`BYTES_PER_PART`
+bytes; a window's release (JSON, also read by people) is split into parts of at most
+:data:`ROWS_PER_PART` cells. So no record nears Kafka's default 1 MB limit. Parts of one
+payload are consecutive in one partition and share an ``id``; a payload counts only once its
+last part is read (:class:`PartAssembler`), so a crash in the middle of writing one leaves
+nothing half-applied. A binary part is ``BINARY_MAGIC | u32 header length | orjson header |
+chunk``; every other record is plain JSON.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any
 
+import numpy as np
 import orjson
 
-from stream_dp.window_state import WindowPairs, pairs_from_rows, pairs_to_rows
+from stream_dp import column_codec
+from stream_dp.window_state import PartialColumns, WindowDelta
 
 INF = "inf"
-#: Rows per record part: a row with a full 64-reading prefix is ~2.5 kB of JSON.
+#: Release cells per record part (a cell record is ~0.5 kB of JSON).
 ROWS_PER_PART = 256
+#: Bytes of column blob per binary record part.
+BYTES_PER_PART = 512 * 1024
+BINARY_MAGIC = b"\x00SDPB"
+_LENGTH = struct.Struct("<I")
 
 
 def _wm(value: float) -> float | str:
@@ -50,53 +60,69 @@ def _parts(rows: list[Any], size: int = ROWS_PER_PART) -> list[list[Any]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)] or [[]]
 
 
-def encode_delta(
-    offset: int, max_ts: float, rows: dict[int, list[list[Any]]], late: dict[int, int]
-) -> list[bytes]:
-    """A batch's delta as parts; ``id`` = the last input offset it covers."""
-    flat = [[window, row] for window, window_rows in rows.items() for row in window_rows]
-    chunks = _parts(flat)
-    return [
-        orjson.dumps(
-            {
-                "kind": "delta",
-                "id": offset,
-                "part": i,
-                "parts": len(chunks),
-                "offset": offset,
-                "max_ts": None if math.isinf(max_ts) else max_ts,
-                "rows": chunk,
-                "late": _late(late) if i == len(chunks) - 1 else {},
-            }
+def _binary_parts(kind: str, record_id: str | int, blob: bytes) -> list[bytes]:
+    chunks = [blob[i : i + BYTES_PER_PART] for i in range(0, len(blob), BYTES_PER_PART)]
+    records = []
+    for i, chunk in enumerate(chunks or [b""]):
+        header = orjson.dumps(
+            {"kind": kind, "id": record_id, "part": i, "parts": max(len(chunks), 1)}
         )
-        for i, chunk in enumerate(chunks)
-    ]
+        records.append(b"".join([BINARY_MAGIC, _LENGTH.pack(len(header)), header, chunk]))
+    return records
+
+
+def _blob(parts: list[dict[str, Any]]) -> bytes:
+    return b"".join(part["chunk"] for part in parts)
+
+
+def encode_delta(
+    offset: int, max_ts: float, delta: dict[int, WindowDelta], late: dict[int, int]
+) -> list[bytes]:
+    """A batch's delta as binary parts; ``id`` = the last input offset it covers."""
+    columns: dict[str, column_codec.Column] = {}
+    windows = []
+    for start, d in delta.items():
+        windows.append([start, d.first_pair])
+        columns[f"{start}.cells"] = d.new_cells
+        columns[f"{start}.vehicles"] = d.new_vehicles
+        columns[f"{start}.pair"] = d.pair.astype(np.int32)
+        columns[f"{start}.ts"] = d.ts
+        columns[f"{start}.value"] = d.value
+    meta = {
+        "offset": offset,
+        "max_ts": None if math.isinf(max_ts) else max_ts,
+        "late": _late(late),
+        "windows": windows,
+    }
+    return _binary_parts("delta", offset, column_codec.pack(meta, columns))
 
 
 def encode_close(window_start: int, forced: bool) -> bytes:
     return orjson.dumps({"kind": "close", "window": window_start, "forced": forced})
 
 
+_PARTIAL_COLUMNS = (
+    "pair_cell", "pair_vehicle", "count", "total", "total_sq",
+    "reading_pair", "reading_ts", "reading_value",
+)  # fmt: skip
+_NARROW = {"pair_cell", "pair_vehicle", "reading_pair"}  # int32 on the wire
+
+
 def encode_partial(
-    window_start: int, partition: int, pairs: WindowPairs, attempt: str
+    window_start: int, partition: int, partial: PartialColumns, attempt: str
 ) -> list[bytes]:
-    """A partition's partial state of a window as parts; ``attempt`` tells a re-send after a
-    crash apart from the first (the coordinator keeps the first complete one)."""
-    chunks = _parts(pairs_to_rows(pairs))
-    return [
-        orjson.dumps(
-            {
-                "kind": "partial",
-                "id": f"{window_start}/{partition}/{attempt}",
-                "part": i,
-                "parts": len(chunks),
-                "window": window_start,
-                "partition": partition,
-                "rows": chunk,
-            }
-        )
-        for i, chunk in enumerate(chunks)
-    ]
+    """A partition's partial state of a window as binary parts; ``attempt`` tells a re-send
+    after a crash apart from the first (the coordinator keeps the first complete one)."""
+    columns: dict[str, column_codec.Column] = {
+        "cell_names": partial.cell_names,
+        "vehicle_names": partial.vehicle_names,
+    }
+    for name in _PARTIAL_COLUMNS:
+        array = getattr(partial, name)
+        columns[name] = array.astype(np.int32) if name in _NARROW else array
+    meta = {"window": window_start, "partition": partition}
+    blob = column_codec.pack(meta, columns)
+    return _binary_parts("partial", f"{window_start}/{partition}/{attempt}", blob)
 
 
 def encode_release(release_obj: dict[str, Any]) -> list[bytes]:
@@ -127,7 +153,14 @@ def encode_progress(partition: int, watermark: float, late: dict[int, int]) -> b
 
 
 def decode(value: bytes) -> dict[str, Any]:
-    """One record as written (parts are assembled by :class:`PartAssembler`)."""
+    """One record as written (parts are assembled by :class:`PartAssembler`); a binary
+    part's payload bytes are under ``"chunk"``."""
+    if value.startswith(BINARY_MAGIC):
+        at = len(BINARY_MAGIC) + _LENGTH.size
+        (length,) = _LENGTH.unpack(value[len(BINARY_MAGIC) : at])
+        record = orjson.loads(value[at : at + length])
+        record["chunk"] = value[at + length :]
+        return record
     return orjson.loads(value)
 
 
@@ -157,24 +190,41 @@ class PartAssembler:
 
 
 def delta_payload(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Windows, offset, max event time and late counts of an assembled delta."""
-    windows: dict[int, list[list[Any]]] = {}
-    for part in parts:
-        for window, row in part["rows"]:
-            windows.setdefault(int(window), []).append(row)
-    last = parts[-1]
+    """Windows (as :class:`WindowDelta`), offset, max event time and late counts of an
+    assembled delta."""
+    meta, columns = column_codec.unpack(_blob(parts))
+    windows = {}
+    for start, first_pair in meta["windows"]:
+        windows[int(start)] = WindowDelta(
+            int(first_pair),
+            list(columns[f"{start}.cells"]),
+            list(columns[f"{start}.vehicles"]),
+            np.asarray(columns[f"{start}.pair"], dtype=np.int64),
+            np.array(columns[f"{start}.ts"], dtype=np.float64),
+            np.array(columns[f"{start}.value"], dtype=np.float64),
+        )
     return {
-        "offset": last["offset"],
-        "max_ts": _wm_back(last["max_ts"]),
-        "windows": {w: pairs_from_rows(rows) for w, rows in windows.items()},
-        "late": _late_back(last.get("late")),
+        "offset": meta["offset"],
+        "max_ts": _wm_back(meta["max_ts"]),
+        "windows": windows,
+        "late": _late_back(meta.get("late")),
     }
 
 
-def partial_payload(parts: list[dict[str, Any]]) -> tuple[int, int, list[list[Any]]]:
-    """Window, partition and the partial's rows (kept as rows: the release is columnar)."""
-    rows = [row for part in parts for row in part["rows"]]
-    return parts[0]["window"], parts[0]["partition"], rows
+def partial_payload(parts: list[dict[str, Any]]) -> tuple[int, int, PartialColumns]:
+    """Window, partition and the partial's columns."""
+    meta, columns = column_codec.unpack(_blob(parts))
+    arrays = {}
+    for name in _PARTIAL_COLUMNS:
+        array = columns[name]
+        assert isinstance(array, np.ndarray)
+        arrays[name] = array.astype(np.int64) if name in _NARROW else array
+    partial = PartialColumns(
+        cell_names=list(columns["cell_names"]),
+        vehicle_names=list(columns["vehicle_names"]),
+        **arrays,
+    )
+    return int(meta["window"]), int(meta["partition"]), partial
 
 
 def release_payload(parts: list[dict[str, Any]]) -> dict[str, Any]:
