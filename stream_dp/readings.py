@@ -92,6 +92,8 @@ def _vehicle_id(obj: dict[str, Any]) -> str:
         raise InvalidReading("vehicle_id must be a non-empty string")
     if len(value) > MAX_VEHICLE_ID_LENGTH:
         raise InvalidReading(f"vehicle_id longer than {MAX_VEHICLE_ID_LENGTH}")
+    if "\x00" in value:
+        raise InvalidReading("vehicle_id must not contain NUL characters")
     return value
 
 

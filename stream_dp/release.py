@@ -178,9 +178,21 @@ class WindowColumns:
 def _merge_codes(
     names: list[list[str]], codes: list[np.ndarray]
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """Sorted distinct names over all partials and every partial's codes mapped into them."""
-    merged, global_code = factorize(list(chain.from_iterable(names)))
-    offsets = np.cumsum([0] + [len(n) for n in names[:-1]])
+    """Sorted distinct names over all partials and every partial's codes mapped into them.
+
+    Sorted as a numpy unicode array (code-point order, as ``sorted``; names never contain
+    NUL, which numpy would strip); names repeated across partials take the slower path."""
+    flat = list(chain.from_iterable(names))
+    offsets = np.cumsum([0] + [len(n) for n in names[:-1]]).tolist()
+    array = np.array(flat) if flat else np.zeros(0, dtype="<U1")
+    order = np.argsort(array, kind="stable")
+    ordered = array[order]
+    if len(flat) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+        merged, global_code = factorize(flat)
+    else:
+        merged = tuple(ordered.tolist())
+        global_code = np.empty(len(flat), dtype=np.int64)
+        global_code[order] = np.arange(len(flat))
     return merged, np.concatenate([global_code[o + c] for o, c in zip(offsets, codes, strict=True)])
 
 
@@ -206,7 +218,7 @@ def kept_sums(
     total_sq = np.where(full, columns.total_sq[entries], 0.0)
     partial = np.flatnonzero(~full & (kept_count > 0))
     if len(partial):
-        from stream_dp.array_kernels import first_readings_sums
+        from stream_dp.dp.array_kernels import first_readings_sums
 
         pairs, need = entries[partial], kept_count[partial]
         need_of_pair = np.zeros(len(columns), dtype=np.int64)
@@ -225,7 +237,7 @@ def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, n
     """The occupancy array of the chosen cells and, per entry, its index into ``columns``.
     Cell and vehicle names are sorted, so ranks are prefix sums of presence flags and the
     (cell, vehicle) order is two counting sorts (linear time)."""
-    from stream_dp.array_kernels import stable_order_by
+    from stream_dp.dp.array_kernels import stable_order_by
 
     in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
     in_chosen[chosen] = True

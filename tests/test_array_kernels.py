@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.array_kernels import first_readings_sums, stable_order_by
+from stream_dp.dp.array_kernels import first_readings_sums, stable_order_by
 
 
 @given(st.lists(st.integers(0, 9), max_size=200))

@@ -58,6 +58,7 @@ def test_timestamps(value, expected):
         ({"speed": float("nan")}, "speed is not finite"),
         ({"speed": "fast"}, "speed must be a number"),
         ({"vehicle_id": ""}, "vehicle_id must be a non-empty string"),
+        ({"vehicle_id": "bus\x00"}, "vehicle_id must not contain NUL"),
         ({"vehicle_id": True}, "vehicle_id must be a string"),
         ({"ts": "yesterday"}, "ts is not RFC 3339"),
         ({"ts": None}, "ts must be epoch seconds"),

@@ -192,3 +192,19 @@ def test_release_cli_writes_valid_records(tmp_path):
     for record in records:
         jsonschema.validate(record, SCHEMA)
     assert main(["release", str(source), "--out", str(out), "--epsilon", "-1"]) == 2
+
+
+def test_merged_vehicle_order_is_python_string_order():
+    """The merge sorts names with numpy; CLIP-USER's tie-break order is Python's."""
+    from stream_dp.window_state import PartialColumns
+
+    names = ["b", "a", "ä", "Z", "a b", "ab", "𝔘", "10", "9", "é", "e\u0301"]
+    partials = [
+        PartialColumns.from_readings(["c"] * 2, names[i::3][:2], [1.0, 2.0], [3.0, 4.0], 4)
+        for i in range(3)
+    ]
+    merged = WindowColumns.from_partials(partials)
+    used = [n for i in range(3) for n in names[i::3][:2]]
+    assert list(merged.vehicle_names) == sorted(used)
+    index = merged.pair_index()
+    assert sorted(index) == sorted(("c", v) for v in used)

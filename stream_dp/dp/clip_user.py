@@ -207,6 +207,33 @@ class _StaticLists:
     total: list[int]
 
 
+def _by_cell_then_count_descending(occ: Occupancy) -> IntArray:
+    """Entry order by cell, then count descending, then vehicle (entries are sorted by
+    (cell, vehicle)): a counting sort when counts are small, else ``lexsort``."""
+    from stream_dp.dp.array_kernels import stable_order_by  # numba: imported on first use
+
+    top = int(occ.count.max(initial=0))
+    if top > 4 * occ.n_entries + 1024:
+        return np.lexsort((-occ.count, occ.cell_index))
+    by_count = stable_order_by(top - occ.count, top + 1)
+    return by_count[stable_order_by(occ.cell_index[by_count], len(occ.cells))]
+
+
+def _by_vehicle(occ: Occupancy) -> IntArray:
+    """Entry order by vehicle (stable: then by cell)."""
+    from stream_dp.dp.array_kernels import stable_order_by
+
+    return stable_order_by(occ.vehicle_index, len(occ.vehicles))
+
+
+def _by_grids_descending(grids: IntArray) -> IntArray:
+    """Vehicles by ``G_l`` descending, ties in ascending vehicle order."""
+    from stream_dp.dp.array_kernels import stable_order_by
+
+    top = int(grids.max(initial=0))
+    return stable_order_by(top - grids, top + 1)
+
+
 class _Suppressor:
     """Mutable state of one CLIP-USER run.
 
@@ -225,11 +252,11 @@ class _Suppressor:
         self.limit = limit
         self.cell_of = occ.cell_index
         self.count = occ.count
-        self.by_vehicle = np.argsort(occ.vehicle_index, kind="stable")  # then ascending cell
+        self.by_vehicle = _by_vehicle(occ)  # then ascending cell
         self.vehicle_start = np.searchsorted(
             occ.vehicle_index[self.by_vehicle], np.arange(len(occ.vehicles) + 1)
         )
-        by_cell = np.lexsort((-occ.count, occ.cell_index))
+        by_cell = _by_cell_then_count_descending(occ)
         self.by_cell = np.append(by_cell, n)
         self.position = np.empty(n + 1, dtype=np.int64)
         self.position[self.by_cell] = np.arange(n + 1)
@@ -314,7 +341,7 @@ class _Suppressor:
             self.position[by_vehicle],
             by_vehicle,
             self.vehicle_start.astype(np.int64, copy=False),
-            np.argsort(-self.grids, kind="stable"),
+            _by_grids_descending(self.grids),
             self.sorted_count.astype(np.int64, copy=False),
             self.cell_end.astype(np.int64, copy=False),
             self.total.astype(np.int64, copy=False),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import os
 import random
+import weakref
 from fractions import Fraction
 from numbers import Rational
 
@@ -161,30 +162,49 @@ class RandomSource:
                 return y
 
 
+_POOLS: weakref.WeakSet[_UrandomBits] = weakref.WeakSet()
+
+
+def _forget_all_pools() -> None:
+    for pool in list(_POOLS):
+        pool._forget()
+
+
 class _UrandomBits:
     """``getrandbits`` over ``os.urandom`` read 4 KiB at a time (one system call per 32,768
-    bits instead of one per draw). Every bit is used once; a forked child discards the pool
-    it inherited, so two processes never share bits."""
+    bits instead of one per draw), moved into a small pool 64 bits at a time so a draw never
+    shifts a large integer. Every bit is used once; a forked child discards what it
+    inherited, so two processes never share bits."""
 
     _CHUNK_BYTES = 4096
 
     def __init__(self) -> None:
         self._pool = 0
         self._bits = 0
-        self._pid = os.getpid()
+        self._buffer = b""
+        self._offset = 0
+        _POOLS.add(self)
+
+    def _forget(self) -> None:
+        """Drop every unused bit (called in a forked child)."""
+        self._pool, self._bits, self._buffer, self._offset = 0, 0, b"", 0
 
     def getrandbits(self, k: int) -> int:
         if k <= 0:
             if k < 0:
                 raise ValueError("number of bits must be non-negative")
             return 0
-        if self._pid != os.getpid():
-            self._pool, self._bits, self._pid = 0, 0, os.getpid()
         while self._bits < k:
-            fresh = int.from_bytes(os.urandom(self._CHUNK_BYTES), "little")
-            self._pool |= fresh << self._bits
-            self._bits += 8 * self._CHUNK_BYTES
+            if self._offset >= len(self._buffer):
+                self._buffer, self._offset = os.urandom(self._CHUNK_BYTES), 0
+            word = int.from_bytes(self._buffer[self._offset : self._offset + 8], "little")
+            self._offset += 8
+            self._pool |= word << self._bits
+            self._bits += 64
         value = self._pool & ((1 << k) - 1)
         self._pool >>= k
         self._bits -= k
         return value
+
+
+os.register_at_fork(after_in_child=_forget_all_pools)
