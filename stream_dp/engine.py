@@ -81,7 +81,8 @@ class OfflineEngine:
         """Close every open window (end of input, like the idle fallback) and release."""
         for partition, state in enumerate(self.states):
             for start in list(state.iter_open()):
-                self.coordinator.add_partial(start, partition, state.close(start, forced=True))
+                self.coordinator.add_partial(start, partition, state.partial(start))
+                state.close(start, forced=True)
             self.coordinator.set_progress(partition, float("inf"), state.late_by_window)
         yield from self._release_ready()
 
@@ -92,7 +93,8 @@ class OfflineEngine:
                 self.counts.accepted += outcome.accepted
                 self.counts.late += outcome.late
             for start in state.due_windows():
-                self.coordinator.add_partial(start, partition, state.close(start))
+                self.coordinator.add_partial(start, partition, state.partial(start))
+                state.close(start)
             self.coordinator.set_progress(partition, state.watermark, state.late_by_window)
         yield from self._release_ready()
 

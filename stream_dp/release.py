@@ -9,6 +9,7 @@ noise to ``[0, U]`` and ``[0, U^2/4]`` (post-processing).
 from __future__ import annotations
 
 import gc
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from stream_dp.window_state import PartialColumns, rank_in_runs
 
 SCHEMA_VERSION = 1
 RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
+_NAMESPACE_BYTES = RELEASE_NAMESPACE.bytes
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -35,8 +37,16 @@ def rfc3339(epoch_seconds: float) -> str:
 
 
 def release_id(app_id: str, window_start: int, resolution: int, cell: str) -> str:
-    """Stable id of one (window, cell) release: a re-publication carries the same id."""
-    return str(uuid.uuid5(RELEASE_NAMESPACE, f"{app_id}|{window_start}|{resolution}|{cell}"))
+    """Stable id of one (window, cell) release: a re-publication carries the same id.
+
+    ``uuid5(RELEASE_NAMESPACE, "app|window|resolution|cell")`` (RFC 4122 name-based, SHA-1),
+    formatted directly: ``uuid.uuid5`` costs several times more, 2,000 times per window."""
+    name = f"{app_id}|{window_start}|{resolution}|{cell}".encode()
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True)

@@ -360,14 +360,13 @@ class PartitionState:
         acc = self.open.get(window_start)
         return PartialColumns.empty() if acc is None else acc.to_partial()
 
-    def close(self, window_start: int, forced: bool = False) -> PartialColumns:
-        """Remove a window and return its state; later readings for it are late."""
-        partial = self.partial(window_start)
+    def close(self, window_start: int, forced: bool = False) -> None:
+        """Remove a window (take its :meth:`partial` first); later readings for it are
+        late."""
         self.open.pop(window_start, None)
         if forced or window_start + self.window_seconds > self.watermark:
             self.force_closed.add(window_start)
         self._prune_force_closed()
-        return partial
 
     def _prune_force_closed(self) -> None:
         limit = self.watermark

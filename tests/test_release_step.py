@@ -208,3 +208,13 @@ def test_merged_vehicle_order_is_python_string_order():
     assert list(merged.vehicle_names) == sorted(used)
     index = merged.pair_index()
     assert sorted(index) == sorted(("c", v) for v in used)
+
+
+@pytest.mark.parametrize("cell", ["872a10701ffffff", "*", "é", ""])
+def test_release_id_is_the_rfc4122_name_based_uuid(cell):
+    import uuid
+
+    from stream_dp.release import RELEASE_NAMESPACE, release_id
+
+    expected = uuid.uuid5(RELEASE_NAMESPACE, f"app|3600|8|{cell}")
+    assert release_id("app", 3600, 8, cell) == str(expected)

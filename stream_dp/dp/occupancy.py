@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
@@ -85,10 +86,15 @@ class Occupancy:
         ).astype(np.int64)
 
     def total_per_cell(self) -> IntArray:
-        """``M_g = sum_l m[g, l]``."""
-        return np.bincount(self.cell_index, weights=self.count, minlength=len(self.cells)).astype(
-            np.int64
-        )
+        """``M_g = sum_l m[g, l]`` (computed once; read-only)."""
+        return self._total_per_cell
+
+    @cached_property
+    def _total_per_cell(self) -> IntArray:
+        total = np.bincount(self.cell_index, weights=self.count, minlength=len(self.cells))
+        total = total.astype(np.int64)
+        total.flags.writeable = False
+        return total
 
     def max_per_cell(self) -> IntArray:
         """``m*_g = max_l m[g, l]``."""
