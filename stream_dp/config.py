@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     top_cells: int | None = Field(None, ge=1, description="Release only the N busiest cells.")
     mean_mechanism: str = Field("clip", description="Per-cell mean mechanism (see docs).")
     delta: float | None = Field(None, gt=0, lt=1, description="delta for (eps, delta) means.")
+    budget_cap: float | None = Field(
+        None,
+        gt=0,
+        description="Per-vehicle cap on summed epsilon over the rolling budget period "
+        "(unset: losses are tracked, not capped).",
+    )
+    budget_period_seconds: int = Field(
+        86400, gt=0, description="Rolling period of the per-vehicle budget ledger."
+    )
 
     # --- Kafka -------------------------------------------------------------------------
     kafka_bootstrap: str | None = Field(
@@ -100,6 +109,11 @@ class Settings(BaseSettings):
             raise ValueError("window_seconds must divide a day (86400) so windows align")
         if self.mean_mechanism == "cummings" and self.delta is None:
             raise ValueError("delta is required by mean_mechanism 'cummings'")
+        if self.budget_cap is not None and self.budget_cap < self.epsilon:
+            raise ValueError(
+                "budget_cap must be >= epsilon (one released cell costs epsilon), got "
+                f"{self.budget_cap} < {self.epsilon}"
+            )
         if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
             raise ValueError("kafka_sasl_mechanism is required with a SASL security protocol")
         return self
@@ -135,6 +149,8 @@ class Settings(BaseSettings):
             "resolution": str(self.resolution),
             "window_seconds": str(self.window_seconds),
             "mean_mechanism": self.mean_mechanism,
+            "budget_cap": "none" if self.budget_cap is None else repr(self.budget_cap),
+            "budget_period_seconds": str(self.budget_period_seconds),
         }
 
 

@@ -16,6 +16,7 @@ from aiokafka.partitioner import murmur2
 
 from stream_dp.config import Settings
 from stream_dp.coordinator import ReleaseCoordinator
+from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator
 from stream_dp.release import WindowRelease, release_window
@@ -33,6 +34,11 @@ def new_partition_state(settings: Settings) -> PartitionState:
         grace_seconds=settings.grace_seconds,
         prefix_limit=settings.prefix_limit,
     )
+
+
+def new_ledger(settings: Settings) -> BudgetLedger:
+    """The per-vehicle budget ledger the settings ask for (tracking always; cap if set)."""
+    return BudgetLedger(settings.budget_period_seconds, settings.budget_cap)
 
 
 @dataclass
@@ -58,6 +64,7 @@ class OfflineEngine:
             self.partitions, settings.window_seconds, settings.prefix_limit
         )
         self.counts = EngineCounts()
+        self.ledger = new_ledger(settings)
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""
@@ -106,8 +113,12 @@ class OfflineEngine:
                 self.settings,
                 self.noise,
                 late_readings=self.coordinator.late_count(start),
+                ledger=self.ledger,
             )
             self.coordinator.mark_released(start)
+            if release.loss is not None:
+                self.ledger.record(release.loss)
+                self.ledger.prune(start)
             yield release
 
     def _invalid(self, reason: str) -> None:

@@ -52,6 +52,22 @@ class ServiceMetrics:
             "(cell, vehicle) pairs suppressed by CLIP-USER.",
             registry=r,
         )
+        self.vehicle_loss_period_max = Gauge(
+            "stream_dp_vehicle_privacy_loss_period_max_epsilon",
+            "Largest summed epsilon of any one vehicle over the rolling budget period "
+            "(the ledger's actual per-vehicle losses; the cap is in stream_dp_info).",
+            registry=r,
+        )
+        self.budget_withheld_pairs = Counter(
+            "stream_dp_budget_withheld_pairs_total",
+            "(cell, vehicle) pairs left out because the vehicle's budget was spent.",
+            registry=r,
+        )
+        self.budget_limited_vehicles = Gauge(
+            "stream_dp_budget_limited_vehicles",
+            "Vehicles limited by their remaining budget in the last released window.",
+            registry=r,
+        )
         self.release_latency = Histogram(
             "stream_dp_release_latency_seconds",
             "Time from window close to its records being published.",

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from stream_dp.config import Settings
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, cells_used, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
@@ -56,6 +57,8 @@ class WindowRelease:
     window_start: int
     cells: list[dict[str, Any]]
     summary: dict[str, Any]
+    #: Cells each vehicle was counted in (for the budget ledger; never published).
+    loss: WindowLoss | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -206,11 +209,20 @@ def _merge_codes(
     return merged, np.concatenate([global_code[o + c] for o, c in zip(offsets, codes, strict=True)])
 
 
-def select_cells(columns: WindowColumns, min_vehicles: int, top_cells: int | None) -> np.ndarray:
-    """Cells (codes) chosen from public information only: vehicle and reading counts."""
+def select_cells(
+    columns: WindowColumns,
+    min_vehicles: int,
+    top_cells: int | None,
+    usable: np.ndarray | None = None,
+) -> np.ndarray:
+    """Cells (codes) chosen from public information only: vehicle and reading counts (of the
+    ``usable`` pairs only, when given)."""
     n_cells = len(columns.cell_names)
-    vehicles = np.bincount(columns.cell_code, minlength=n_cells)
-    readings = np.bincount(columns.cell_code, weights=columns.count, minlength=n_cells)
+    cell_code, count = columns.cell_code, columns.count
+    if usable is not None:
+        cell_code, count = cell_code[usable], count[usable]
+    vehicles = np.bincount(cell_code, minlength=n_cells)
+    readings = np.bincount(cell_code, weights=count, minlength=n_cells)
     chosen = np.flatnonzero(vehicles >= min_vehicles)
     if top_cells is not None and len(chosen) > top_cells:
         busiest_first = np.lexsort((chosen, -readings[chosen]))  # ties: smaller cell id
@@ -243,15 +255,20 @@ def kept_sums(
     return total, total_sq
 
 
-def _occupancy(columns: WindowColumns, chosen: np.ndarray) -> tuple[Occupancy, np.ndarray]:
-    """The occupancy array of the chosen cells and, per entry, its index into ``columns``.
+def _occupancy(
+    columns: WindowColumns, chosen: np.ndarray, usable: np.ndarray | None = None
+) -> tuple[Occupancy, np.ndarray]:
+    """The occupancy array of the chosen cells (``usable`` pairs only, when given) and, per
+    entry, its index into ``columns``.
     Cell and vehicle names are sorted, so ranks are prefix sums of presence flags and the
     (cell, vehicle) order is two counting sorts (linear time)."""
     from stream_dp.dp.array_kernels import stable_order_by
 
     in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
     in_chosen[chosen] = True
-    if len(chosen) == len(columns.cell_names):
+    if usable is not None:
+        entries = np.flatnonzero(in_chosen[columns.cell_code] & usable)
+    elif len(chosen) == len(columns.cell_names):
         entries = np.arange(len(columns))
     else:
         entries = np.flatnonzero(in_chosen[columns.cell_code])
@@ -282,14 +299,18 @@ def release_window(
     settings: Settings,
     noise: LaplaceNoise,
     late_readings: int = 0,
+    ledger: BudgetLedger | None = None,
 ) -> WindowRelease:
-    """Run the whole per-window release (pure: no I/O)."""
+    """Run the whole per-window release (pure: no I/O). With a ``ledger`` whose ``cap`` is
+    set, each vehicle is first limited to the cells its remaining budget allows; with any
+    ledger, the release carries the per-vehicle cells counted (``loss``) for the caller to
+    record once the release is stored."""
     # The step allocates no reference cycles; pausing the cyclic collector avoids repeated
     # full scans of the window's million accumulators (measured: up to 40 % of the time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _release_window(window_start, columns, settings, noise, late_readings)
+        return _release_window(window_start, columns, settings, noise, late_readings, ledger)
     finally:
         if collecting:
             gc.enable()
@@ -301,6 +322,7 @@ def _release_window(
     settings: Settings,
     noise: LaplaceNoise,
     late_readings: int,
+    ledger: BudgetLedger | None,
 ) -> WindowRelease:
     eps = settings.epsilon
     upper = settings.upper
@@ -313,12 +335,27 @@ def _release_window(
         "resolution": settings.resolution,
         "epsilon": eps,
     }
+    occupancy, entry_of = _occupancy(columns, chosen)
+    withheld = (0, 0)
+    if ledger is not None and ledger.cap is not None and len(chosen):
+        allowed = ledger.allowed_cells(occupancy.vehicles, window_start, eps)
+        keep = limit_to_budget(occupancy, allowed)
+        if not keep.all():
+            withheld = (
+                int(np.count_nonzero(np.bincount(occupancy.vehicle_index[~keep]))),
+                int(np.count_nonzero(~keep)),
+            )
+            usable = np.zeros(len(columns), dtype=bool)
+            usable[entry_of[keep]] = True
+            chosen = select_cells(columns, settings.min_vehicles, settings.top_cells, usable)
+            occupancy, entry_of = _occupancy(columns, chosen, usable)
     if not len(chosen):
         summary = _summary(settings, base, window_start, None, None, 0, columns)
         summary["readings_dropped_late"] = late_readings
-        return WindowRelease(window_start, [], summary)
+        _budget_summary(summary, settings, withheld)
+        loss = None if ledger is None else WindowLoss.from_counts(window_start, eps, [], [])
+        return WindowRelease(window_start, [], summary, loss)
 
-    occupancy, entry_of = _occupancy(columns, chosen)
     clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
@@ -381,7 +418,19 @@ def _release_window(
         )
     summary = _summary(settings, base, window_start, clip, capped, len(cells), columns)
     summary["readings_dropped_late"] = late_readings
-    return WindowRelease(window_start, cells, summary)
+    _budget_summary(summary, settings, withheld)
+    loss = None
+    if ledger is not None:
+        used = cells_used(occupancy, capped.kept_count > 0)
+        loss = WindowLoss.from_counts(window_start, eps, occupancy.vehicles, used)
+    return WindowRelease(window_start, cells, summary, loss)
+
+
+def _budget_summary(summary: dict[str, Any], settings: Settings, withheld: tuple[int, int]) -> None:
+    """The per-vehicle budget's part of the window summary (all public)."""
+    summary["budget_cap"] = settings.budget_cap
+    summary["budget_period_seconds"] = settings.budget_period_seconds
+    summary["vehicles_budget_limited"], summary["pairs_withheld_budget"] = withheld
 
 
 def _mean_mechanism(settings: Settings) -> Any:

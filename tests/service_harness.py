@@ -195,7 +195,8 @@ def synthetic_readings(
 def non_noise(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple]:
     """The fields of each record that do not depend on the noise."""
     keep = ("n_vehicles", "n_readings", "n_readings_used", "K", "error_bound", "cap", "G1",
-            "cells_released", "privacy_loss")  # fmt: skip
+            "cells_released", "privacy_loss", "pairs_withheld_budget",
+            "vehicles_budget_limited")  # fmt: skip
     return {
         (r["window_start"], r.get("cell", "*")): tuple(
             round(r[k], 9) if isinstance(r.get(k), float) else r.get(k) for k in keep

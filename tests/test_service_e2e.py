@@ -10,6 +10,7 @@ import pytest
 
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
+from stream_dp.worker import internal_records as rec
 from tests.service_harness import (
     create_topics,
     non_noise,
@@ -134,9 +135,9 @@ def test_release_once_across_a_crash(kafka, setup, crash):
     doomed.wait_ready()
     produce(kafka, settings.topic_readings, readings)
     doomed.process.wait(timeout=120)  # it kills itself at the crash point
-    log = read_topic(kafka, settings.topic_release_log)
-    assert len(log) == 1  # the first window was stored before the crash
-    stored = json.loads(log[0].value)
+    log = stored_log(kafka, settings)
+    assert [kind for kind, _ in log] == ["loss", "release"]  # window 1 stored before the crash
+    stored = rec.release_payload(log[1][1])
     survivor = spawn("survivor")
     records = wait_for_windows(kafka, settings, expected=2, worker=survivor)
     by_id: dict[str, set] = {}
@@ -148,7 +149,28 @@ def test_release_once_across_a_crash(kafka, setup, crash):
     for cell in stored["cells"]:
         published = [r for r in records if r["release_id"] == cell["release_id"]]
         assert published and all(r["mean"] == cell["mean"] for r in published)
-    assert len(read_topic(kafka, settings.topic_release_log)) == 2
+    assert [kind for kind, _ in stored_log(kafka, settings)] == ["loss", "release"] * 2
+    # the survivor rebuilt the budget ledger from the release log: its rolling maximum
+    # includes the window the doomed worker released
+    engine = OfflineEngine(settings, LaplaceNoise())
+    for _ in (*engine.feed(readings), *engine.finish()):
+        pass
+    last = engine.ledger.entries()[-1].window_start
+    assert survivor.metric("stream_dp_vehicle_privacy_loss_period_max_epsilon") == pytest.approx(
+        engine.ledger.max_loss(last)
+    )
+    assert engine.ledger.max_loss(last) > max(e.max_loss for e in engine.ledger.entries())
+
+
+def stored_log(kafka, settings):
+    """The release log as (kind, payload parts) of each complete stored payload."""
+    assembler = rec.PartAssembler()
+    out = []
+    for record in read_topic(kafka, settings.topic_release_log):
+        whole = assembler.add(rec.decode(record.value))
+        if whole is not None:
+            out.append((whole[0]["kind"], whole))
+    return out
 
 
 def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup):
@@ -164,3 +186,26 @@ def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup):
     produce(kafka, settings.topic_readings, readings[half:])
     records = wait_for_windows(kafka, settings, expected=2, worker=second)
     assert non_noise(records) == non_noise(offline_records(settings, readings))
+
+
+def test_a_capped_budget_gives_the_offline_engines_releases(kafka, topic_prefix, tmp_path):
+    """With a per-vehicle cap the service withholds the same pairs as the offline engine
+    and exports what it withheld."""
+    settings = service_settings(
+        topic_prefix, epsilon=0.5, budget_cap=1.0, budget_period_seconds=3 * 3600
+    )
+    create_topics(kafka, settings)
+    readings = synthetic_readings(n_vehicles=20, hours=3, per_hour=300, seed=3)
+    worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
+    try:
+        worker.wait_ready()
+        produce(kafka, settings.topic_readings, readings)
+        records = wait_for_windows(kafka, settings, expected=3, worker=worker)
+        assert non_noise(records) == non_noise(offline_records(settings, readings))
+        withheld = sum(r["pairs_withheld_budget"] for r in records if r["type"] == "window")
+        assert withheld > 0
+        assert worker.metric("stream_dp_budget_withheld_pairs_total") == withheld
+        period_max = worker.metric("stream_dp_vehicle_privacy_loss_period_max_epsilon")
+        assert 0 < period_max <= 1.0
+    finally:
+        worker.stop()

@@ -5,7 +5,8 @@
   counts) and ``close`` records (a window was flushed to the partials topic).
 - partials topic (one partition): ``partial`` records (a partition's final state of a
   window) and ``progress`` records (a partition's watermark; +inf when idle).
-- release-log topic: the stored copy of each window's release, written before publishing.
+- release-log topic: the stored copy of each window's release, written before publishing,
+  each preceded by the window's per-vehicle losses for the budget ledger (``loss``).
 
 Bulk payloads (a batch's delta, a window's partial) are column blobs
 (:mod:`stream_dp.column_codec`) split into binary ``parts`` of at most :data:`BYTES_PER_PART`
@@ -27,6 +28,7 @@ import numpy as np
 import orjson
 
 from stream_dp import column_codec
+from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.window_state import PartialColumns, WindowDelta
 
 INF = "inf"
@@ -143,6 +145,16 @@ def encode_release(release_obj: dict[str, Any]) -> list[bytes]:
         )
         for i, chunk in enumerate(chunks)
     ]
+
+
+def encode_loss(loss: WindowLoss) -> list[bytes]:
+    """A window's per-vehicle cells counted (budget ledger), stored in the release log just
+    before the window's release."""
+    return _binary_parts("loss", str(loss.window_start), loss.to_bytes())
+
+
+def loss_payload(parts: list[dict[str, Any]]) -> WindowLoss:
+    return WindowLoss.from_bytes(_blob(parts))
 
 
 def encode_progress(partition: int, watermark: float, late: dict[int, int]) -> bytes:

@@ -6,7 +6,8 @@ Kafka alone (no local disk): the release log (windows already released, with the
 records), the releases topic (which stored records are already published — any that are
 not are re-published from the stored copy, never re-drawn), then the partials topic from
 its beginning. A window's records are written to the release log and acknowledged
-**before** they are published, so a window is released once.
+**before** they are published, so a window is released once. Each stored release is
+preceded by the window's per-vehicle losses, from which the budget ledger is rebuilt.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 
 from stream_dp.config import Settings
 from stream_dp.coordinator import ReleaseCoordinator
+from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.engine import new_ledger
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.metrics import ServiceMetrics
@@ -66,6 +69,7 @@ class ReleaseService:
         self.needs_rebuild = False
         self.rebuilding = False
         self.coordinator = self._new_coordinator()
+        self.ledger = new_ledger(settings)
         self.recent: deque[dict[str, Any]] = deque(maxlen=200)
         self._consumer: AIOKafkaConsumer | None = None
         self._stopping = asyncio.Event()
@@ -113,20 +117,29 @@ class ReleaseService:
             self.coordinator = self._new_coordinator()
             self._parts = rec.PartAssembler()
             stored: dict[int, WindowRelease] = {}
+            losses: dict[int, WindowLoss] = {}
             spent = 0.0
             log_parts = rec.PartAssembler()
             async for batch in iter_partition_to_end(self.conn, self.settings.topic_release_log, 0):
                 for record in batch:
                     whole = log_parts.add(rec.decode(record.value))
-                    if whole is not None:  # an incompletely stored release was never published
+                    if whole is None:  # an incompletely stored release was never published
+                        continue
+                    if whole[0]["kind"] == "loss":
+                        loss = rec.loss_payload(whole)
+                        losses[loss.window_start] = loss
+                    else:
                         release = WindowRelease.from_json_obj(rec.release_payload(whole))
                         stored[release.window_start] = release
+            self.ledger = new_ledger(self.settings)
             published: set[str] = set()
             async for batch in iter_partition_to_end(self.conn, self.settings.topic_releases, 0):
                 for record in batch:
                     published.add(orjson.loads(record.value)["release_id"])
             for start, release in sorted(stored.items()):
                 self.coordinator.mark_released(start)
+                if start in losses:  # stored with its release (older logs have none)
+                    self._record_loss(losses[start])
                 spent += float(release.summary.get("privacy_loss", 0.0))
                 missing = [r for r in release.records if r["release_id"] not in published]
                 if missing:
@@ -164,19 +177,24 @@ class ReleaseService:
                 self.settings,
                 self.noise,
                 self.coordinator.late_count(start),
+                self.ledger,
             )
             if not self.leader or self.needs_rebuild:
                 return  # leadership moved while computing: the new leader releases it
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
+            parts = rec.encode_loss(release.loss) if release.loss is not None else []
+            parts += rec.encode_release(release.to_json_obj())
             stored = [
                 await self.producer.send(
                     self.settings.topic_release_log, part, key=str(start).encode(), partition=0
                 )
-                for part in rec.encode_release(release.to_json_obj())
+                for part in parts
             ]
             await asyncio.gather(*stored)
             crash_point("after-stored")
             self.coordinator.mark_released(start)
+            if release.loss is not None:
+                self._record_loss(release.loss)
             await self._publish(release.records)
             crash_point("after-published")
             self.recent.extend(release.records)
@@ -194,6 +212,13 @@ class ReleaseService:
         ]
         await asyncio.gather(*futures)
 
+    def _record_loss(self, loss: WindowLoss) -> None:
+        """Add a stored window's losses to the ledger, forget what no later window can
+        see, and export the largest per-vehicle loss over the rolling period."""
+        self.ledger.record(loss)
+        self.ledger.prune(loss.window_start)
+        self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(loss.window_start))
+
     def _observe(self, release: WindowRelease, seconds: float) -> None:
         summary = release.summary
         m = self.metrics
@@ -204,4 +229,6 @@ class ReleaseService:
         m.privacy_budget_spent.inc(summary["privacy_loss"])
         m.error_bound.set(summary["error_bound"])
         m.suppressed_pairs.inc(summary["suppressed_pairs"])
+        m.budget_withheld_pairs.inc(summary.get("pairs_withheld_budget", 0))
+        m.budget_limited_vehicles.set(summary.get("vehicles_budget_limited", 0))
         m.release_latency.observe(seconds)
