@@ -8,7 +8,7 @@ around New York), each vehicle driving a route of 10 cells (numpy, seeded; speed
   baselines); then timed, everything from "the window is closed" to its records: each
   partition's state to a partial, through the partial's wire format, the merge, and
   ``release_window`` (selection, occupancy, CLIP-USER, pseudo-user cap, noisy clamped mean
-  and variance, records);
+  and variance, records, the per-vehicle losses for the budget ledger);
 - PipelineDP: ``DPEngine.aggregate`` on ``LocalBackend`` with MEAN and VARIANCE, Laplace,
   the 2,000 cells as public partitions, ``max_partitions_contributed=10``,
   ``max_contributions_per_partition=L``, bounds [0, 65], materialised with ``list()``;
@@ -145,6 +145,7 @@ def stream_dp_release(
     from stream_dp.config import load_settings
     from stream_dp.coordinator import ReleaseCoordinator
     from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.engine import new_ledger
     from stream_dp.release import release_window
     from stream_dp.worker import internal_records as rec
 
@@ -161,7 +162,8 @@ def stream_dp_release(
     marks.append(time.perf_counter())
     columns = coordinator.merged(WINDOW_START)
     marks.append(time.perf_counter())
-    release = release_window(WINDOW_START, columns, settings, LaplaceNoise())
+    ledger = new_ledger(settings)  # the service's default: losses tracked, no cap
+    release = release_window(WINDOW_START, columns, settings, LaplaceNoise(), ledger=ledger)
     marks.append(time.perf_counter())
     if phases is not None:
         names = ("partition state -> partials", "partials through the wire", "merge", "release")
