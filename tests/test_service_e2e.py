@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import jsonschema
@@ -209,3 +210,39 @@ def test_a_capped_budget_gives_the_offline_engines_releases(kafka, topic_prefix,
         assert 0 < period_max <= 1.0
     finally:
         worker.stop()
+
+
+def test_a_rival_copy_stored_first_is_the_one_published(kafka, setup, tmp_path):
+    """Two releasers racing for a window (a leadership change mid-release): the copy
+    stored first in the release log is published, the later one never is."""
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=12, hours=2, per_hour=120, seed=21)
+    gate = tmp_path / "go"
+    worker = spawn("paused", STREAM_DP_FAULT_INJECTION=f"before-stored:{gate}")
+    worker.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    paused = Path(f"{gate}.paused")
+    deadline = time.monotonic() + 120
+    while not paused.exists():  # the worker computed window 1 and waits before storing it
+        assert time.monotonic() < deadline and worker.process.poll() is None, worker.log()
+        time.sleep(0.1)
+    engine = OfflineEngine(settings, LaplaceNoise())
+    rival = [*engine.feed(readings), *engine.finish()][0]  # same window, other noise
+    produce_raw(
+        kafka,
+        settings.topic_release_log,
+        rec.encode_loss(rival.loss, "rival") + rec.encode_release(rival.to_json_obj(), "rival"),
+    )
+    gate.touch()
+    records = wait_for_windows(kafka, settings, expected=2, worker=worker)
+    rival_means = {c["release_id"]: c["mean"] for c in rival.cells}
+    first = [r for r in records if r["release_id"] in rival_means]
+    assert first and all(r["mean"] == rival_means[r["release_id"]] for r in first)
+    values: dict[str, set] = {}
+    for r in records:
+        values.setdefault(r["release_id"], set()).add(r.get("mean", r["K"]))
+    assert all(len(v) == 1 for v in values.values())
+    kinds = [
+        (kind, rec.attempt_of(parts) == "rival") for kind, parts in stored_log(kafka, settings)
+    ]
+    assert kinds[:2] == [("loss", True), ("release", True)] and len(kinds) == 6

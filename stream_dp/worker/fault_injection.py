@@ -2,13 +2,17 @@
 
 ``after-stored``: SIGKILL the worker right after a window's release is stored in the
 release log, before it is published. ``after-published``: right after it is published.
-Unset (always, in production) it does nothing.
+``before-stored:PATH``: before storing the first window, create ``PATH.paused`` and wait
+(without blocking the event loop) until ``PATH`` exists — a test can store a rival copy of
+the window meanwhile. Unset (always, in production) it does nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+from pathlib import Path
 
 ENV = "STREAM_DP_FAULT_INJECTION"
 
@@ -16,3 +20,17 @@ ENV = "STREAM_DP_FAULT_INJECTION"
 def crash_point(name: str) -> None:
     if os.environ.get(ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+_paused: set[str] = set()
+
+
+async def pause_point(name: str) -> None:
+    value = os.environ.get(ENV, "")
+    if not value.startswith(name + ":") or name in _paused:
+        return
+    _paused.add(name)  # once per process
+    release = Path(value.split(":", 1)[1])
+    Path(f"{release}.paused").touch()
+    while not release.exists():
+        await asyncio.sleep(0.05)

@@ -127,15 +127,18 @@ def encode_partial(
     return _binary_parts("partial", f"{window_start}/{partition}/{attempt}", blob)
 
 
-def encode_release(release_obj: dict[str, Any]) -> list[bytes]:
-    """A window's release for the release log, as parts (cells split, summary in the last)."""
+def encode_release(release_obj: dict[str, Any], attempt: str = "") -> list[bytes]:
+    """A window's release for the release log, as parts (cells split, summary in the last).
+    ``attempt`` names this storing of the window (two releasers racing each store their own;
+    the first complete one in the log wins, see :class:`ReleaseLogIndex`)."""
     chunks = _parts(release_obj["cells"])
     start = release_obj["window_start"]
     return [
         orjson.dumps(
             {
                 "kind": "release",
-                "id": str(start),
+                "id": f"{start}/{attempt}",
+                "attempt": attempt,
                 "part": i,
                 "parts": len(chunks),
                 "window_start": start,
@@ -147,10 +150,10 @@ def encode_release(release_obj: dict[str, Any]) -> list[bytes]:
     ]
 
 
-def encode_loss(loss: WindowLoss) -> list[bytes]:
+def encode_loss(loss: WindowLoss, attempt: str = "") -> list[bytes]:
     """A window's per-vehicle cells counted (budget ledger), stored in the release log just
-    before the window's release."""
-    return _binary_parts("loss", str(loss.window_start), loss.to_bytes())
+    before the window's release (same ``attempt``)."""
+    return _binary_parts("loss", f"{loss.window_start}/{attempt}", loss.to_bytes())
 
 
 def loss_payload(parts: list[dict[str, Any]]) -> WindowLoss:
@@ -237,6 +240,12 @@ def partial_payload(parts: list[dict[str, Any]]) -> tuple[int, int, PartialColum
         **arrays,
     )
     return int(meta["window"]), int(meta["partition"]), partial
+
+
+def attempt_of(parts: list[dict[str, Any]]) -> str:
+    """The attempt a stored payload belongs to ("" for records written before attempts)."""
+    record_id = str(parts[0]["id"])
+    return record_id.split("/", 1)[1] if "/" in record_id else ""
 
 
 def release_payload(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -31,7 +33,8 @@ from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.metrics import ServiceMetrics
 from stream_dp.release import WindowRelease, release_window
 from stream_dp.worker import internal_records as rec
-from stream_dp.worker.fault_injection import crash_point
+from stream_dp.worker.fault_injection import crash_point, pause_point
+from stream_dp.worker.release_log import ReleaseLogIndex, StoredRelease
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class ReleaseService:
         self.rebuilding = False
         self.coordinator = self._new_coordinator()
         self.ledger = new_ledger(settings)
+        self.log_index = ReleaseLogIndex()
         self.recent: deque[dict[str, Any]] = deque(maxlen=200)
         self._consumer: AIOKafkaConsumer | None = None
         self._stopping = asyncio.Event()
@@ -116,30 +120,17 @@ class ReleaseService:
             self.needs_rebuild = False
             self.coordinator = self._new_coordinator()
             self._parts = rec.PartAssembler()
-            stored: dict[int, WindowRelease] = {}
-            losses: dict[int, WindowLoss] = {}
-            spent = 0.0
-            log_parts = rec.PartAssembler()
-            async for batch in iter_partition_to_end(self.conn, self.settings.topic_release_log, 0):
-                for record in batch:
-                    whole = log_parts.add(rec.decode(record.value))
-                    if whole is None:  # an incompletely stored release was never published
-                        continue
-                    if whole[0]["kind"] == "loss":
-                        loss = rec.loss_payload(whole)
-                        losses[loss.window_start] = loss
-                    else:
-                        release = WindowRelease.from_json_obj(rec.release_payload(whole))
-                        stored[release.window_start] = release
+            self.log_index = ReleaseLogIndex()
             self.ledger = new_ledger(self.settings)
+            stored = [w async for w in self._read_release_log()]
+            spent = 0.0
             published: set[str] = set()
             async for batch in iter_partition_to_end(self.conn, self.settings.topic_releases, 0):
                 for record in batch:
                     published.add(orjson.loads(record.value)["release_id"])
-            for start, release in sorted(stored.items()):
-                self.coordinator.mark_released(start)
-                if start in losses:  # stored with its release (older logs have none)
-                    self._record_loss(losses[start])
+            for winner in sorted(stored, key=lambda w: w.release.window_start):
+                release = winner.release
+                self._mark_stored(winner)
                 spent += float(release.summary.get("privacy_loss", 0.0))
                 missing = [r for r in release.records if r["release_id"] not in published]
                 if missing:
@@ -168,6 +159,8 @@ class ReleaseService:
         for start in self.coordinator.ready_windows():
             if not self.leader:
                 return
+            if start in self.coordinator.released:
+                continue  # found stored by another releaser while releasing an earlier one
             began = time.monotonic()
             merged = self.coordinator.merged(start)
             release = await asyncio.to_thread(
@@ -182,8 +175,10 @@ class ReleaseService:
             if not self.leader or self.needs_rebuild:
                 return  # leadership moved while computing: the new leader releases it
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
-            parts = rec.encode_loss(release.loss) if release.loss is not None else []
-            parts += rec.encode_release(release.to_json_obj())
+            attempt = uuid.uuid4().hex
+            parts = rec.encode_loss(release.loss, attempt) if release.loss is not None else []
+            parts += rec.encode_release(release.to_json_obj(), attempt)
+            await pause_point("before-stored")
             stored = [
                 await self.producer.send(
                     self.settings.topic_release_log, part, key=str(start).encode(), partition=0
@@ -192,9 +187,18 @@ class ReleaseService:
             ]
             await asyncio.gather(*stored)
             crash_point("after-stored")
-            self.coordinator.mark_released(start)
-            if release.loss is not None:
-                self._record_loss(release.loss)
+            # The first copy stored in the log is the release (another releaser may have
+            # stored this window first during a leadership change): publish that one.
+            winner = None
+            async for done in self._read_release_log():
+                self._mark_stored(done)
+                if done.release.window_start == start:
+                    winner = done
+            if winner is None:
+                raise RuntimeError(f"window {start} stored but not found in the release log")
+            if winner.attempt != attempt:
+                log.warning("another releaser stored this window first; publishing its copy")
+            release = winner.release
             await self._publish(release.records)
             crash_point("after-published")
             self.recent.extend(release.records)
@@ -211,6 +215,23 @@ class ReleaseService:
             for record in records
         ]
         await asyncio.gather(*futures)
+
+    async def _read_release_log(self) -> AsyncIterator[StoredRelease]:
+        """Read the release log from where this releaser stopped to its end; yield each
+        window's winning stored copy as it completes."""
+        async for batch in iter_partition_to_end(
+            self.conn, self.settings.topic_release_log, 0, self.log_index.next_offset
+        ):
+            for record in batch:
+                winner = self.log_index.add(record.offset, record.value)
+                if winner is not None:
+                    yield winner
+
+    def _mark_stored(self, winner: StoredRelease) -> None:
+        """A window's release is in the log: never release it again; count its losses."""
+        self.coordinator.mark_released(winner.release.window_start)
+        if winner.loss is not None:  # stored with its release (older logs have none)
+            self._record_loss(winner.loss)
 
     def _record_loss(self, loss: WindowLoss) -> None:
         """Add a stored window's losses to the ledger, forget what no later window can

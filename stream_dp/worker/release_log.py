@@ -1,0 +1,61 @@
+"""The release log read in order: which stored copy of each window is *the* release.
+
+Every storing of a window (an ``attempt``) writes the window's losses and then its release
+to the one-partition release log. The log's order is total, so the first complete release
+of a window in it is the release; a later copy (a second releaser that computed the same
+window during a leadership change, with its own noise) is never published and its losses
+are never recorded. Every releaser applies the same rule — after storing, it reads the log
+up to its end and publishes the winning copy — so a window is published with one set of
+values even when two releasers race. Pure: fed the log's record values in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.release import WindowRelease
+from stream_dp.worker import internal_records as rec
+
+
+@dataclass(frozen=True)
+class StoredRelease:
+    """The winning stored copy of a window: its attempt, records and losses (if stored)."""
+
+    attempt: str
+    release: WindowRelease
+    loss: WindowLoss | None
+
+
+class ReleaseLogIndex:
+    """Assembles release-log records and keeps the first complete release of each window."""
+
+    def __init__(self) -> None:
+        self._parts = rec.PartAssembler()
+        self._losses: dict[tuple[int, str], WindowLoss] = {}
+        self.winners: dict[int, str] = {}  # window start -> winning attempt
+        self.next_offset = 0
+
+    def add(self, offset: int, value: bytes) -> StoredRelease | None:
+        """Feed the record at ``offset``; returns a window's release when its first complete
+        copy has just been read, else None (a part, a loss, or a losing copy)."""
+        self.next_offset = max(self.next_offset, offset + 1)
+        whole = self._parts.add(rec.decode(value))
+        if whole is None:
+            return None
+        attempt = rec.attempt_of(whole)
+        if whole[0]["kind"] == "loss":
+            loss = rec.loss_payload(whole)
+            if loss.window_start not in self.winners:
+                self._losses[(loss.window_start, attempt)] = loss
+            return None
+        release = WindowRelease.from_json_obj(rec.release_payload(whole))
+        start = release.window_start
+        if start in self.winners:
+            self._losses.pop((start, attempt), None)
+            return None
+        self.winners[start] = attempt
+        loss = self._losses.pop((start, attempt), None)
+        for key in [k for k in self._losses if k[0] == start]:
+            del self._losses[key]  # a losing attempt's losses, stored before the winner's
+        return StoredRelease(attempt, release, loss)
