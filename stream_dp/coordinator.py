@@ -24,6 +24,7 @@ class ReleaseCoordinator:
     watermarks: dict[int, float] = field(default_factory=dict)
     _partials: dict[int, dict[int, PartialColumns]] = field(default_factory=dict)
     _late: dict[int, dict[int, int]] = field(default_factory=dict)
+    _merged_from: dict[int, set[int]] = field(default_factory=dict)
 
     def add_partial(self, window_start: int, partition: int, partial: PartialColumns) -> bool:
         """Record a partition's partial; a duplicate (replay) or a released window is
@@ -65,9 +66,24 @@ class ReleaseCoordinator:
     def late_count(self, window_start: int) -> int:
         return sum(self._late.get(window_start, {}).values())
 
-    def mark_released(self, window_start: int) -> None:
+    def mark_released(self, window_start: int, from_partials: bool = False) -> None:
+        """No further release of the window; ``from_partials`` when it was released from
+        the partials held here (then later partials of other partitions are recognised by
+        :meth:`take_after_release`)."""
         self.released.add(window_start)
-        self._partials.pop(window_start, None)
+        partitions = set(self._partials.pop(window_start, {}))
+        if from_partials:
+            self._merged_from[window_start] = partitions
+
+    def take_after_release(self, window_start: int, partition: int) -> bool:
+        """True (once) for a partial of a window released without it (its partition had
+        reported itself idle and then read older data): its readings are dropped. Known only
+        for windows released from this coordinator's partials."""
+        merged = self._merged_from.get(window_start)
+        if merged is None or partition in merged:
+            return False
+        merged.add(partition)
+        return True
 
     @property
     def pending(self) -> list[int]:

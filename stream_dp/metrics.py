@@ -21,6 +21,12 @@ class ServiceMetrics:
             ["outcome"],
             registry=r,
         )
+        self.readings_after_release = Counter(
+            "stream_dp_readings_dropped_after_release_total",
+            "Accepted readings whose window had been released without their partition "
+            "(it had reported itself idle): dropped.",
+            registry=r,
+        )
         self.windows_released = Counter(
             "stream_dp_windows_released_total", "Windows released (each exactly once).", registry=r
         )

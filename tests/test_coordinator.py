@@ -66,3 +66,22 @@ def test_released_window_is_never_ready_again():
     c.mark_released(0)
     assert not c.add_partial(0, 0, pairs("a", 1))
     assert c.ready_windows() == []
+
+
+def test_a_partial_arriving_after_its_window_was_released_is_recognised_once():
+    c = ReleaseCoordinator(partitions=2, window_seconds=3600, prefix_limit=8)
+    c.add_partial(0, 0, pairs("a", 2))
+    c.set_progress(1, math.inf)  # partition 1 reported itself idle
+    assert c.ready_windows() == [0]
+    c.mark_released(0, from_partials=True)
+    assert not c.add_partial(0, 1, pairs("b", 3))  # partition 1 then read older data
+    assert c.take_after_release(0, 1)
+    assert not c.take_after_release(0, 1)  # a replay of it is not counted again
+    assert not c.take_after_release(0, 0)  # partition 0's partial was released
+
+
+def test_windows_known_only_from_the_release_log_count_nothing_after_release():
+    c = ReleaseCoordinator(partitions=2, window_seconds=3600, prefix_limit=8)
+    c.mark_released(0)  # learnt from the release log at a rebuild
+    assert not c.add_partial(0, 1, pairs("b", 3))
+    assert not c.take_after_release(0, 1)

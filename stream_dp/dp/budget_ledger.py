@@ -310,9 +310,9 @@ class BudgetLedger:
     period (basic composition across windows, composition paper Thm II.2).
 
     The window about to be released at ``t`` may use, per vehicle, what is left of ``cap``
-    after the windows ``w`` with ``t - period_seconds < w < t``. If windows are recorded in
-    ascending order, every rolling interval of length ``period_seconds`` then holds at most
-    ``cap`` (up to ``CAP_RTOL``) per vehicle: its latest window was checked against all others.
+    after the recorded windows ``w`` with ``|w - t| < period_seconds``. Every rolling interval
+    of length ``period_seconds`` then holds at most ``cap`` (up to ``CAP_RTOL``) per vehicle:
+    the window recorded last in it was checked against all the others (in any order).
 
     Vehicle names are mapped to ledger-wide integer ids once, at :meth:`record`, so a query is
     one dict lookup per name plus one numpy scatter-add per window.
@@ -374,12 +374,16 @@ class BudgetLedger:
         return True
 
     def spent(self, vehicle_names: Sequence[str], at_window_start: int) -> FloatArray:
-        """Each vehicle's summed loss over the recorded windows ``w`` with
-        ``at_window_start - period_seconds < w < at_window_start`` (0 for unknown vehicles)."""
+        """Each vehicle's summed loss over the recorded windows ``w != at_window_start`` with
+        ``|w - at_window_start| < period_seconds`` (0 for unknown vehicles).
+
+        Looking both ways keeps the cap when windows are released out of order (an older
+        window completing late): every rolling period holding the new window lies inside
+        that span. Released in order, there is nothing after ``at_window_start``."""
         at = _as_int(at_window_start, "at_window_start")
-        return self._totals(at - self.period_seconds, at, inclusive=False)[
-            self._lookup(vehicle_names)
-        ]
+        period = self.period_seconds
+        totals = self._totals(at - period, at + period, inclusive=False, skip=at)
+        return totals[self._lookup(vehicle_names)]
 
     def allowed_cells(
         self, vehicle_names: Sequence[str], at_window_start: int, epsilon: float
@@ -447,13 +451,17 @@ class BudgetLedger:
         """Ids of ``names``; -1 for names the ledger does not hold."""
         return np.fromiter(map(self._ids.get, names, repeat(-1)), dtype=np.int64, count=len(names))
 
-    def _totals(self, after: int, until: int, *, inclusive: bool) -> FloatArray:
-        """Summed loss per id over windows in ``(after, until)`` (``]`` if inclusive), in
-        ascending window order; one extra trailing 0 so that id -1 reads 0."""
+    def _totals(
+        self, after: int, until: int, *, inclusive: bool, skip: int | None = None
+    ) -> FloatArray:
+        """Summed loss per id over windows in ``(after, until)`` (``]`` if inclusive) other
+        than ``skip``, in ascending window order; one extra trailing 0 so that id -1 reads 0."""
         lo = bisect.bisect_right(self._starts, after)
         hi = (bisect.bisect_right if inclusive else bisect.bisect_left)(self._starts, until)
         totals = np.zeros(len(self._names) + 1, dtype=np.float64)
         for start in self._starts[lo:hi]:
+            if start == skip:
+                continue
             entry = self._entries[start]
             totals[entry.ids] += entry.loss  # ids are unique within an entry
         return totals

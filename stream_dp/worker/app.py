@@ -16,6 +16,7 @@ from typing import Any
 
 import faust
 from aiokafka import AIOKafkaProducer
+from faust.types import TP
 
 from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
@@ -26,6 +27,7 @@ from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.web import register_pages
 
 log = logging.getLogger(__name__)
+_UNKNOWN_END = 2**62
 
 
 @dataclass
@@ -138,7 +140,16 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     async def idle_and_progress() -> None:
         if not runtime.started.is_set() or runtime.ingest is None:
             return
-        await runtime.ingest.tick(sorted(runtime.assigned))
+        await runtime.ingest.tick(sorted(runtime.assigned), input_end_offset)
+
+    def input_end_offset(partition: int) -> int | None:
+        """The readings partition's high watermark as last fetched; before the first fetch,
+        "unknown, assume a backlog" (a partition is not idle before it was read)."""
+        try:
+            end = app.consumer.highwater(TP(settings.topic_readings, partition))
+        except Exception:  # not assigned any more (a rebalance is under way)
+            return None
+        return _UNKNOWN_END if end is None else int(end)
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: Any, **_: Any) -> None:

@@ -20,7 +20,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,15 +198,27 @@ class IngestProcessor:
         )
 
     # --- idle fallback and heartbeats (called by a timer) -----------------------------
-    async def tick(self, assigned: Sequence[int]) -> None:
+    async def tick(
+        self,
+        assigned: Sequence[int],
+        end_offset: Callable[[int], int | None] = lambda partition: None,
+    ) -> None:
         """Close the windows of partitions idle for ``idle_close_seconds`` (wall clock) and
         report every assigned partition's watermark (a never-seen partition is recovered
-        first, so an empty partition does not hold back the release)."""
+        first, so an empty partition does not hold back the release).
+
+        ``end_offset(partition)`` is the input partition's high watermark as the consumer
+        last saw it (None: not known yet). A partition is idle only when it has nothing
+        left to read (every offset below the end applied): one whose backlog the agent has
+        not reached yet is not idle, however long it waits."""
         async with self.lock:
             now = time.monotonic()
             for partition in assigned:
                 runtime = await self._runtime(partition)
-                idle = now - runtime.last_event_wall >= self.settings.idle_close_seconds
+                end = end_offset(partition)
+                caught_up = end is None or end <= runtime.applied_offset + 1
+                quiet = now - runtime.last_event_wall >= self.settings.idle_close_seconds
+                idle = quiet and caught_up
                 if idle and runtime.state.open:
                     await self._close_windows(
                         partition, runtime, sorted(runtime.state.open), forced=True

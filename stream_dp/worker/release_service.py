@@ -152,8 +152,15 @@ class ReleaseService:
             self.coordinator.set_progress(*rec.progress_payload(data))
             return
         whole = self._parts.add(data)
-        if whole is not None:
-            self.coordinator.add_partial(*rec.partial_payload(whole))
+        if whole is None:
+            return
+        start, partition, partial = rec.partial_payload(whole)
+        if self.coordinator.add_partial(start, partition, partial):
+            return
+        if self.coordinator.take_after_release(start, partition):
+            readings = int(partial.count.sum())
+            self.metrics.readings_after_release.inc(readings)
+            log.warning("%d readings arrived after their window was released", readings)
 
     async def _release_ready(self) -> None:
         for start in self.coordinator.ready_windows():
@@ -191,7 +198,7 @@ class ReleaseService:
             # stored this window first during a leadership change): publish that one.
             winner = None
             async for done in self._read_release_log():
-                self._mark_stored(done)
+                self._mark_stored(done, from_partials=done.release.window_start == start)
                 if done.release.window_start == start:
                     winner = done
             if winner is None:
@@ -227,9 +234,9 @@ class ReleaseService:
                 if winner is not None:
                     yield winner
 
-    def _mark_stored(self, winner: StoredRelease) -> None:
+    def _mark_stored(self, winner: StoredRelease, from_partials: bool = False) -> None:
         """A window's release is in the log: never release it again; count its losses."""
-        self.coordinator.mark_released(winner.release.window_start)
+        self.coordinator.mark_released(winner.release.window_start, from_partials)
         if winner.loss is not None:  # stored with its release (older logs have none)
             self._record_loss(winner.loss)
 
