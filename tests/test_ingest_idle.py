@@ -1,0 +1,68 @@
+"""The idle fallback: a partition is idle only when quiet *and* caught up with its input."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+from stream_dp.config import load_settings
+from stream_dp.engine import new_partition_state
+from stream_dp.metrics import ServiceMetrics
+from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
+
+
+def processor(applied_offset: int, quiet_for: float, with_open_window: bool):
+    settings = load_settings(idle_close_seconds=5.0)
+    ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
+    state = new_partition_state(settings)
+    if with_open_window:
+        state.add_batch(["v"], [100.0], ["872a10701ffffff"], [10.0])
+    ingest.partitions[0] = PartitionRuntime(
+        state, applied_offset=applied_offset, last_event_wall=time.monotonic() - quiet_for
+    )
+    calls = []
+
+    async def close_windows(partition, runtime, windows, forced):
+        calls.append(("close", windows, forced))
+
+    async def progress(partition, runtime, watermark, force):
+        calls.append(("progress", watermark))
+
+    ingest._close_windows = close_windows
+    ingest._progress = progress
+    return ingest, calls
+
+
+def tick(ingest, end):
+    asyncio.run(ingest.tick([0], lambda partition: end))
+
+
+def test_a_quiet_partition_with_unread_input_is_not_idle():
+    ingest, calls = processor(applied_offset=9, quiet_for=60.0, with_open_window=True)
+    tick(ingest, end=500)  # 490 records it has not read yet
+    assert calls == [("progress", ingest.partitions[0].state.watermark)]
+
+
+def test_a_quiet_caught_up_partition_closes_its_windows():
+    ingest, calls = processor(applied_offset=9, quiet_for=60.0, with_open_window=True)
+    tick(ingest, end=10)
+    assert calls == [("close", [0], True)]
+
+
+def test_an_empty_caught_up_partition_reports_infinity():
+    ingest, calls = processor(applied_offset=-1, quiet_for=60.0, with_open_window=False)
+    tick(ingest, end=0)
+    assert calls == [("progress", math.inf)]
+
+
+def test_before_the_first_fetch_the_end_is_unknown_and_nothing_is_idle():
+    ingest, calls = processor(applied_offset=-1, quiet_for=60.0, with_open_window=False)
+    tick(ingest, end=2**62)  # what the app reports before the consumer's first fetch
+    assert calls[0][0] == "progress" and calls[0][1] != math.inf
+
+
+def test_a_recently_active_partition_is_not_idle():
+    ingest, calls = processor(applied_offset=9, quiet_for=0.0, with_open_window=True)
+    tick(ingest, end=10)
+    assert calls[0][0] == "progress"
