@@ -375,14 +375,17 @@ def test_rolling_boundary() -> None:
     ledger = BudgetLedger(2 * hour, cap=10.0)
     for k, cells in enumerate([1, 2, 4, 8]):  # windows 0, 1h, 2h, 3h
         ledger.record(WindowLoss(k * hour, 1.0, ("v",), np.array([cells])))
-    # At 2h: window 0 is exactly one period earlier (excluded), 1h counts, 2h is the current
-    # window (excluded), 3h is later (excluded).
-    assert ledger.spent(["v"], 2 * hour).tolist() == [2.0]
-    assert ledger.spent(["v"], 2 * hour + 1).tolist() == [6.0]  # 1h and 2h
-    assert ledger.spent(["v"], 2 * hour - 1).tolist() == [3.0]  # 0 and 1h
-    assert ledger.spent(["v"], 0).tolist() == [0.0]
-    assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [8]
-    assert ledger.allowed_cells(["v"], 2 * hour, 3.0).tolist() == [2]
+    # At 2h: window 0 is exactly one period earlier (excluded), 1h counts, 2h is the window
+    # being checked (excluded), 3h is later but within a period (counts: a window released
+    # out of order must fit with the ones after it too); 4h would be a period later.
+    assert ledger.spent(["v"], 2 * hour).tolist() == [10.0]  # 1h and 3h
+    assert ledger.spent(["v"], 2 * hour + 1).tolist() == [14.0]  # 1h, 2h and 3h
+    assert ledger.spent(["v"], 2 * hour - 1).tolist() == [15.0]  # all four
+    assert ledger.spent(["v"], 0).tolist() == [2.0]  # 1h only
+    assert ledger.spent(["v"], 5 * hour).tolist() == [0.0]  # 3h is a period earlier
+    assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [0]
+    assert ledger.allowed_cells(["v"], 4 * hour, 1.0).tolist() == [2]  # 10 - 8 (3h)
+    assert ledger.allowed_cells(["v"], 4 * hour, 3.0).tolist() == [0]
     assert ledger.max_loss(2 * hour) == 6.0  # 1h and 2h: inclusive of the given window
     assert ledger.max_loss(3 * hour) == 12.0
     assert ledger.max_loss(10 * hour) == 0.0
@@ -487,7 +490,7 @@ def test_prune_compacts_the_name_index() -> None:
     assert len(ledger._names) == 100  # only the vehicles of windows 40 and 50 are held
     ledger.record(WindowLoss.from_counts(60, 1.0, ["new", "w5-0"], [1, 2]))
     names = ["w5-0", "w5-49", "new", "w4-0", "w0-0"]
-    assert ledger.spent(names, 59).tolist() == [1.0, 1.0, 0.0, 1.0, 0.0]  # windows 40, 50
+    assert ledger.spent(names, 59).tolist() == [3.0, 1.0, 1.0, 1.0, 0.0]  # windows 40, 50, 60
     assert ledger.spent(names, 60).tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]  # window 50
     assert ledger.spent(names, 61).tolist() == [3.0, 1.0, 1.0, 0.0, 0.0]  # windows 60, 50
     assert ledger.max_loss(60) == 3.0
