@@ -161,8 +161,14 @@ class IngestProcessor:
         delta = rec.encode_delta(
             last_offset, state.max_ts, outcome.delta or {}, outcome.late_by_window
         )
-        # The delta must be durable before the batch is acknowledged (offsets committed).
-        await self._send_all(self.settings.topic_state, delta, partition)
+        # The delta must be durable before the batch is acknowledged (offsets committed):
+        # ``process`` waits for every send of the batch before it returns, so the write
+        # overlaps the next partition's work instead of stalling it. (Records of one state
+        # partition stay in order: one producer, sent in order.)
+        for part in delta:
+            sends.append(
+                await self.producer.send(self.settings.topic_state, part, partition=partition)
+            )
         self.metrics.readings.labels("accepted").inc(outcome.accepted)
         self.metrics.readings.labels("late").inc(outcome.late)
         self.metrics.readings.labels("invalid").inc(invalid)
