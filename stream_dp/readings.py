@@ -56,7 +56,10 @@ def parse_timestamp(value: Any) -> float:
     if isinstance(value, bool):
         raise InvalidReading("ts must be epoch seconds or RFC 3339")
     if isinstance(value, int | float):
-        ts = float(value)
+        try:
+            ts = float(value)
+        except OverflowError:
+            raise InvalidReading("ts is not finite") from None
     elif isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
@@ -76,7 +79,10 @@ def _number(obj: dict[str, Any], name: str) -> float:
     value = obj.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidReading(f"{name} must be a number")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidReading(f"{name} is not finite") from None
     if not math.isfinite(number):
         raise InvalidReading(f"{name} is not finite")
     return number
@@ -120,7 +126,40 @@ class ReadingValidator:
         self.resolution = resolution
 
     def add(self, obj: Any, batch: ParsedBatch) -> None:
-        """Append one reading to ``batch`` or raise InvalidReading."""
+        """Append one reading to ``batch`` or raise InvalidReading.
+
+        Most readings take the fast path: plain JSON floats, epoch seconds, a short string
+        id. Anything else goes through the field-by-field checks, which name the problem."""
+        if type(obj) is dict:
+            vehicle = obj.get("vehicle_id")
+            ts = obj.get("ts")
+            lat = obj.get("lat")
+            lon = obj.get("lon")
+            speed = obj.get("speed")
+            if (
+                type(vehicle) is str
+                and 0 < len(vehicle) <= MAX_VEHICLE_ID_LENGTH
+                and "\x00" not in vehicle
+                and (type(ts) is float or (type(ts) is int and -(2**53) < ts < 2**53))
+                and type(lat) is float
+                and type(lon) is float
+                and (type(speed) is float or (type(speed) is int and -(2**53) < speed < 2**53))
+                and ts - ts == 0  # finite (inf - inf and nan - nan are nan)
+                and -90.0 <= lat <= 90.0
+                and -180.0 <= lon <= 180.0
+                and speed - speed == 0
+            ):
+                upper = self.upper
+                batch.vehicle.append(vehicle)
+                batch.ts.append(float(ts))
+                batch.cell.append(h3.latlng_to_cell(lat, lon, self.resolution))
+                batch.speed.append(
+                    0.0 if speed < 0.0 else (upper if speed > upper else float(speed))
+                )
+                return
+        self._add_checked(obj, batch)
+
+    def _add_checked(self, obj: Any, batch: ParsedBatch) -> None:
         if not isinstance(obj, dict):
             raise InvalidReading("a reading must be a JSON object")
         vehicle = _vehicle_id(obj)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import h3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream_dp.readings import (
     InvalidReading,
@@ -82,3 +84,60 @@ def test_messages_carry_one_reading_or_an_array():
     for bad, reason in [(b"", "empty message"), (b"[]", "empty array"), (b"{", "not JSON")]:
         with pytest.raises(InvalidReading, match=reason):
             decode_message(bad)
+
+
+def outcome(add, obj):
+    batch = ParsedBatch()
+    try:
+        add(obj, batch)
+    except InvalidReading as exc:
+        return ("invalid", str(exc))
+    return (batch.vehicle, batch.ts, batch.cell, batch.speed)
+
+
+field_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**400), 10**400),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+    st.sampled_from(
+        [40.7, -74.0, 1606820400, 1606820400.5, 2**53, -(2**53), "2020-12-01T11:00:00Z"]
+    ),
+)
+vehicle_ids = st.one_of(st.text(max_size=300), st.integers(), st.none(), st.just("bus\x00"))
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "vehicle_id": vehicle_ids,
+            "ts": field_values,
+            "lat": field_values,
+            "lon": field_values,
+            "speed": field_values,
+        },
+    )
+)
+@settings(max_examples=2000, deadline=None)
+def test_the_fast_path_agrees_with_the_checked_path(obj):
+    validator = ReadingValidator(upper=65.0, resolution=8)
+    assert outcome(validator.add, obj) == outcome(validator._add_checked, obj)
+
+
+@pytest.mark.parametrize("field", ["ts", "lat", "speed"])
+def test_huge_integers_are_invalid_not_a_crash(field):
+    with pytest.raises(InvalidReading, match=f"{field} is not finite"):
+        validate({**GOOD, field: 10**400})
+
+
+@given(
+    st.sampled_from(["vehicle_id", "ts", "lat", "lon", "speed"]),
+    st.one_of(field_values, vehicle_ids),
+)
+@settings(max_examples=2000, deadline=None)
+def test_the_fast_path_agrees_with_the_checked_path_one_field_off(field, value):
+    validator = ReadingValidator(upper=65.0, resolution=8)
+    obj = {**GOOD, field: value}
+    assert outcome(validator.add, obj) == outcome(validator._add_checked, obj)
