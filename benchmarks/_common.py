@@ -119,7 +119,8 @@ class WorkerProcess:
         self.log_path = log_path
         env = {**os.environ, **settings_env(settings), "STREAM_DP_KAFKA_EMBEDDED": "true"}
         command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
-                   "--web-port", str(self.web_port), "--log-level", "warning"]  # fmt: skip
+                   "--web-port", str(self.web_port), "--log-level",
+                   os.environ.get("BENCH_WORKER_LOG_LEVEL", "warning")]  # fmt: skip
         with log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -289,22 +289,25 @@ class PartitionState:
         forced = self.force_closed
         # per window: accumulator, its slot map, and the batch's slots / times / values
         batch: dict[int, tuple[WindowAccumulator, list[int], list[float], list[float], int]] = {}
-        current = None
+        late_end = max_ts - grace  # a window ending at or before this is closed
+        lo = hi = 0.0  # event-time span of the window of the previous reading (none yet)
         for vehicle, t, cell, speed in zip(vehicles, ts, cells, speeds, strict=True):
-            start = int(t // width) * width  # window_start_of, inlined: hot loop
-            if start + width <= max_ts - grace or start in forced:
-                late_by_window[start] = late_by_window.get(start, 0) + 1
-                continue
-            if t > max_ts:
-                max_ts = t
-            if start != current:
+            if not lo <= t < hi:  # another window than the previous reading's
+                start = int(t // width) * width  # window_start_of, inlined: hot loop
+                if start + width <= late_end or start in forced:
+                    late_by_window[start] = late_by_window.get(start, 0) + 1
+                    lo = hi = 0.0
+                    continue
                 entry = batch.get(start)
                 if entry is None:
                     acc = self._window(start)
                     entry = batch[start] = (acc, [], [], [], len(acc))
                 acc, b_pair, b_ts, b_value, _ = entry
                 slots_get = acc.slots.get
-                current = start
+                lo, hi = start, start + width
+            if t > max_ts:  # t < hi and grace >= 0: the current window stays open
+                max_ts = t
+                late_end = t - grace
             slot = slots_get((cell, vehicle))
             if slot is None:
                 slot = acc.slot_of(cell, vehicle)

@@ -205,3 +205,45 @@ def test_a_delta_out_of_order_is_refused():
     replayed.apply_delta(first.delta, s.max_ts)
     replayed.apply_delta(second.delta, s.max_ts)
     assert as_model(replayed.partial(0)) == as_model(s.partial(0))
+
+
+def reference_lateness(items, width, grace, forced):
+    """The lateness rule read one reading at a time: late when its window ended at or before
+    the watermark seen so far (largest event time before it − grace), or was force-closed."""
+    max_ts = float("-inf")
+    late, accepted = {}, {}
+    for vehicle, t, cell in items:
+        start = int(t // width) * width
+        if start + width <= max_ts - grace or start in forced:
+            late[start] = late.get(start, 0) + 1
+            continue
+        max_ts = max(max_ts, t)
+        accepted.setdefault(start, []).append((cell, vehicle))
+    return late, accepted
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abc"), st.floats(0, 20_000), st.sampled_from(["c1", "c2"])),
+        max_size=80,
+    ),
+    st.integers(1, 25),
+    st.sets(st.sampled_from([0, 3600, 7200])),
+)
+@settings(max_examples=300, deadline=None)
+def test_add_batch_follows_the_lateness_rule_reading_by_reading(items, chunk, forced):
+    s = state()
+    s.force_closed = set(forced)
+    for i in range(0, len(items), chunk):
+        part = items[i : i + chunk]
+        s.add_batch([v for v, _, _ in part], [t for _, t, _ in part], [c for *_, c in part],
+                    [1.0] * len(part))  # fmt: skip
+    late, accepted = reference_lateness(items, 3600, 600, set(forced))
+    assert s.late_by_window == late
+    for start, pairs in accepted.items():
+        partial = s.partial(start)
+        counts = dict(zip(partial.pair_names(), partial.count.tolist(), strict=True))
+        expected: dict = {}
+        for key in pairs:
+            expected[key] = expected.get(key, 0) + 1
+        assert counts == expected
