@@ -566,3 +566,18 @@ def test_the_cap_holds_in_every_rolling_period_whatever_the_release_order(
     for end in range(8):
         window = [used[k] for k in range(8) if end - period_windows < k <= end]
         assert sum(window) <= cap_cells
+
+
+def test_a_window_older_than_the_pruned_horizon_gets_no_budget() -> None:
+    """Found in review: pruning after the newest window, then releasing an older one out of
+    order, let a vehicle exceed the cap. Pruned spans now count as unknown (+inf)."""
+    day, hour = 86400, 3600
+    ledger = BudgetLedger(day, cap=2.0)
+    ledger.record(WindowLoss.from_counts(0, 1.0, ["v"], [1]))
+    ledger.record(WindowLoss.from_counts(day + 2 * hour, 1.0, ["w"], [1]))
+    assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [1]
+    ledger.prune(day + 2 * hour - day)  # the service's slack: one period
+    assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [1]  # still known
+    ledger.prune(day + 2 * hour)  # too eager: window 0 is gone
+    assert ledger.allowed_cells(["v", "x"], 2 * hour, 1.0).tolist() == [0, 0]
+    assert ledger.allowed_cells(["v"], 2 * day, 1.0).tolist() == [2]  # later windows are fine

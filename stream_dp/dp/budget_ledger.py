@@ -326,6 +326,7 @@ class BudgetLedger:
         self.cap = None if cap is None else _as_positive_float(cap, "cap")
         self._entries: dict[int, _Entry] = {}
         self._starts: list[int] = []  # sorted window starts of _entries
+        self._forgotten_through: int | None = None  # entries with w <= this were pruned
         self._ids: dict[str, int] = {}
         self._names: list[str] = []  # id -> name
         self._refs = np.zeros(0, dtype=np.int64)  # id -> number of entries holding it
@@ -379,9 +380,15 @@ class BudgetLedger:
 
         Looking both ways keeps the cap when windows are released out of order (an older
         window completing late): every rolling period holding the new window lies inside
-        that span. Released in order, there is nothing after ``at_window_start``."""
+        that span. Released in order, there is nothing after ``at_window_start``. If
+        :meth:`prune` already dropped windows inside the span, every vehicle's spend is +inf
+        (unknown, so no budget left)."""
         at = _as_int(at_window_start, "at_window_start")
         period = self.period_seconds
+        if self._forgotten_through is not None and at - period < self._forgotten_through:
+            # Windows this one must be checked against were pruned: the spend is unknown, so
+            # it counts as unlimited (a capped vehicle gets no cell; privacy never pays).
+            return np.full(len(vehicle_names), np.inf)
         totals = self._totals(at - period, at + period, inclusive=False, skip=at)
         return totals[self._lookup(vehicle_names)]
 
@@ -414,6 +421,8 @@ class BudgetLedger:
         are kept.)
         """
         cutoff = _as_int(before_window_start, "before_window_start") - self.period_seconds
+        if self._forgotten_through is None or cutoff > self._forgotten_through:
+            self._forgotten_through = cutoff
         stop = bisect.bisect_right(self._starts, cutoff)
         if stop == 0:
             return 0

@@ -27,7 +27,6 @@ from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.web import register_pages
 
 log = logging.getLogger(__name__)
-_UNKNOWN_END = 2**62
 
 
 @dataclass
@@ -140,16 +139,18 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     async def idle_and_progress() -> None:
         if not runtime.started.is_set() or runtime.ingest is None:
             return
-        await runtime.ingest.tick(sorted(runtime.assigned), input_end_offset)
+        await runtime.ingest.tick(sorted(runtime.assigned), input_state)
 
-    def input_end_offset(partition: int) -> int | None:
-        """The readings partition's high watermark as last fetched; before the first fetch,
-        "unknown, assume a backlog" (a partition is not idle before it was read)."""
+    async def input_state(partition: int) -> tuple[int | None, int | None]:
+        """The readings partition's high watermark as last fetched and the consumer's fetch
+        position; None for what is not known (before the first fetch, during a rebalance)."""
+        tp = TP(settings.topic_readings, partition)
         try:
-            end = app.consumer.highwater(TP(settings.topic_readings, partition))
-        except Exception:  # not assigned any more (a rebalance is under way)
-            return None
-        return _UNKNOWN_END if end is None else int(end)
+            end = app.consumer.highwater(tp)
+            position = await asyncio.wait_for(app.consumer.position(tp), timeout=1.0)
+        except Exception:  # not assigned any more, the consumer not ready, or no answer
+            return None, None
+        return end, position
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: Any, **_: Any) -> None:

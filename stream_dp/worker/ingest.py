@@ -20,7 +20,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,11 @@ from stream_dp.window_state import PartitionState
 from stream_dp.worker import internal_records as rec
 
 log = logging.getLogger(__name__)
+#: A quiet partition whose input is fetched but not all applied (offsets without records, such
+#: as transaction markers, or fetched records still queued in Faust) is idle after this many
+#: times ``idle_close_seconds``; one quiet this many times longer, whatever its offsets say.
+FETCHED_FACTOR = 3
+STALE_FACTOR = 10
 
 
 @dataclass
@@ -217,24 +222,36 @@ class IngestProcessor:
     async def tick(
         self,
         assigned: Sequence[int],
-        end_offset: Callable[[int], int | None] = lambda partition: None,
+        input_state: Callable[[int], Awaitable[tuple[int | None, int | None]]] | None = None,
     ) -> None:
         """Close the windows of partitions idle for ``idle_close_seconds`` (wall clock) and
         report every assigned partition's watermark (a never-seen partition is recovered
         first, so an empty partition does not hold back the release).
 
-        ``end_offset(partition)`` is the input partition's high watermark as the consumer
-        last saw it (None: not known yet). A partition is idle only when it has nothing
-        left to read (every offset below the end applied): one whose backlog the agent has
-        not reached yet is not idle, however long it waits."""
+        ``input_state(partition)`` gives the input partition's high watermark and the
+        consumer's fetch position (None: not known). A quiet partition is idle once it has
+        applied everything below the end; once everything is fetched, after
+        ``FETCHED_FACTOR`` times the idle time; whatever the offsets, after ``STALE_FACTOR``
+        times (an end that can never be reached, e.g. expired state or transaction markers,
+        must not hold every release back for ever). A partition whose backlog the agent has
+        not reached is not idle."""
         async with self.lock:
             now = time.monotonic()
+            idle_after = self.settings.idle_close_seconds
             for partition in assigned:
                 runtime = await self._runtime(partition)
-                end = end_offset(partition)
-                caught_up = end is None or end <= runtime.applied_offset + 1
-                quiet = now - runtime.last_event_wall >= self.settings.idle_close_seconds
-                idle = quiet and caught_up
+                quiet_for = now - runtime.last_event_wall
+                idle = False
+                if quiet_for >= idle_after * STALE_FACTOR:
+                    idle = True
+                elif quiet_for >= idle_after:
+                    end, position = (
+                        (None, None) if input_state is None else (await input_state(partition))
+                    )
+                    fetched_all = position is not None and end is not None and position >= end
+                    idle = (end is not None and end <= runtime.applied_offset + 1) or (
+                        fetched_all and quiet_for >= idle_after * FETCHED_FACTOR
+                    )
                 if idle and runtime.state.open:
                     await self._close_windows(
                         partition, runtime, sorted(runtime.state.open), forced=True
