@@ -37,31 +37,50 @@ def pack(meta: dict[str, Any], columns: dict[str, Column]) -> bytes:
             raw = orjson.dumps(list(column))
         specs.append([name, kind, len(raw)])
         chunks.append(raw)
-    header = orjson.dumps({"meta": meta, "columns": specs})
-    return b"".join([MAGIC, _LENGTH.pack(len(header)), header, *chunks])
+    return frame(MAGIC, {"meta": meta, "columns": specs}, *chunks)
+
+
+def frame(magic: bytes, header: dict[str, Any], *payload: bytes) -> bytes:
+    """``magic | u32 header length | orjson header | payload``: the envelope of every binary
+    record of the internal topics (column blobs here, record parts in ``internal_records``)."""
+    encoded = orjson.dumps(header)
+    return b"".join([magic, _LENGTH.pack(len(encoded)), encoded, *payload])
+
+
+def unframe(magic: bytes, data: bytes, what: str) -> tuple[dict[str, Any], memoryview]:
+    """The header and a view of the payload of what :func:`frame` wrote; ValueError naming
+    ``what`` when the magic, the length or the header is wrong."""
+    view = memoryview(data)
+    start = len(magic) + _LENGTH.size
+    if len(view) < start or bytes(view[: len(magic)]) != magic:
+        raise ValueError(f"not a {what} (bad magic)")
+    (length,) = _LENGTH.unpack(view[len(magic) : start])
+    if start + length > len(view):
+        raise ValueError(f"{what} truncated in its header")
+    try:
+        header = orjson.loads(view[start : start + length])
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{what} header unreadable: {exc}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{what} header is not an object")
+    return header, view[start + length :]
 
 
 def unpack(blob: bytes) -> tuple[dict[str, Any], dict[str, Column]]:
     """Decode what :func:`pack` wrote: ``(meta, columns)``; arrays are read-only views."""
-    view = memoryview(blob)
-    if bytes(view[:4]) != MAGIC or len(view) < 8:
-        raise ValueError("not a column blob (bad magic)")
-    (header_length,) = _LENGTH.unpack(view[4:8])
-    at = 8 + header_length
-    if at > len(view):
-        raise ValueError("column blob truncated in its header")
+    header, body = unframe(MAGIC, blob, "column blob")
     try:
-        header = orjson.loads(view[8:at])
         specs = header["columns"]
         meta = header["meta"]
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise ValueError(f"column blob header unreadable: {exc}") from None
     columns: dict[str, Column] = {}
+    at = 0
     for name, kind, length in specs:
         end = at + int(length)
-        if end > len(view):
+        if end > len(body):
             raise ValueError(f"column blob truncated in column {name!r}")
-        raw = view[at:end]
+        raw = body[at:end]
         if kind == "str":
             columns[name] = orjson.loads(raw)
         else:
@@ -70,6 +89,6 @@ def unpack(blob: bytes) -> tuple[dict[str, Any], dict[str, Column]]:
                 raise ValueError(f"column {name!r}: {length} bytes is not a whole number of {kind}")
             columns[name] = np.frombuffer(raw, dtype=dtype)
         at = end
-    if at != len(view):
+    if at != len(body):
         raise ValueError("column blob has trailing bytes")
     return meta, columns

@@ -117,8 +117,7 @@ class OfflineEngine:
             )
             self.coordinator.mark_released(start)
             if release.loss is not None:
-                self.ledger.record(release.loss)
-                self.ledger.prune(start - self.settings.budget_period_seconds)
+                self.ledger.record_released(release.loss)
             yield release
 
     def _invalid(self, reason: str) -> None:

@@ -124,10 +124,6 @@ class WindowAccumulator:
     def __len__(self) -> int:
         return len(self._pair_cell)
 
-    @property
-    def readings(self) -> int:
-        return int(self._count[: len(self)].sum())
-
     def slot_of(self, cell: str, vehicle: str) -> int:
         """The pair's slot, created on first sight."""
         key = (cell, vehicle)

@@ -581,3 +581,14 @@ def test_a_window_older_than_the_pruned_horizon_gets_no_budget() -> None:
     ledger.prune(day + 2 * hour)  # too eager: window 0 is gone
     assert ledger.allowed_cells(["v", "x"], 2 * hour, 1.0).tolist() == [0, 0]
     assert ledger.allowed_cells(["v"], 2 * day, 1.0).tolist() == [2]  # later windows are fine
+
+
+def test_record_released_keeps_one_period_of_slack() -> None:
+    day, hour = 86400, 3600
+    ledger = BudgetLedger(day, cap=2.0)
+    assert ledger.record_released(WindowLoss.from_counts(0, 1.0, ["v"], [1]))
+    ledger.record_released(WindowLoss.from_counts(day + 2 * hour, 1.0, ["w"], [1]))
+    assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [1]  # window 0 still counted
+    ledger.record_released(WindowLoss.from_counts(2 * day + 3 * hour, 1.0, ["w"], [1]))
+    assert len(ledger) == 2  # window 0 is more than two periods behind: pruned
+    assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [0]  # unknown: no budget

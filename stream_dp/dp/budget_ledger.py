@@ -374,6 +374,15 @@ class BudgetLedger:
         bisect.insort(self._starts, start)
         return True
 
+    def record_released(self, window_loss: WindowLoss) -> bool:
+        """:meth:`record` a released window, then :meth:`prune` what is more than one period
+        older than the period it checks: a window released up to one budget period out of
+        order is still checked against everything around it (an older one gets no budget,
+        see :meth:`spent`)."""
+        added = self.record(window_loss)
+        self.prune(window_loss.window_start - self.period_seconds)
+        return added
+
     def spent(self, vehicle_names: Sequence[str], at_window_start: int) -> FloatArray:
         """Each vehicle's summed loss over the recorded windows ``w != at_window_start`` with
         ``|w - at_window_start| < period_seconds`` (0 for unknown vehicles).

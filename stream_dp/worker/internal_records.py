@@ -21,7 +21,6 @@ chunk``; every other record is plain JSON.
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,6 @@ ROWS_PER_PART = 256
 #: Bytes of column blob per binary record part.
 BYTES_PER_PART = 512 * 1024
 BINARY_MAGIC = b"\x00SDPB"
-_LENGTH = struct.Struct("<I")
 
 
 def _wm(value: float) -> float | str:
@@ -66,10 +64,8 @@ def _binary_parts(kind: str, record_id: str | int, blob: bytes) -> list[bytes]:
     chunks = [blob[i : i + BYTES_PER_PART] for i in range(0, len(blob), BYTES_PER_PART)]
     records = []
     for i, chunk in enumerate(chunks or [b""]):
-        header = orjson.dumps(
-            {"kind": kind, "id": record_id, "part": i, "parts": max(len(chunks), 1)}
-        )
-        records.append(b"".join([BINARY_MAGIC, _LENGTH.pack(len(header)), header, chunk]))
+        header = {"kind": kind, "id": record_id, "part": i, "parts": max(len(chunks), 1)}
+        records.append(column_codec.frame(BINARY_MAGIC, header, chunk))
     return records
 
 
@@ -171,10 +167,8 @@ def decode(value: bytes) -> dict[str, Any]:
     """One record as written (parts are assembled by :class:`PartAssembler`); a binary
     part's payload bytes are under ``"chunk"``."""
     if value.startswith(BINARY_MAGIC):
-        at = len(BINARY_MAGIC) + _LENGTH.size
-        (length,) = _LENGTH.unpack(value[len(BINARY_MAGIC) : at])
-        record = orjson.loads(value[at : at + length])
-        record["chunk"] = value[at + length :]
+        record, chunk = column_codec.unframe(BINARY_MAGIC, value, "record part")
+        record["chunk"] = bytes(chunk)
         return record
     return orjson.loads(value)
 

@@ -243,10 +243,7 @@ class ReleaseService:
     def _record_loss(self, loss: WindowLoss) -> None:
         """Add a stored window's losses to the ledger, forget what no later window can
         see, and export the largest per-vehicle loss over the rolling period."""
-        self.ledger.record(loss)
-        # Keep a period of slack: a window released up to one budget period out of order is
-        # still checked against everything around it (older ones get no budget, see spent()).
-        self.ledger.prune(loss.window_start - self.settings.budget_period_seconds)
+        self.ledger.record_released(loss)
         self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(loss.window_start))
 
     def _observe(self, release: WindowRelease, seconds: float) -> None:
