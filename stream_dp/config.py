@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     topic_release_log: str = "stream-dp.release-log"
     batch_size: int = Field(2000, ge=1, description="Max messages per ingest batch.")
     batch_seconds: float = Field(0.2, gt=0, description="Max wait to fill an ingest batch.")
+    ingest_consumer: Literal["batch", "faust"] = Field(
+        "batch",
+        description="How the readings topic is read: 'batch' = an aiokafka getmany consumer "
+        "task inside the Faust app (fast), 'faust' = a Faust agent over take_events.",
+    )
 
     data_dir: Path = Field(
         Path(tempfile.gettempdir()) / "stream-dp",

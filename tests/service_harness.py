@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_dp.commands.serve import ensure_service_topics
 from stream_dp.config import Settings, load_settings
@@ -146,6 +147,42 @@ def read_topic(conn: KafkaConnection, topic: str, partitions: int = 1) -> list[A
         return out
 
     return asyncio.run(read())
+
+
+def end_offsets(conn: KafkaConnection, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's end offset (last record's offset + 1, 0 when empty)."""
+
+    async def read() -> dict[int, int]:
+        ends = {}
+        for p in range(partitions):
+            records = await read_partition_to_end(conn, topic, p)
+            ends[p] = records[-1].offset + 1 if records else 0
+        return ends
+
+    return asyncio.run(read())
+
+
+def wait_for_commits(
+    conn: KafkaConnection, group: str, topic: str, expected: dict[int, int], timeout: float = 30.0
+) -> dict[int, int | None]:
+    """Poll ``group``'s committed offsets until they equal ``expected``; return the last seen."""
+
+    async def committed() -> dict[int, int | None]:
+        consumer = AIOKafkaConsumer(
+            **conn.consumer_kwargs(), group_id=group, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            return {p: await consumer.committed(TopicPartition(topic, p)) for p in expected}
+        finally:
+            await consumer.stop()
+
+    deadline = time.monotonic() + timeout
+    seen = asyncio.run(committed())
+    while seen != expected and time.monotonic() < deadline:
+        time.sleep(0.5)
+        seen = asyncio.run(committed())
+    return seen
 
 
 def read_releases(conn: KafkaConnection, settings: Settings) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from stream_dp.engine import OfflineEngine
 from stream_dp.worker import internal_records as rec
 from tests.service_harness import (
     create_topics,
+    end_offsets,
     non_noise,
     produce,
     produce_raw,
@@ -22,6 +23,7 @@ from tests.service_harness import (
     service_settings,
     start_worker,
     synthetic_readings,
+    wait_for_commits,
     wait_for_windows,
 )
 
@@ -41,8 +43,14 @@ def offline_records(settings, readings):
 
 
 @pytest.fixture
-def setup(kafka, topic_prefix, tmp_path):
-    settings = service_settings(topic_prefix)
+def ingest_consumer():
+    """The ingest path under test; tests of both paths parametrize it."""
+    return "batch"
+
+
+@pytest.fixture
+def setup(kafka, topic_prefix, tmp_path, ingest_consumer):
+    settings = service_settings(topic_prefix, ingest_consumer=ingest_consumer)
     create_topics(kafka, settings)
     workers = []
 
@@ -73,8 +81,14 @@ def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
     assert worker.metric("stream_dp_windows_released_total") == 3
     spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
     assert worker.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(spent)
+    # The batch consumer commits what the state topic says was applied: everything.
+    ends = end_offsets(kafka, settings.topic_readings, settings.partitions)
+    assert sum(ends.values()) > 0
+    group = f"{settings.app_id}-ingest"
+    assert wait_for_commits(kafka, group, settings.topic_readings, ends) == ends
 
 
+@pytest.mark.parametrize("ingest_consumer", ["batch", "faust"])
 def test_two_workers_give_the_same_non_noise_fields_as_one(kafka, setup, topic_prefix, tmp_path):
     settings, spawn = setup
     readings = synthetic_readings(n_vehicles=40, hours=2, per_hour=500, seed=5)
@@ -174,6 +188,7 @@ def stored_log(kafka, settings):
     return out
 
 
+@pytest.mark.parametrize("ingest_consumer", ["batch", "faust"])
 def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup):
     settings, spawn = setup
     readings = synthetic_readings(n_vehicles=25, hours=2, per_hour=3000, seed=17)

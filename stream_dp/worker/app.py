@@ -1,8 +1,10 @@
-"""The Faust app of a worker: topics, the batch ingest agent, timers and web pages.
+"""The Faust app of a worker: the ingest, the releaser, timers and web pages.
 
-The agent reads the readings topic in batches (``take_events``) so per-message cost is
-amortised (a message may also carry many readings); all state lives in the engine's
-structures, made durable through the state topic (see :mod:`stream_dp.worker.ingest`).
+The readings topic is read in batches so per-message cost is amortised (a message may also
+carry many readings): by default by an aiokafka ``getmany`` consumer running as a task of
+the app (:mod:`stream_dp.worker.batch_consumer`), or, with ``ingest_consumer = "faust"``, by
+a Faust agent over ``take_events``. All state lives in the engine's structures, made durable
+through the state topic (see :mod:`stream_dp.worker.ingest`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,7 @@ from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.metrics import ServiceMetrics
+from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.ingest import IngestProcessor
 from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.web import register_pages
@@ -101,14 +105,6 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         web_stats_enabled=False,
         web_metrics_enabled=False,
     )
-    readings = app.topic(
-        settings.topic_readings,
-        key_type=bytes,
-        value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
-        partitions=settings.partitions,
-    )
 
     @app.task
     async def start_runtime() -> None:
@@ -122,6 +118,66 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         finally:
             await runtime.stop()
 
+    if settings.ingest_consumer == "batch":
+        input_state = _register_batch_ingest(app, runtime)
+    else:
+        input_state = _register_faust_ingest(app, runtime)
+
+    @app.timer(1.0)
+    async def idle_and_progress() -> None:
+        if not runtime.started.is_set() or runtime.ingest is None:
+            return
+        await runtime.ingest.tick(sorted(runtime.assigned), input_state)
+
+    register_pages(app, runtime)
+    app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
+    return app
+
+
+InputState = Callable[[int], Awaitable[tuple[int | None, int | None]]]
+
+
+def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState:
+    """The default ingest: a :class:`ReadingsConsumer` task; returns its ``input_state``."""
+    consumer: ReadingsConsumer | None = None
+
+    def on_assignment(partitions: set[int]) -> None:
+        runtime.assigned = partitions
+
+    @app.task
+    async def ingest_batches() -> None:
+        nonlocal consumer
+        await runtime.started.wait()
+        assert runtime.ingest is not None
+        consumer = ReadingsConsumer(runtime.settings, runtime.conn, runtime.ingest, on_assignment)
+        try:
+            await consumer.run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            runtime.fail("ingest", exc)
+            raise
+
+    async def input_state(partition: int) -> tuple[int | None, int | None]:
+        if consumer is None:
+            return None, None
+        return await consumer.input_state(partition)
+
+    return input_state
+
+
+def _register_faust_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState:
+    """The Faust-agent ingest (``take_events``); returns its ``input_state``."""
+    settings = runtime.settings
+    readings = app.topic(
+        settings.topic_readings,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        partitions=settings.partitions,
+    )
+
     @app.agent(readings, concurrency=1)
     async def ingest(stream: faust.StreamT) -> None:
         await runtime.started.wait()
@@ -130,16 +186,10 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
             async for events in stream.take_events(
                 settings.batch_size, within=settings.batch_seconds
             ):
-                await runtime.ingest.process(events)
+                await runtime.ingest.process([event.message for event in events])
         except Exception as exc:
             runtime.fail("ingest", exc)
             raise
-
-    @app.timer(1.0)
-    async def idle_and_progress() -> None:
-        if not runtime.started.is_set() or runtime.ingest is None:
-            return
-        await runtime.ingest.tick(sorted(runtime.assigned), input_state)
 
     async def input_state(partition: int) -> tuple[int | None, int | None]:
         """The readings partition's high watermark as last fetched and the consumer's fetch
@@ -165,6 +215,4 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         if runtime.ingest is not None:
             await runtime.ingest.on_revoked(lost)
 
-    register_pages(app, runtime)
-    app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
-    return app
+    return input_state

@@ -1,6 +1,7 @@
 """Ingest of one worker: readings → per-partition window state, made durable per batch.
 
-For every batch (Faust ``take_events``) and input partition it:
+For every batch (one ``getmany`` of :mod:`stream_dp.worker.batch_consumer`, or Faust
+``take_events`` on the ``faust`` ingest path) and input partition it:
 1. recovers the partition's state from the state topic the first time it sees it
    (replays ``delta``/``close`` records up to the high watermark);
 2. skips records at or below the last input offset already applied (redelivery after a
@@ -20,7 +21,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,24 +116,33 @@ class IngestProcessor:
                 self.partitions.pop(partition, None)
 
     # --- the hot path -----------------------------------------------------------------
-    async def process(self, events: Sequence[Any]) -> None:
-        """Apply one batch of Faust events (any mix of partitions)."""
+    async def process(
+        self, messages: Sequence[Any], still_assigned: Collection[int] | None = None
+    ) -> None:
+        """Apply one batch of readings-topic messages (any mix of partitions).
+
+        A message has ``topic``, ``partition``, ``offset``, ``key`` and ``value`` (an aiokafka
+        ``ConsumerRecord`` or a Faust ``Message``). Partitions missing from ``still_assigned``
+        when the batch gets its turn are skipped: they were revoked meanwhile.
+        """
         entered = time.monotonic()
         async with self.lock:
             by_partition: dict[int, list[Any]] = {}
-            for event in events:
-                by_partition.setdefault(event.message.partition, []).append(event)
+            for message in messages:
+                by_partition.setdefault(message.partition, []).append(message)
             sends: list[asyncio.Future[Any]] = []
-            for partition, part_events in by_partition.items():
+            for partition, part_messages in by_partition.items():
+                if still_assigned is not None and partition not in still_assigned:
+                    continue
                 runtime = await self._runtime(partition)
-                await self._process_partition(partition, runtime, part_events, sends)
+                await self._process_partition(partition, runtime, part_messages, sends)
             computed = time.monotonic()
             if sends:
                 await asyncio.gather(*sends)
             done = time.monotonic()
             log.debug(
-                "batch of %d events: %.3f s since the previous, %.3f s compute, %.3f s waiting "
-                "for durability", len(events), entered - self._last_done, computed - entered,
+                "batch of %d messages: %.3f s since the previous, %.3f s compute, %.3f s waiting "
+                "for durability", len(messages), entered - self._last_done, computed - entered,
                 done - computed,
             )  # fmt: skip
             self._last_done = done
@@ -141,14 +151,13 @@ class IngestProcessor:
         self,
         partition: int,
         runtime: PartitionRuntime,
-        events: list[Any],
+        messages: list[Any],
         sends: list[asyncio.Future[Any]],
     ) -> None:
         batch = ParsedBatch()
         invalid = 0
         last_offset = runtime.applied_offset
-        for event in events:
-            message = event.message
+        for message in messages:
             if message.offset <= runtime.applied_offset:
                 continue  # already applied before a crash; Faust's commit lagged
             last_offset = max(last_offset, message.offset)
