@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.dp.array_kernels import first_readings_sums, stable_order_by
+from stream_dp.dp.array_kernels import first_readings_sums, order_by_pair, stable_order_by
 
 
 @given(st.lists(st.integers(0, 9), max_size=200))
@@ -15,6 +15,18 @@ def test_stable_order_by_is_a_stable_sort(keys):
     array = np.array(keys, dtype=np.int64)
     order = stable_order_by(array, 10)
     assert np.array_equal(order, np.argsort(array, kind="stable"))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40)), max_size=200),
+    st.sampled_from([7, 300_000]),  # one combined counting sort, or two passes
+)
+@settings(max_examples=300, deadline=None)
+def test_order_by_pair_is_lexsort(pairs, n_major):
+    major = np.array([a for a, _ in pairs], dtype=np.int64)
+    minor = np.array([b for _, b in pairs], dtype=np.int64)
+    order = order_by_pair(major, minor, n_major, 41)
+    assert np.array_equal(order, np.lexsort((minor, major)))
 
 
 readings = st.lists(

@@ -2,6 +2,7 @@
 
 - :func:`stable_order_by`: a counting sort (O(n + keys)) for small integer keys, so ordering
   a window's pairs by (cell, vehicle) is two linear passes instead of an O(n log n) sort;
+  :func:`order_by_pair` orders by two such keys, in one pass when their product is small;
 - :func:`first_readings_sums`: per pair, the sum and sum of squares of its first ``need``
   stored readings in (event time, value) order — the kept readings of a capped pair
   (pseudo-user step, composition paper Sec. V-B3) — without sorting the whole reading log.
@@ -31,6 +32,18 @@ def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no 
         order[start[k]] = i
         start[k] += 1
     return order
+
+
+def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: int) -> np.ndarray:
+    """The stable order by ``(major, minor)`` (integers in ``[0, n_major)``, ``[0, n_minor)``),
+    i.e. ``np.lexsort((minor, major))``: one counting sort of ``major * n_minor + minor`` when
+    that key range is at most a few times the length, else two (minor first, then major)."""
+    n = len(major)
+    if n_major * n_minor <= 4 * n + 65_536:
+        key = major.astype(np.int64) * n_minor + minor
+        return stable_order_by(key, n_major * n_minor)
+    by_minor = stable_order_by(minor.astype(np.int64, copy=False), n_minor)
+    return by_minor[stable_order_by(major[by_minor].astype(np.int64, copy=False), n_major)]
 
 
 @njit(cache=True)

@@ -210,13 +210,12 @@ class _StaticLists:
 def _by_cell_then_count_descending(occ: Occupancy) -> IntArray:
     """Entry order by cell, then count descending, then vehicle (entries are sorted by
     (cell, vehicle)): a counting sort when counts are small, else ``lexsort``."""
-    from stream_dp.dp.array_kernels import stable_order_by  # numba: imported on first use
+    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
 
     top = int(occ.count.max(initial=0))
     if top > 4 * occ.n_entries + 1024:
         return np.lexsort((-occ.count, occ.cell_index))
-    by_count = stable_order_by(top - occ.count, top + 1)
-    return by_count[stable_order_by(occ.cell_index[by_count], len(occ.cells))]
+    return order_by_pair(occ.cell_index, top - occ.count, len(occ.cells), top + 1)
 
 
 def _by_vehicle(occ: Occupancy) -> IntArray:

@@ -76,7 +76,13 @@ def pseudo_user_step(
     gamma = clip.kept_count
     kept = np.flatnonzero(gamma > 0)
     cell, count = occ.cell_index[kept], gamma[kept]
-    order = np.lexsort((count, cell))
+    top = int(count.max(initial=0))
+    if top > 4 * len(count) + 1024:
+        order = np.lexsort((count, cell))
+    else:
+        from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+
+        order = order_by_pair(cell, count, n_cells, top + 1)
     cell, count = cell[order], count[order]
     cell_start = np.searchsorted(cell, np.arange(n_cells + 1))
     n_kept = np.diff(cell_start)
@@ -90,8 +96,10 @@ def pseudo_user_step(
     extra = [last_p - 1, last_p, last_p + 1, highest - 1]
     if prefix_limit is not None:
         extra += [np.full(n_cells, prefix_limit - 1), np.full(n_cells, prefix_limit)]
-    cand_cell = np.concatenate([cell, *[np.arange(n_cells)] * len(extra)])
-    cand_cap = np.concatenate([count, *extra])
+    # Each cell's distinct kept counts (runs in the sorted order), then the extra candidates.
+    distinct = np.flatnonzero(np.diff(cell, prepend=-1) | np.diff(count, prepend=-1))
+    cand_cell = np.concatenate([cell[distinct], *[np.arange(n_cells)] * len(extra)])
+    cand_cap = np.concatenate([count[distinct], *extra])
     allowed = (n_kept[cand_cell] > 0) & (cand_cap >= lowest[cand_cell])
     allowed &= cand_cap <= highest[cand_cell]
     if prefix_limit is not None:
