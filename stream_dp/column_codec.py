@@ -31,7 +31,7 @@ def pack(meta: dict[str, Any], columns: dict[str, Column]) -> bytes:
         if isinstance(column, np.ndarray):
             data = np.ascontiguousarray(column).reshape(-1)
             kind = data.dtype.str
-            raw = data.tobytes()
+            raw = memoryview(data).cast("B")  # no copy: the frame's join copies it once
         else:
             kind = "str"
             raw = orjson.dumps(list(column))
@@ -40,7 +40,7 @@ def pack(meta: dict[str, Any], columns: dict[str, Column]) -> bytes:
     return frame(MAGIC, {"meta": meta, "columns": specs}, *chunks)
 
 
-def frame(magic: bytes, header: dict[str, Any], *payload: bytes) -> bytes:
+def frame(magic: bytes, header: dict[str, Any], *payload: bytes | memoryview) -> bytes:
     """``magic | u32 header length | orjson header | payload``: the envelope of every binary
     record of the internal topics (column blobs here, record parts in ``internal_records``)."""
     encoded = orjson.dumps(header)

@@ -165,10 +165,10 @@ def encode_progress(partition: int, watermark: float, late: dict[int, int]) -> b
 
 def decode(value: bytes) -> dict[str, Any]:
     """One record as written (parts are assembled by :class:`PartAssembler`); a binary
-    part's payload bytes are under ``"chunk"``."""
+    part's payload is under ``"chunk"`` (a memoryview of ``value``)."""
     if value.startswith(BINARY_MAGIC):
         record, chunk = column_codec.unframe(BINARY_MAGIC, value, "record part")
-        record["chunk"] = bytes(chunk)
+        record["chunk"] = chunk  # a view of ``value``: joined (copied) once when assembled
         return record
     return orjson.loads(value)
 
