@@ -374,15 +374,21 @@ def _release_window(
     mean_mechanism = _mean_mechanism(settings)
     bounds = np.searchsorted(cell_idx, np.arange(n_cells + 1))
     var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
+    # Per cell, the mean and the variance of the kept readings, each with eps/2; all draws of
+    # the window in two batches (independent draws: their order does not matter).
+    means = cell_sum / kept_readings
+    variances = cell_sum_sq / kept_readings - means * means
+    variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept
+    noisy_vars = noise.release_many(variances, capped.variance_sensitivity, eps / 2).tolist()
+    if mean_mechanism is None:
+        noisy_means = noise.release_many(means, capped.mean_sensitivity, eps / 2).tolist()
     cells: list[dict[str, Any]] = []
     for g, cell in enumerate(occupancy.cells):
         s = float(kept_readings[g])
-        mean = cell_sum[g] / s
-        variance = max(cell_sum_sq[g] / s - mean * mean, 0.0)
-        noisy_var = noise.release(variance, float(capped.variance_sensitivity[g]), eps / 2)
+        noisy_var = noisy_vars[g]
         error_bound: float | None = float(capped.error[g])
         if mean_mechanism is None:
-            noisy_mean = noise.release(mean, float(capped.mean_sensitivity[g]), eps / 2)
+            noisy_mean = noisy_means[g]
         else:
             entries = range(bounds[g], bounds[g + 1])
             outcome = mean_mechanism.release(

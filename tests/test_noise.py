@@ -53,6 +53,40 @@ def test_secure_sample_matches_laplace() -> None:
     assert stats.kstest(x, stats.laplace(scale=b).cdf).pvalue > ALPHA
 
 
+@pytest.mark.parametrize(
+    ("source", "epsilon", "n"),
+    [
+        (RandomSource.seeded_for_tests(21), 0.5, 40_000),  # compiled (laplace_kernel)
+        (RandomSource(), 0.5, 20_000),
+        (RandomSource.seeded_for_tests(22), 0.05, 3_000),  # every plan on the Python path
+    ],
+)
+def test_release_many_matches_laplace(source: RandomSource, epsilon: float, n: int) -> None:
+    rng = np.random.default_rng(23)
+    values = rng.uniform(0.0, 65.0, n)
+    sensitivity = 65.0 / 7  # one plan, so one scale: |X| ~ Exp(b)
+    noise = LaplaceNoise(source)
+    b = noise.effective_scale(sensitivity, epsilon)
+    k = noise.grid_exponent(sensitivity, epsilon)
+    assert k is not None
+    out = noise.release_many(values, sensitivity, epsilon)
+    grid_index = np.ldexp(out, -k)  # exact: a power-of-two scaling of normal floats
+    assert np.array_equal(grid_index, np.round(grid_index))  # on the 2^k grid
+    x = out - values  # exact up to rounding far below b
+    assert abs(np.mean(np.abs(x)) - b) <= 5 * b / math.sqrt(n)
+    assert abs(np.mean(x**2) - 2 * b**2) <= 5 * math.sqrt(20) * b**2 / math.sqrt(n)
+    assert abs(int(np.sum(x > 0)) - n / 2) <= 5 * math.sqrt(n) / 2
+    assert stats.kstest(x, stats.laplace(scale=b).cdf).pvalue > ALPHA
+
+
+def test_release_many_keeps_values_of_zero_sensitivity() -> None:
+    values = np.array([0.1, -0.0, 1e-310, -3.5, 1.7976931348623157e308])
+    out = _seeded(24).release_many(values, np.array([0.0, 0.0, 0.0, 1.0, 0.0]), 0.5)
+    kept = [0, 1, 2, 4]
+    assert np.array_equal(out[kept], values[kept])
+    assert np.signbit(out[1]) and out[3] != values[3]
+
+
 def test_opendp_float_laplace_agrees() -> None:
     dp = pytest.importorskip("opendp.prelude")
     dp.enable_features("contrib")

@@ -167,9 +167,9 @@ def test_secure_discrete_laplace_mean_absolute_value() -> None:
 
 
 def test_secure_bit_pool_gives_uniform_bits_of_the_requested_width():
-    from stream_dp.dp.randomness import _UrandomBits
+    from stream_dp.dp.randomness import _urandom_words, _WordBits
 
-    pool = _UrandomBits()
+    pool = _WordBits(_urandom_words)
     assert pool.getrandbits(0) == 0
     draws = [pool.getrandbits(3) for _ in range(40_000)]  # crosses several 4 KiB refills
     assert set(draws) == set(range(8))
@@ -183,9 +183,9 @@ def test_secure_bit_pool_gives_uniform_bits_of_the_requested_width():
 def test_a_forked_child_does_not_reuse_the_parents_bits():
     import os
 
-    from stream_dp.dp.randomness import _UrandomBits
+    from stream_dp.dp.randomness import _urandom_words, _WordBits
 
-    pool = _UrandomBits()
+    pool = _WordBits(_urandom_words)
     pool.getrandbits(8)  # fill the pool
     read, write = os.pipe()
     pid = os.fork()
