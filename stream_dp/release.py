@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import os
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -42,12 +44,22 @@ def release_id(app_id: str, window_start: int, resolution: int, cell: str) -> st
 
     ``uuid5(RELEASE_NAMESPACE, "app|window|resolution|cell")`` (RFC 4122 name-based, SHA-1),
     formatted directly: ``uuid.uuid5`` costs several times more, 2,000 times per window."""
-    name = f"{app_id}|{window_start}|{resolution}|{cell}".encode()
-    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return release_ids(app_id, window_start, resolution, [cell])[0]
+
+
+def release_ids(app_id: str, window_start: int, resolution: int, cells: list[str]) -> list[str]:
+    """:func:`release_id` of each cell of one window (the common prefix hashed once)."""
+    prefix = hashlib.sha1(_NAMESPACE_BYTES + f"{app_id}|{window_start}|{resolution}|".encode())
+    out = []
+    for cell in cells:
+        sha = prefix.copy()
+        sha.update(cell.encode())
+        digest = bytearray(sha.digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = digest.hex()
+        out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -231,28 +243,56 @@ def select_cells(
 
 
 def kept_sums(
-    columns: WindowColumns, entries: np.ndarray, kept_count: np.ndarray
+    columns: WindowColumns,
+    entries: np.ndarray,
+    kept_count: np.ndarray,
+    prefix_sums: Future[tuple[np.ndarray, ...]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry."""
+    """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
+
+    ``prefix_sums``: :func:`start_prefix_sums` of these columns, if started earlier."""
     count = columns.count[entries]
     full = kept_count == count
     total = np.where(full, columns.total[entries], 0.0)
     total_sq = np.where(full, columns.total_sq[entries], 0.0)
     partial = np.flatnonzero(~full & (kept_count > 0))
     if len(partial):
-        from stream_dp.dp.array_kernels import first_readings_sums
-
+        start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
         pairs, need = entries[partial], kept_count[partial]
-        need_of_pair = np.zeros(len(columns), dtype=np.int64)
-        need_of_pair[pairs] = need
-        sums, sums_sq, stored = first_readings_sums(
-            columns.reading_pair, columns.reading_ts, columns.reading_value, need_of_pair
-        )
-        if np.any(stored[pairs] < need):
+        if np.any(start[pairs + 1] - start[pairs] < need):
             raise ValueError("a cap needs readings beyond the stored prefix")
-        total[partial] = sums[pairs]
-        total_sq[partial] = sums_sq[pairs]
+        last = start[pairs] + need - 1
+        total[partial] = sums[last]
+        total_sq[partial] = sums_sq[last]
     return total, total_sq
+
+
+_PREFIX_SUMS_POOL: ThreadPoolExecutor | None = None
+
+
+def _forget_pool() -> None:  # a forked child has no pool thread
+    global _PREFIX_SUMS_POOL
+    _PREFIX_SUMS_POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
+    """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
+    in a worker thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
+    global _PREFIX_SUMS_POOL
+    from stream_dp.dp.array_kernels import pair_prefix_sums
+
+    if _PREFIX_SUMS_POOL is None:
+        _PREFIX_SUMS_POOL = ThreadPoolExecutor(1, thread_name_prefix="stream-dp-prefix-sums")
+    return _PREFIX_SUMS_POOL.submit(
+        pair_prefix_sums,
+        columns.reading_pair.astype(np.int64, copy=False),
+        columns.reading_ts.astype(np.float64, copy=False),
+        columns.reading_value.astype(np.float64, copy=False),
+        len(columns),
+    )
 
 
 def _occupancy(
@@ -262,35 +302,42 @@ def _occupancy(
     entry, its index into ``columns``.
     Cell and vehicle names are sorted, so ranks are prefix sums of presence flags and the
     (cell, vehicle) order is two counting sorts (linear time)."""
-    from stream_dp.dp.array_kernels import stable_order_by
+    from stream_dp.dp.array_kernels import order_by_pair
 
-    in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
-    in_chosen[chosen] = True
-    if usable is not None:
-        entries = np.flatnonzero(in_chosen[columns.cell_code] & usable)
-    elif len(chosen) == len(columns.cell_names):
-        entries = np.arange(len(columns))
-    else:
-        entries = np.flatnonzero(in_chosen[columns.cell_code])
-    cell_index = (np.cumsum(in_chosen) - 1)[columns.cell_code[entries]]
-    vehicle_code = columns.vehicle_code[entries]
-    used = np.zeros(len(columns.vehicle_names), dtype=bool)
-    used[vehicle_code] = True
-    used_vehicles = np.flatnonzero(used)
-    vehicle_index = (np.cumsum(used) - 1)[vehicle_code]
-    by_vehicle = stable_order_by(vehicle_index, len(used_vehicles))
-    order = by_vehicle[stable_order_by(cell_index[by_vehicle], len(chosen))]
     names = columns.vehicle_names
+    if usable is None and len(chosen) == len(columns.cell_names):
+        # Every pair (so every vehicle) is in: the codes are already the ranks.
+        entries = None
+        cell_index, vehicle_index = columns.cell_code, columns.vehicle_code
+        vehicles = names
+    else:
+        in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
+        in_chosen[chosen] = True
+        if usable is not None:
+            entries = np.flatnonzero(in_chosen[columns.cell_code] & usable)
+        else:
+            entries = np.flatnonzero(in_chosen[columns.cell_code])
+        cell_index = (np.cumsum(in_chosen) - 1)[columns.cell_code[entries]]
+        vehicle_code = columns.vehicle_code[entries]
+        used = np.zeros(len(names), dtype=bool)
+        used[vehicle_code] = True
+        used_vehicles = np.flatnonzero(used)
+        vehicle_index = (np.cumsum(used) - 1)[vehicle_code]
+        vehicles = (
+            names
+            if len(used_vehicles) == len(names)
+            else tuple(names[v] for v in used_vehicles.tolist())
+        )
+    order = order_by_pair(cell_index, vehicle_index, len(chosen), len(vehicles))
+    entry_of = order if entries is None else entries[order]
     occupancy = Occupancy(
         cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
-        vehicles=names
-        if len(used_vehicles) == len(names)
-        else tuple(names[v] for v in used_vehicles.tolist()),
-        cell_index=cell_index[order],
-        vehicle_index=vehicle_index[order],
-        count=columns.count[entries[order]],
+        vehicles=vehicles,
+        cell_index=cell_index[order].astype(np.int64, copy=False),
+        vehicle_index=vehicle_index[order].astype(np.int64, copy=False),
+        count=columns.count[entry_of],
     )
-    return occupancy, entries[order]
+    return occupancy, entry_of
 
 
 def release_window(
@@ -335,6 +382,8 @@ def _release_window(
         "resolution": settings.resolution,
         "epsilon": eps,
     }
+    # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
+    prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
     occupancy, entry_of = _occupancy(columns, chosen)
     withheld = (0, 0)
     if ledger is not None and ledger.cap is not None and len(chosen):
@@ -361,7 +410,7 @@ def _release_window(
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
         capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(columns, entry_of, capped.kept_count)
+    total, total_sq = kept_sums(columns, entry_of, capped.kept_count, prefix_sums)
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
     kept_readings = np.bincount(cell_idx, weights=capped.kept_count, minlength=n_cells)
@@ -383,10 +432,17 @@ def _release_window(
     if mean_mechanism is None:
         noisy_means = noise.release_many(means, capped.mean_sensitivity, eps / 2).tolist()
     cells: list[dict[str, Any]] = []
+    ids = release_ids(settings.app_id, window_start, settings.resolution, list(occupancy.cells))
+    kept_list, error_list, cap_list = (
+        kept_readings.tolist(),
+        capped.error.tolist(),
+        capped.cap.tolist(),
+    )
+    vehicles_list, kept_vehicles_list = n_vehicles.tolist(), n_kept_vehicles.tolist()
+    readings_list = n_readings.tolist()
     for g, cell in enumerate(occupancy.cells):
-        s = float(kept_readings[g])
         noisy_var = noisy_vars[g]
-        error_bound: float | None = float(capped.error[g])
+        error_bound: float | None = error_list[g]
         if mean_mechanism is None:
             noisy_mean = noisy_means[g]
         else:
@@ -408,15 +464,15 @@ def _release_window(
             {
                 **base,
                 "type": "cell",
-                "release_id": release_id(settings.app_id, window_start, settings.resolution, cell),
+                "release_id": ids[g],
                 "cell": cell,
                 "mean": min(max(noisy_mean, 0.0), upper),
                 "variance": min(max(noisy_var, 0.0), upper * upper / 4.0),
-                "n_vehicles": int(n_vehicles[g]),
-                "n_vehicles_kept": int(n_kept_vehicles[g]),
-                "n_readings": int(n_readings[g]),
-                "n_readings_used": int(s),
-                "cap": int(capped.cap[g]),
+                "n_vehicles": int(vehicles_list[g]),
+                "n_vehicles_kept": int(kept_vehicles_list[g]),
+                "n_readings": int(readings_list[g]),
+                "n_readings_used": int(kept_list[g]),
+                "cap": int(cap_list[g]),
                 "error_bound": error_bound,
                 "mechanism": settings.mean_mechanism,
                 "K": clip.k,

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.dp.array_kernels import first_readings_sums, order_by_pair, stable_order_by
+from stream_dp.dp.array_kernels import order_by_pair, pair_prefix_sums, stable_order_by
 
 
 @given(st.lists(st.integers(0, 9), max_size=200))
@@ -35,18 +35,17 @@ readings = st.lists(
 )
 
 
-@given(readings, st.lists(st.integers(0, 9), min_size=6, max_size=6))
+@given(readings)
 @settings(max_examples=300, deadline=None)
-def test_first_readings_sums_take_the_first_in_event_time_then_value_order(items, need):
+def test_pair_prefix_sums_run_over_each_pairs_readings_in_event_time_then_value_order(items):
     pair = np.array([p for p, _, _ in items], dtype=np.int64)
     ts = np.array([t for _, t, _ in items], dtype=np.float64)
     value = np.array([v for _, _, v in items], dtype=np.float64)
-    total, total_sq, stored = first_readings_sums(pair, ts, value, np.array(need, dtype=np.int64))
+    start, sums, sums_sq = pair_prefix_sums(pair, ts, value, 6)
     for p in range(6):
-        mine = sorted((t, v) for q, t, v in items if q == p)
-        if need[p] == 0:
-            assert total[p] == 0.0
-            continue
-        first = [v for _, v in mine[: need[p]]]
-        assert stored[p] == len(mine)
-        assert total[p] == sum(first) and total_sq[p] == sum(v * v for v in first)
+        mine = [v for _, v in sorted((t, v) for q, t, v in items if q == p)]
+        assert start[p + 1] - start[p] == len(mine)
+        for k in range(1, len(mine) + 1):
+            first = mine[:k]
+            assert sums[start[p] + k - 1] == sum(first)
+            assert sums_sq[start[p] + k - 1] == sum(v * v for v in first)

@@ -218,3 +218,13 @@ def test_release_id_is_the_rfc4122_name_based_uuid(cell):
 
     expected = uuid.uuid5(RELEASE_NAMESPACE, f"app|3600|8|{cell}")
     assert release_id("app", 3600, 8, cell) == str(expected)
+
+
+def test_release_ids_of_a_window_are_each_cells_uuid5():
+    import uuid
+
+    from stream_dp.release import RELEASE_NAMESPACE, release_ids
+
+    cells = ["872a10701ffffff", "*", "é", "", "872a10701ffffff"]
+    expected = [str(uuid.uuid5(RELEASE_NAMESPACE, f"app|7200|9|{c}")) for c in cells]
+    assert release_ids("app", 7200, 9, cells) == expected

@@ -3,9 +3,10 @@
 - :func:`stable_order_by`: a counting sort (O(n + keys)) for small integer keys, so ordering
   a window's pairs by (cell, vehicle) is two linear passes instead of an O(n log n) sort;
   :func:`order_by_pair` orders by two such keys, in one pass when their product is small;
-- :func:`first_readings_sums`: per pair, the sum and sum of squares of its first ``need``
-  stored readings in (event time, value) order — the kept readings of a capped pair
-  (pseudo-user step, composition paper Sec. V-B3) — without sorting the whole reading log.
+- :func:`pair_prefix_sums`: per pair, the running sums and sums of squares of its stored
+  readings in (event time, value) order, from which the kept readings of a capped pair
+  (pseudo-user step, composition paper Sec. V-B3) are read off without sorting the whole
+  reading log.
 
 Both are exact (no floating-point reassociation: sums run in event-time order) and checked
 against numpy in the tests.
@@ -46,40 +47,39 @@ def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: i
     return by_minor[stable_order_by(major[by_minor].astype(np.int64, copy=False), n_major)]
 
 
-@njit(cache=True)
-def first_readings_sums(
+@njit(cache=True, nogil=True)
+def pair_prefix_sums(
     reading_pair: np.ndarray,
     reading_ts: np.ndarray,
     reading_value: np.ndarray,
-    need: np.ndarray,
+    n_pairs: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """For every pair ``p`` with ``need[p] > 0``: the sum and the sum of squares of its first
-    ``need[p]`` logged readings by ``(ts, value)``, and how many readings it has logged
-    (the caller checks that this is at least ``need[p]``)."""
-    n_pairs = len(need)
+    """Every pair's logged readings in ``(ts, value)`` order, as running sums.
+
+    Returns ``(start, sums, sums_sq)``: pair ``p``'s readings occupy ``start[p]:start[p+1]``
+    and ``sums[start[p] + j]`` is the sum of its first ``j + 1`` values (summed in that
+    order, so a prefix of length ``k`` is exactly ``s = 0.0; s += v`` over the first ``k``),
+    likewise ``sums_sq`` for the squares. Releases the GIL: the release computes it in a
+    thread while CLIP-USER runs.
+    """
     start = np.zeros(n_pairs + 1, dtype=np.int64)
     for p in reading_pair:
-        if need[p] > 0:
-            start[p + 1] += 1
+        start[p + 1] += 1
     for p in range(n_pairs):
         start[p + 1] += start[p]
     fill = start[:-1].copy()
-    ts = np.empty(start[n_pairs], dtype=np.float64)
-    value = np.empty(start[n_pairs], dtype=np.float64)
+    ts = np.empty(len(reading_pair), dtype=np.float64)
+    value = np.empty(len(reading_pair), dtype=np.float64)
     for i in range(len(reading_pair)):
         p = reading_pair[i]
-        if need[p] > 0:
-            j = fill[p]
-            ts[j] = reading_ts[i]
-            value[j] = reading_value[i]
-            fill[p] = j + 1
-    total = np.zeros(n_pairs, dtype=np.float64)
-    total_sq = np.zeros(n_pairs, dtype=np.float64)
-    stored = start[1:] - start[:-1]
+        j = fill[p]
+        ts[j] = reading_ts[i]
+        value[j] = reading_value[i]
+        fill[p] = j + 1
+    sums = np.empty(len(reading_pair), dtype=np.float64)
+    sums_sq = np.empty(len(reading_pair), dtype=np.float64)
     for p in range(n_pairs):
         a, b = start[p], start[p + 1]
-        if need[p] <= 0 or a == b:
-            continue
         for j in range(a + 1, b):  # insertion sort by (ts, value): segments are short
             t, v = ts[j], value[j]
             k = j - 1
@@ -91,9 +91,9 @@ def first_readings_sums(
             value[k + 1] = v
         s = 0.0
         sq = 0.0
-        for j in range(a, min(b, a + need[p])):
+        for j in range(a, b):
             s += value[j]
             sq += value[j] * value[j]
-        total[p] = s
-        total_sq[p] = sq
-    return total, total_sq, stored
+            sums[j] = s
+            sums_sq[j] = sq
+    return start, sums, sums_sq
