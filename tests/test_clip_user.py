@@ -270,3 +270,13 @@ def test_compiled_matches_the_uncompiled_paths_on_a_small_city(seed: int, factor
 def test_rejects_an_unknown_strategy() -> None:
     with pytest.raises(ValueError, match="strategy"):
         clip_user(occupancy_of({("a", "1"): 1}), 65.0, 0.5, strategy="fast")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cell_errors_with_everything_kept_equal_an_all_true_mask(seed: int) -> None:
+    occ = city_occupancy(np.random.default_rng(seed), 500, 60, 4.0, 0.2)
+    everything = cell_errors(occ, None, 65.0, 0.5)
+    np.testing.assert_array_equal(
+        everything, cell_errors(occ, np.ones(occ.n_entries, bool), 65.0, 0.5)
+    )
+    assert np.isfinite(everything).all()

@@ -134,14 +134,20 @@ def _candidate_error(
     return mean_bias + var_bias + 2.0 * mean_sens / epsilon + 2.0 * var_sens / epsilon
 
 
-def cell_errors(occupancy: Occupancy, kept: BoolArray, upper: float, epsilon: float) -> FloatArray:
-    """Per-cell eq. (13) for a kept mask (``Gamma`` is ``m`` or 0); +inf where nothing is kept."""
+def cell_errors(
+    occupancy: Occupancy, kept: BoolArray | None, upper: float, epsilon: float
+) -> FloatArray:
+    """Per-cell eq. (13) for a kept mask (``Gamma`` is ``m`` or 0; None: everything kept);
+    +inf where nothing is kept."""
+    total = occupancy.total_per_cell()
+    if kept is None:
+        return grid_error(upper, epsilon, occupancy.max_per_cell(), total, total)
     n_cells = len(occupancy.cells)
     kept_count = np.where(kept, occupancy.count, 0).astype(np.int64)
     kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
     top = np.zeros(n_cells, dtype=np.int64)
     np.maximum.at(top, occupancy.cell_index, kept_count)
-    return grid_error(upper, epsilon, top, kept_sum.astype(np.int64), occupancy.total_per_cell())
+    return grid_error(upper, epsilon, top, kept_sum.astype(np.int64), total)
 
 
 def clip_user(
@@ -169,7 +175,7 @@ def clip_user(
         raise ValueError("error_bound must be non-negative")
     if strategy not in get_args(Strategy):
         raise ValueError(f"unknown strategy {strategy!r}")
-    initial_error = cell_errors(occupancy, np.ones(occupancy.n_entries, bool), upper, epsilon)
+    initial_error = cell_errors(occupancy, None, upper, epsilon)
     bound = float(error_bound) if error_bound is not None else float(initial_error.max(initial=0))
     run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL))
     g1 = int(run.grids.max(initial=0))
@@ -252,15 +258,14 @@ class _Suppressor:
         self.cell_of = occ.cell_index
         self.count = occ.count
         self.by_vehicle = _by_vehicle(occ)  # then ascending cell
-        self.vehicle_start = np.searchsorted(
-            occ.vehicle_index[self.by_vehicle], np.arange(len(occ.vehicles) + 1)
-        )
+        self.grids = occ.grids_per_vehicle()
+        self.vehicle_start = np.concatenate(([0], np.cumsum(self.grids)))
         by_cell = _by_cell_then_count_descending(occ)
         self.by_cell = np.append(by_cell, n)
         self.position = np.empty(n + 1, dtype=np.int64)
         self.position[self.by_cell] = np.arange(n + 1)
         self.sorted_count = np.append(occ.count[by_cell], 0)
-        cell_start = np.searchsorted(occ.cell_index[by_cell], np.arange(n_cells + 1))
+        cell_start = np.searchsorted(occ.cell_index, np.arange(n_cells + 1))  # sorted by cell
         self.cell_end = cell_start[1:]
         first3 = cell_start[:-1, None] + np.arange(3)
         self.top3 = np.where(first3 < self.cell_end[:, None], first3, n)
@@ -269,7 +274,6 @@ class _Suppressor:
         self.kept = np.ones(n + 1, dtype=bool)
         self.kept[n] = False
         self.kept_sorted = self.kept.copy()
-        self.grids = occ.grids_per_vehicle()
         self.cand_of_entry = np.full(n + 1, -1, dtype=np.int64)
         self.order: list[int] | IntArray = []
 
