@@ -25,26 +25,40 @@ Column = np.ndarray | list[str]
 
 def pack(meta: dict[str, Any], columns: dict[str, Column]) -> bytes:
     """Encode ``columns`` (1-d arrays or string lists) with ``meta`` (JSON-serialisable)."""
+    return b"".join(pack_segments(meta, columns))
+
+
+def pack_segments(meta: dict[str, Any], columns: dict[str, Column]) -> list[bytes | memoryview]:
+    """What :func:`pack` returns, as pieces to be joined: the arrays' own memory, not copies
+    (valid while the arrays are unchanged), so a caller that splits the blob into records
+    copies each byte once."""
     specs = []
     chunks = []
     for name, column in columns.items():
         if isinstance(column, np.ndarray):
             data = np.ascontiguousarray(column).reshape(-1)
             kind = data.dtype.str
-            raw = memoryview(data).cast("B")  # no copy: the frame's join copies it once
+            raw = memoryview(data).cast("B")  # no copy
         else:
             kind = "str"
             raw = orjson.dumps(list(column))
         specs.append([name, kind, len(raw)])
         chunks.append(raw)
-    return frame(MAGIC, {"meta": meta, "columns": specs}, *chunks)
+    return frame_segments(MAGIC, {"meta": meta, "columns": specs}, *chunks)
+
+
+def frame_segments(
+    magic: bytes, header: dict[str, Any], *payload: bytes | memoryview
+) -> list[bytes | memoryview]:
+    """What :func:`frame` returns, as pieces to be joined."""
+    encoded = orjson.dumps(header)
+    return [magic, _LENGTH.pack(len(encoded)), encoded, *payload]
 
 
 def frame(magic: bytes, header: dict[str, Any], *payload: bytes | memoryview) -> bytes:
     """``magic | u32 header length | orjson header | payload``: the envelope of every binary
     record of the internal topics (column blobs here, record parts in ``internal_records``)."""
-    encoded = orjson.dumps(header)
-    return b"".join([magic, _LENGTH.pack(len(encoded)), encoded, *payload])
+    return b"".join(frame_segments(magic, header, *payload))
 
 
 def unframe(magic: bytes, data: bytes, what: str) -> tuple[dict[str, Any], memoryview]:

@@ -60,13 +60,38 @@ def _parts(rows: list[Any], size: int = ROWS_PER_PART) -> list[list[Any]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)] or [[]]
 
 
-def _binary_parts(kind: str, record_id: str | int, blob: bytes) -> list[bytes]:
-    chunks = [blob[i : i + BYTES_PER_PART] for i in range(0, len(blob), BYTES_PER_PART)]
+def _binary_parts(
+    kind: str, record_id: str | int, blob: bytes | list[bytes | memoryview]
+) -> list[bytes]:
+    """``blob`` (bytes, or the pieces of :func:`column_codec.pack_segments`) cut into records
+    of at most ``BYTES_PER_PART`` payload bytes; every byte is copied once."""
+    chunks = _cut([blob] if isinstance(blob, bytes) else blob, BYTES_PER_PART)
     records = []
-    for i, chunk in enumerate(chunks or [b""]):
+    for i, chunk in enumerate(chunks or [[]]):
         header = {"kind": kind, "id": record_id, "part": i, "parts": max(len(chunks), 1)}
-        records.append(column_codec.frame(BINARY_MAGIC, header, chunk))
+        records.append(column_codec.frame(BINARY_MAGIC, header, *chunk))
     return records
+
+
+def _cut(segments: list[bytes | memoryview], size: int) -> list[list[memoryview]]:
+    """The concatenation of ``segments`` as consecutive pieces of ``size`` bytes (the last
+    one shorter), each a list of views into the segments (no copy)."""
+    chunks: list[list[memoryview]] = []
+    current: list[memoryview] = []
+    room = size
+    for segment in segments:
+        view = memoryview(segment).cast("B")
+        while len(view):
+            take = view[:room]
+            current.append(take)
+            view = view[len(take) :]
+            room -= len(take)
+            if room == 0:
+                chunks.append(current)
+                current, room = [], size
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _blob(parts: list[dict[str, Any]]) -> bytes:
@@ -92,7 +117,7 @@ def encode_delta(
         "late": _late(late),
         "windows": windows,
     }
-    return _binary_parts("delta", offset, column_codec.pack(meta, columns))
+    return _binary_parts("delta", offset, column_codec.pack_segments(meta, columns))
 
 
 def encode_close(window_start: int, forced: bool) -> bytes:
@@ -119,7 +144,7 @@ def encode_partial(
         array = getattr(partial, name)
         columns[name] = array.astype(np.int32) if name in _NARROW else array
     meta = {"window": window_start, "partition": partition}
-    blob = column_codec.pack(meta, columns)
+    blob = column_codec.pack_segments(meta, columns)
     return _binary_parts("partial", f"{window_start}/{partition}/{attempt}", blob)
 
 
