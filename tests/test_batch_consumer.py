@@ -43,7 +43,7 @@ def _processor() -> tuple[IngestProcessor, _Producer]:
     producer = _Producer()
     ingest = IngestProcessor(settings, conn=None, producer=producer, metrics=ServiceMetrics())
 
-    async def recover(partition):  # no Kafka: a fresh partition
+    async def recover(partition, still_assigned=None):  # no Kafka: a fresh partition
         from stream_dp.engine import new_partition_state
         from stream_dp.worker.ingest import PartitionRuntime
 
@@ -91,4 +91,110 @@ def test_revocation_updates_the_shared_assignment_in_place_before_waiting():
     ingest.partitions[1] = object()
     asyncio.run(revoke_while_a_batch_holds_the_lock())
     assert 1 not in ingest.partitions
-    assert seen == [{0, 1}, {0}]
+    assert seen == [{0, 1}, None]  # None: a rebalance is in progress
+
+
+class _FailingProducer(_Producer):
+    """Every send's acknowledgement fails (the state topic is unreachable)."""
+
+    async def send(self, topic, value, partition=None, **_):
+        self.sent.append((topic, partition))
+        future = asyncio.get_running_loop().create_future()
+        future.set_exception(RuntimeError("broker gone"))
+        return future
+
+
+def test_only_acknowledged_deltas_count_as_durable():
+    ingest, _ = _processor()
+    asyncio.run(ingest.process([_message(0, i, "a") for i in range(3)]))
+    assert ingest.durable_offsets([0, 1]) == {0: 2}
+    ingest.producer = _FailingProducer()
+    try:
+        asyncio.run(ingest.process([_message(0, i, "a") for i in range(3, 6)]))
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("a failed state write must fail the batch")
+    assert ingest.partitions[0].applied_offset == 5  # in memory ...
+    assert ingest.durable_offsets([0]) == {0: 2}  # ... but never committed
+
+
+def test_revocation_commits_durable_offsets_after_the_batch_in_flight_then_drops_state():
+    ingest, _ = _processor()
+    committed: list[dict[int, int]] = []
+
+    async def commit(partitions):
+        assert ingest.lock.locked()  # under the ingest lock
+        committed.append(ingest.durable_offsets(partitions))
+
+    consumer = ReadingsConsumer(ingest.settings, conn=None, ingest=ingest, on_assignment=print)
+    consumer._commit = commit
+    consumer.assign([0, 1])
+
+    async def scenario():
+        batch = asyncio.create_task(
+            ingest.process([_message(0, i, "a") for i in range(4)], consumer.assigned)
+        )
+        await asyncio.sleep(0)  # the batch holds the lock
+        await consumer.revoke([0])
+        await batch
+
+    asyncio.run(scenario())
+    assert committed == [{0: 3}]
+    assert 0 not in ingest.partitions
+
+
+def _state_records(settings, batches):
+    """State-topic records (as ``iter_partition_to_end`` yields them) of deltas."""
+    from stream_dp.engine import new_partition_state
+    from stream_dp.worker import internal_records as rec
+
+    state = new_partition_state(settings)
+    records = []
+    for offset, readings in batches:
+        vehicles, ts, cells, speeds = zip(*readings, strict=True)
+        outcome = state.add_batch(list(vehicles), list(ts), list(cells), list(speeds),
+                                  record_delta=True)  # fmt: skip
+        parts = rec.encode_delta(offset, state.max_ts, outcome.delta or {}, outcome.late_by_window)
+        records.append([SimpleNamespace(value=part) for part in parts])
+    return state, records
+
+
+def test_recovery_applies_a_delta_written_twice_once(monkeypatch):
+    import stream_dp.worker.ingest as ingest_module
+
+    settings = load_settings(partitions=2, topic_state="state", topic_readings="readings")
+    cell = "872a1070bffffff"
+    first = [("a", 1_700_000_000.0, cell, 10.0), ("b", 1_700_000_001.0, cell, 20.0)]
+    second = [("a", 1_700_000_002.0, cell, 30.0)]
+    state, (one, two) = _state_records(settings, [(4, first), (9, second)])
+
+    async def replay(conn, topic, partition):
+        for batch in (one, two, two):  # the second delta's send was retried
+            yield batch
+
+    monkeypatch.setattr(ingest_module, "iter_partition_to_end", replay)
+    ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
+    runtime = asyncio.run(ingest._recover(0))
+    assert runtime.applied_offset == runtime.durable_offset == 9
+    (start,) = state.open
+    assert runtime.state.partial(start).count.tolist() == state.partial(start).count.tolist()
+
+
+def test_a_partition_revoked_during_its_recovery_is_not_kept(monkeypatch):
+    import stream_dp.worker.ingest as ingest_module
+
+    settings = load_settings(partitions=2, topic_state="state", topic_readings="readings")
+    _, records = _state_records(settings, [(i, [("a", 1_700_000_000.0 + i, "872a1070bffffff",
+                                                 5.0)]) for i in range(3)])  # fmt: skip
+    assigned = {0}
+
+    async def replay(conn, topic, partition):
+        for batch in records:
+            yield batch
+            assigned.discard(0)  # revoked while the recovery reads on
+
+    monkeypatch.setattr(ingest_module, "iter_partition_to_end", replay)
+    ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
+    assert asyncio.run(ingest._runtime(0, assigned)) is None
+    assert 0 not in ingest.partitions and ingest.recovering == 0

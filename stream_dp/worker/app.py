@@ -46,6 +46,10 @@ class WorkerRuntime:
     releaser: ReleaseService | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
     assigned: set[int] = field(default_factory=set)
+    #: False until the first assignment and during a rebalance.
+    assignment_known: bool = False
+    #: The ingest consumer's live assignment (updated in place), when it keeps one.
+    live_assigned: set[int] | None = None
     failed: str | None = None
 
     def fail(self, where: str, exc: BaseException) -> None:
@@ -77,7 +81,7 @@ class WorkerRuntime:
         """Ready once started and every assigned partition's state is recovered."""
         if not self.started.is_set() or self.ingest is None or self.releaser is None:
             return False
-        recovered = self.assigned <= set(self.ingest.partitions)
+        recovered = self.assignment_known and self.assigned <= set(self.ingest.partitions)
         return recovered and not self.ingest.recovering and not self.releaser.rebuilding
 
 
@@ -127,7 +131,7 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     async def idle_and_progress() -> None:
         if not runtime.started.is_set() or runtime.ingest is None:
             return
-        await runtime.ingest.tick(sorted(runtime.assigned), input_state)
+        await runtime.ingest.tick(sorted(runtime.assigned), input_state, runtime.live_assigned)
 
     register_pages(app, runtime)
     app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
@@ -141,8 +145,12 @@ def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
     """The default ingest: a :class:`ReadingsConsumer` task; returns its ``input_state``."""
     consumer: ReadingsConsumer | None = None
 
-    def on_assignment(partitions: set[int]) -> None:
-        runtime.assigned = partitions
+    def on_assignment(partitions: set[int] | None) -> None:
+        runtime.assignment_known = partitions is not None
+        if partitions is not None:
+            runtime.assigned = partitions
+        elif consumer is not None:  # a rebalance started: what is left until it ends
+            runtime.assigned = set(consumer.assigned)
 
     @app.task
     async def ingest_batches() -> None:
@@ -150,6 +158,7 @@ def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
         await runtime.started.wait()
         assert runtime.ingest is not None
         consumer = ReadingsConsumer(runtime.settings, runtime.conn, runtime.ingest, on_assignment)
+        runtime.live_assigned = consumer.assigned
         try:
             await consumer.run()
         except asyncio.CancelledError:
@@ -207,10 +216,12 @@ def _register_faust_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
         runtime.assigned = {
             tp.partition for tp in assigned if tp.topic == readings.get_topic_name()
         }
+        runtime.assignment_known = True
 
     @app.on_partitions_revoked.connect
     async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
         lost = [tp.partition for tp in revoked if tp.topic == readings.get_topic_name()]
+        runtime.assignment_known = False
         runtime.assigned -= set(lost)
         if runtime.ingest is not None:
             await runtime.ingest.on_revoked(lost)

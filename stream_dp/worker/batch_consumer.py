@@ -9,9 +9,15 @@ fetcher prefetch while a batch is processed, and hands each ``getmany`` result t
 
 Delivery: the state topic, not the committed offset, says what was applied. Every batch's
 delta carries its last input offset and is durable before the next ``getmany``; a
-redelivered message at or below that offset is skipped. Offsets are committed from the
-applied offsets about once a second, on revocation and on stop, so a restart re-reads
-little, and a commit that fails (rebalance in progress) loses nothing.
+redelivered message at or below that offset is skipped. Only offsets whose delta the state
+topic has acknowledged are committed (about once a second, on revocation under the ingest
+lock, and on stop), so a commit never runs ahead of the state, a restart re-reads little,
+and a commit that fails (rebalance in progress) loses nothing.
+
+Rebalances: a revoked partition's state is dropped only after the batch in flight (and a
+recovery in progress stops at its next step), and the group waits up to
+``REBALANCE_TIMEOUT_MS`` for that instead of the session timeout, so a slow member is not
+replaced while it still writes the partition's state.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -38,6 +44,11 @@ COMMIT_INTERVAL_S = 1.0
 #: Bytes one fetch may return per partition: a few hundred 100-reading messages, so a
 #: batch is big enough to amortise the per-batch work and the fetcher stays ahead.
 MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
+#: How long the group waits for a member to finish its revocation (a batch, or a partition's
+#: recovery from the state topic) before it gives the partitions to others.
+REBALANCE_TIMEOUT_MS = 300_000
+#: Longest time between two ``getmany`` calls (a batch that first recovers partitions).
+MAX_POLL_INTERVAL_MS = 600_000
 
 
 class _Assignment(ConsumerRebalanceListener):
@@ -56,9 +67,10 @@ class _Assignment(ConsumerRebalanceListener):
 class ReadingsConsumer:
     """Consumes the readings topic in ``getmany`` batches and applies them to the ingest.
 
-    ``on_assignment(partitions)`` is told the current readings partitions after every change,
-    *before* any batch of the new assignment is processed (the releaser's idle rule and
-    readiness use it).
+    ``on_assignment(partitions)`` is told the current readings partitions after every change
+    (None while a rebalance is in progress), *before* any batch of the new assignment is
+    processed (the idle rule and readiness use it). ``assigned`` is the live set, updated in
+    place.
     """
 
     def __init__(
@@ -66,7 +78,7 @@ class ReadingsConsumer:
         settings: Settings,
         conn: KafkaConnection,
         ingest: IngestProcessor,
-        on_assignment: Callable[[set[int]], None],
+        on_assignment: Callable[[set[int] | None], None],
     ) -> None:
         self.settings = settings
         self.conn = conn
@@ -90,11 +102,13 @@ class ReadingsConsumer:
     async def revoke(self, partitions: list[int]) -> None:
         # Drop them from the assignment first, synchronously: a batch already fetched but
         # waiting for the ingest lock then skips them instead of writing state for a
-        # partition another worker is about to own.
+        # partition another worker is about to own. Their durable offsets are committed
+        # under the ingest lock, after the batch in flight, just before the state is dropped
+        # (in a ``finally``: aiokafka logs and swallows what this callback raises, so a
+        # failed commit must not leave stale state behind).
         self.assigned -= set(partitions)
-        self._on_assignment(set(self.assigned))
-        await self._commit(partitions)
-        await self.ingest.on_revoked(partitions)
+        self._on_assignment(None)
+        await self.ingest.on_revoked(partitions, before_drop=self._commit)
 
     # --- the loop -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -104,12 +118,14 @@ class ReadingsConsumer:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=MAX_PARTITION_FETCH_BYTES,
+            rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
         )
         self._consumer = consumer
-        await consumer.start()
-        consumer.subscribe([self.settings.topic_readings], listener=_Assignment(self))
         timeout_ms = int(self.settings.batch_seconds * 1000)
         try:
+            await consumer.start()
+            consumer.subscribe([self.settings.topic_readings], listener=_Assignment(self))
             while not self._stopping.is_set():
                 batches = await consumer.getmany(
                     timeout_ms=timeout_ms, max_records=self.settings.batch_size
@@ -148,21 +164,20 @@ class ReadingsConsumer:
             return None, None
         return end, position
 
-    async def _commit(self, partitions: list[int]) -> None:
-        """Commit the applied offsets of ``partitions`` (best effort: see module docstring)."""
+    async def _commit(self, partitions: Sequence[int]) -> None:
+        """Commit the durable offsets of ``partitions`` (best effort: see module docstring)."""
         self._last_commit = time.monotonic()
         consumer = self._consumer
         if consumer is None:
             return
-        offsets = {}
-        for partition in partitions:
-            runtime = self.ingest.partitions.get(partition)
-            if runtime is not None and runtime.applied_offset >= 0:
-                tp = TopicPartition(self.settings.topic_readings, partition)
-                offsets[tp] = runtime.applied_offset + 1
+        topic = self.settings.topic_readings
+        offsets = {
+            TopicPartition(topic, partition): offset + 1
+            for partition, offset in self.ingest.durable_offsets(partitions).items()
+        }
         if not offsets:
             return
         try:
             await consumer.commit(offsets)
-        except (KafkaError, AssertionError) as exc:  # rebalancing, or no longer assigned
+        except KafkaError as exc:  # rebalancing, or no longer assigned
             log.debug("offset commit skipped: %s", type(exc).__name__)

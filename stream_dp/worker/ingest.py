@@ -21,7 +21,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,10 @@ STALE_FACTOR = 10
 @dataclass
 class PartitionRuntime:
     state: PartitionState
+    #: Last input offset whose effect is in ``state``.
     applied_offset: int = -1
+    #: Last input offset whose delta the state topic has acknowledged (what may be committed).
+    durable_offset: int = -1
     last_event_wall: float = field(default_factory=time.monotonic)
     idle_reported: bool = False
     last_progress: tuple[float, int] | None = None
@@ -74,14 +77,24 @@ class IngestProcessor:
         self._last_done = time.monotonic()
 
     # --- recovery ---------------------------------------------------------------------
-    async def _runtime(self, partition: int) -> PartitionRuntime:
+    async def _runtime(
+        self, partition: int, still_assigned: Collection[int] | None = None
+    ) -> PartitionRuntime | None:
+        """The partition's runtime, recovered from the state topic the first time; None if
+        the partition was revoked (``still_assigned``) before or during the recovery."""
         runtime = self.partitions.get(partition)
         if runtime is None:
-            runtime = await self._recover(partition)
+            try:
+                runtime = await self._recover(partition, still_assigned)
+            except _Revoked:
+                log.info("partition %d revoked during its recovery", partition)
+                return None
             self.partitions[partition] = runtime
         return runtime
 
-    async def _recover(self, partition: int) -> PartitionRuntime:
+    async def _recover(
+        self, partition: int, still_assigned: Collection[int] | None = None
+    ) -> PartitionRuntime:
         self.recovering += 1
         try:
             runtime = PartitionRuntime(new_partition_state(self.settings))
@@ -91,6 +104,8 @@ class IngestProcessor:
             async for batch in iter_partition_to_end(
                 self.conn, self.settings.topic_state, partition
             ):
+                if still_assigned is not None and partition not in still_assigned:
+                    raise _Revoked(partition)
                 for record in batch:
                     data = rec.decode(record.value)
                     replayed += 1
@@ -98,10 +113,16 @@ class IngestProcessor:
                         state.close(data["window"], forced=data["forced"])
                         continue
                     whole = parts.add(data)
-                    if whole is not None:  # a delta counts only once all its parts are read
-                        delta = rec.delta_payload(whole)
-                        state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
-                        runtime.applied_offset = max(runtime.applied_offset, delta["offset"])
+                    if whole is None:  # a delta counts only once all its parts are read
+                        continue
+                    delta = rec.delta_payload(whole)
+                    if delta["offset"] <= runtime.applied_offset:
+                        continue  # a producer retry wrote it twice: apply it once
+                    state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
+                    runtime.applied_offset = delta["offset"]
+            runtime.durable_offset = runtime.applied_offset
+            if still_assigned is not None and partition not in still_assigned:
+                raise _Revoked(partition)
             log.info(
                 "partition %d recovered from %d state records (%d open windows)",
                 partition, replayed, len(state.open),
@@ -110,10 +131,29 @@ class IngestProcessor:
         finally:
             self.recovering -= 1
 
-    async def on_revoked(self, partitions: Sequence[int]) -> None:
+    async def on_revoked(
+        self,
+        partitions: Sequence[int],
+        before_drop: Callable[[Sequence[int]], Awaitable[None]] | None = None,
+    ) -> None:
+        """Drop the partitions' state once the batch in flight is done; ``before_drop`` runs
+        first, under the same lock (e.g. committing their durable offsets)."""
         async with self.lock:
-            for partition in partitions:
-                self.partitions.pop(partition, None)
+            try:
+                if before_drop is not None:
+                    await before_drop(partitions)
+            finally:
+                for partition in partitions:
+                    self.partitions.pop(partition, None)
+
+    def durable_offsets(self, partitions: Iterable[int]) -> dict[int, int]:
+        """Per partition, the last input offset whose delta is acknowledged (if any)."""
+        out = {}
+        for partition in partitions:
+            runtime = self.partitions.get(partition)
+            if runtime is not None and runtime.durable_offset >= 0:
+                out[partition] = runtime.durable_offset
+        return out
 
     # --- the hot path -----------------------------------------------------------------
     async def process(
@@ -131,14 +171,20 @@ class IngestProcessor:
             for message in messages:
                 by_partition.setdefault(message.partition, []).append(message)
             sends: list[asyncio.Future[Any]] = []
+            done_runtimes = []
             for partition, part_messages in by_partition.items():
                 if still_assigned is not None and partition not in still_assigned:
                     continue
-                runtime = await self._runtime(partition)
+                runtime = await self._runtime(partition, still_assigned)
+                if runtime is None:
+                    continue
                 await self._process_partition(partition, runtime, part_messages, sends)
+                done_runtimes.append(runtime)
             computed = time.monotonic()
             if sends:
                 await asyncio.gather(*sends)
+            for runtime in done_runtimes:  # only now may their offsets be committed
+                runtime.durable_offset = runtime.applied_offset
             done = time.monotonic()
             log.debug(
                 "batch of %d messages: %.3f s since the previous, %.3f s compute, %.3f s waiting "
@@ -232,6 +278,7 @@ class IngestProcessor:
         self,
         assigned: Sequence[int],
         input_state: Callable[[int], Awaitable[tuple[int | None, int | None]]] | None = None,
+        still_assigned: Collection[int] | None = None,
     ) -> None:
         """Close the windows of partitions idle for ``idle_close_seconds`` (wall clock) and
         report every assigned partition's watermark (a never-seen partition is recovered
@@ -243,12 +290,21 @@ class IngestProcessor:
         ``FETCHED_FACTOR`` times the idle time; whatever the offsets, after ``STALE_FACTOR``
         times (an end that can never be reached, e.g. expired state or transaction markers,
         must not hold every release back for ever). A partition whose backlog the agent has
-        not reached is not idle."""
+        not reached is not idle. A partition no longer in the live ``still_assigned`` (it
+        was revoked while this ran) is left alone."""
+
+        def revoked(partition: int) -> bool:
+            return still_assigned is not None and partition not in still_assigned
+
         async with self.lock:
             now = time.monotonic()
             idle_after = self.settings.idle_close_seconds
             for partition in assigned:
-                runtime = await self._runtime(partition)
+                if revoked(partition):
+                    continue
+                runtime = await self._runtime(partition, still_assigned)
+                if runtime is None:
+                    continue
                 quiet_for = now - runtime.last_event_wall
                 idle = False
                 if quiet_for >= idle_after * STALE_FACTOR:
@@ -261,6 +317,8 @@ class IngestProcessor:
                     idle = (end is not None and end <= runtime.applied_offset + 1) or (
                         fetched_all and quiet_for >= idle_after * FETCHED_FACTOR
                     )
+                if revoked(partition):
+                    continue
                 if idle and runtime.state.open:
                     await self._close_windows(
                         partition, runtime, sorted(runtime.state.open), forced=True
@@ -293,6 +351,10 @@ class IngestProcessor:
             partition=message.partition % self.settings.partitions,
             headers=headers,
         )
+
+
+class _Revoked(Exception):
+    """The partition being recovered was revoked meanwhile."""
 
 
 def _dump(obj: Any) -> bytes:
