@@ -280,3 +280,31 @@ def test_cell_errors_with_everything_kept_equal_an_all_true_mask(seed: int) -> N
         everything, cell_errors(occ, np.ones(occ.n_entries, bool), 65.0, 0.5)
     )
     assert np.isfinite(everything).all()
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("count_scale", [1, 10**7])  # the compiled layout, then the fallback
+def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int) -> None:
+    from stream_dp.dp.clip_user import _Suppressor
+
+    occ = city_occupancy(np.random.default_rng(seed), 400, 50, 5.0, 0.2)
+    occ = Occupancy(occ.cells, occ.vehicles, occ.cell_index, occ.vehicle_index,
+                    occ.count * count_scale)  # fmt: skip
+    run = _Suppressor(occ, 65.0, 0.5, math.inf)
+    assert (run._slots is not None) == (count_scale == 1)
+    n = occ.n_entries
+    by_vehicle = np.argsort(occ.vehicle_index, kind="stable")
+    by_cell = np.lexsort((-occ.count, occ.cell_index))
+    np.testing.assert_array_equal(run.by_vehicle, by_vehicle)
+    np.testing.assert_array_equal(run.by_cell, np.append(by_cell, n))
+    np.testing.assert_array_equal(run.position[run.by_cell], np.arange(n + 1))
+    np.testing.assert_array_equal(run.sorted_count, np.append(occ.count[by_cell], 0))
+    np.testing.assert_array_equal(run.grids, np.bincount(occ.vehicle_index))
+    np.testing.assert_array_equal(run.vehicle_start, np.searchsorted(
+        occ.vehicle_index[by_vehicle], np.arange(len(occ.vehicles) + 1)))  # fmt: skip
+    np.testing.assert_array_equal(run.cell_end, np.cumsum(np.bincount(occ.cell_index)))
+    if run._slots is not None:
+        cells, counts, positions = run._slots
+        np.testing.assert_array_equal(cells, occ.cell_index[by_vehicle])
+        np.testing.assert_array_equal(counts, occ.count[by_vehicle])
+        np.testing.assert_array_equal(positions, run.position[by_vehicle])

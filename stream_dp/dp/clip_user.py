@@ -257,15 +257,30 @@ class _Suppressor:
         self.limit = limit
         self.cell_of = occ.cell_index
         self.count = occ.count
-        self.by_vehicle = _by_vehicle(occ)  # then ascending cell
-        self.grids = occ.grids_per_vehicle()
-        self.vehicle_start = np.concatenate(([0], np.cumsum(self.grids)))
-        by_cell = _by_cell_then_count_descending(occ)
-        self.by_cell = np.append(by_cell, n)
-        self.position = np.empty(n + 1, dtype=np.int64)
-        self.position[self.by_cell] = np.arange(n + 1)
-        self.sorted_count = np.append(occ.count[by_cell], 0)
-        cell_start = np.searchsorted(occ.cell_index, np.arange(n_cells + 1))  # sorted by cell
+        #: Per-slot (``by_vehicle`` order) cell, count and position, when already built.
+        self._slots: tuple[IntArray, IntArray, IntArray] | None = None
+        top = int(occ.count.max(initial=0))
+        if n and n_cells * (top + 1) <= 4 * n + 65_536:
+            from stream_dp.dp.clip_user_kernel import suppressor_layout
+
+            (self.grids, self.vehicle_start, self.by_vehicle, self.by_cell, self.position,
+             self.sorted_count, cell_start, *slots) = suppressor_layout(
+                occ.cell_index.astype(np.int64, copy=False),
+                occ.vehicle_index.astype(np.int64, copy=False),
+                occ.count.astype(np.int64, copy=False),
+                n_cells, len(occ.vehicles), top,
+            )  # fmt: skip
+            self._slots = (slots[0], slots[1], slots[2])
+        else:
+            self.by_vehicle = _by_vehicle(occ)  # then ascending cell
+            self.grids = occ.grids_per_vehicle()
+            self.vehicle_start = np.concatenate(([0], np.cumsum(self.grids)))
+            by_cell = _by_cell_then_count_descending(occ)
+            self.by_cell = np.append(by_cell, n)
+            self.position = np.empty(n + 1, dtype=np.int64)
+            self.position[self.by_cell] = np.arange(n + 1)
+            self.sorted_count = np.append(occ.count[by_cell], 0)
+            cell_start = np.searchsorted(occ.cell_index, np.arange(n_cells + 1))  # by cell
         self.cell_end = cell_start[1:]
         first3 = cell_start[:-1, None] + np.arange(3)
         self.top3 = np.where(first3 < self.cell_end[:, None], first3, n)
@@ -338,10 +353,13 @@ class _Suppressor:
         from stream_dp.dp.clip_user_kernel import run_sequential
 
         by_vehicle = self.by_vehicle.astype(np.int64, copy=False)
-        self.order = run_sequential(
+        slots = self._slots or (
             self.cell_of[by_vehicle].astype(np.int64, copy=False),
             self.count[by_vehicle].astype(np.int64, copy=False),
             self.position[by_vehicle],
+        )
+        self.order = run_sequential(
+            *slots,
             by_vehicle,
             self.vehicle_start.astype(np.int64, copy=False),
             _by_grids_descending(self.grids),

@@ -183,3 +183,70 @@ def run_sequential(
                 _refill(cell, top3, top3_count, kept_sorted, sorted_count, cell_end, n)
         gmax -= 1
     return order[:n_order]
+
+
+@njit(cache=True)
+def suppressor_layout(
+    cell_of: np.ndarray,
+    vehicle_of: np.ndarray,
+    count: np.ndarray,
+    n_cells: int,
+    n_vehicles: int,
+    top: int,
+) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """The static arrays of ``_Suppressor`` in a few passes (entries sorted by (cell, vehicle);
+    ``n_cells * (top + 1)`` small enough for a counting sort).
+
+    Returns ``grids``, ``vehicle_start``, ``by_vehicle`` (stable by vehicle), ``by_cell``
+    (stable by (cell, count descending), with the sentinel ``n`` appended), ``position``,
+    ``sorted_count`` (sentinel count 0 appended), ``cell_start`` and the per-slot copies in
+    ``by_vehicle`` order that :func:`run_sequential` reads (cell, count, position).
+    """
+    n = len(cell_of)
+    grids = np.zeros(n_vehicles, dtype=np.int64)
+    for v in vehicle_of:
+        grids[v] += 1
+    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
+    for v in range(n_vehicles):
+        vehicle_start[v + 1] = vehicle_start[v] + grids[v]
+    fill = vehicle_start[:-1].copy()
+    by_vehicle = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        v = vehicle_of[i]
+        by_vehicle[fill[v]] = i
+        fill[v] += 1
+    n_keys = n_cells * (top + 1)
+    key_start = np.zeros(n_keys + 1, dtype=np.int64)
+    cell_start = np.zeros(n_cells + 1, dtype=np.int64)
+    for i in range(n):
+        key_start[cell_of[i] * (top + 1) + (top - count[i]) + 1] += 1
+        cell_start[cell_of[i] + 1] += 1
+    for k in range(n_keys):
+        key_start[k + 1] += key_start[k]
+    for g in range(n_cells):
+        cell_start[g + 1] += cell_start[g]
+    by_cell = np.empty(n + 1, dtype=np.int64)
+    position = np.empty(n + 1, dtype=np.int64)
+    sorted_count = np.empty(n + 1, dtype=np.int64)
+    for i in range(n):
+        k = cell_of[i] * (top + 1) + (top - count[i])
+        j = key_start[k]
+        key_start[k] = j + 1
+        by_cell[j] = i
+        position[i] = j
+        sorted_count[j] = count[i]
+    by_cell[n] = n
+    position[n] = n
+    sorted_count[n] = 0
+    slot_cell = np.empty(n, dtype=np.int64)
+    slot_count = np.empty(n, dtype=np.int64)
+    slot_position = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        i = by_vehicle[j]
+        slot_cell[j] = cell_of[i]
+        slot_count[j] = count[i]
+        slot_position[j] = position[i]
+    return (
+        grids, vehicle_start, by_vehicle, by_cell, position, sorted_count, cell_start,
+        slot_cell, slot_count, slot_position,
+    )  # fmt: skip
