@@ -312,9 +312,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-baselines", action="store_true")
     parser.add_argument("--profile", action="store_true", help="cProfile the release")
     parser.add_argument("--repeat", type=int, default=5, help="timed stream-dp runs")
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="skip the allocator setting the service applies at start (keep_freed_memory)",
+    )
     args = parser.parse_args(argv)
 
+    from stream_dp.allocator import keep_freed_memory
     from stream_dp.config import Settings
+
+    # As `stream-dp serve` and `stream-dp release` do at start (process-wide, so the
+    # baselines in this process run with it too).
+    tuned = False if args.default_allocator else keep_freed_memory()
+    print(f"allocator: {'keep_freed_memory (as the service)' if tuned else 'glibc default'}")
 
     prefix_limit = Settings().prefix_limit
     window = synthetic_window(args.readings, args.vehicles, args.cells)

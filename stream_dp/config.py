@@ -89,6 +89,11 @@ class Settings(BaseSettings):
         "task inside the Faust app (fast), 'faust' = a Faust agent over take_events.",
     )
 
+    keep_freed_memory: bool = Field(
+        True,
+        description="glibc only: keep freed memory for the next window instead of returning "
+        "it to the OS (far fewer page faults per release; see stream_dp.allocator).",
+    )
     data_dir: Path = Field(
         Path(tempfile.gettempdir()) / "stream-dp",
         description="Local scratch directory of the worker (state itself lives in Kafka).",

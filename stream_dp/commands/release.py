@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if not args.file.is_file():
         raise CliError(f"FILE: cannot read {args.file}")
+    if settings.keep_freed_memory:
+        from stream_dp.allocator import keep_freed_memory
+
+        keep_freed_memory()
     engine = OfflineEngine(settings, LaplaceNoise())
     windows = cells = 0
     try:

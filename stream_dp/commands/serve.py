@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if settings.keep_freed_memory:
+        from stream_dp.allocator import keep_freed_memory
+
+        keep_freed_memory()
     broker = None
     if not settings.kafka_bootstrap:
         broker = EmbeddedBroker().start()
