@@ -19,7 +19,7 @@ def test_stable_order_by_is_a_stable_sort(keys):
 
 @given(
     st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40)), max_size=200),
-    st.sampled_from([7, 300_000]),  # one combined counting sort, or two passes
+    st.sampled_from([7, 300_000, 10**9]),  # one combined counting sort, two passes, lexsort
 )
 @settings(max_examples=300, deadline=None)
 def test_order_by_pair_is_lexsort(pairs, n_major):

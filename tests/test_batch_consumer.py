@@ -72,10 +72,8 @@ def test_without_an_assignment_filter_every_partition_is_applied():
 
 def test_revocation_updates_the_shared_assignment_in_place_before_waiting():
     ingest, _ = _processor()
-    seen: list[set[int]] = []
-    consumer = ReadingsConsumer(
-        ingest.settings, conn=None, ingest=ingest, on_assignment=seen.append
-    )
+    seen: list[bool] = []
+    consumer = ReadingsConsumer(ingest.settings, conn=None, ingest=ingest, on_rebalance=seen.append)
     shared = consumer.assigned
     consumer.assign([0, 1])
     assert shared == {0, 1}  # a batch holding this set sees every change
@@ -91,7 +89,7 @@ def test_revocation_updates_the_shared_assignment_in_place_before_waiting():
     ingest.partitions[1] = object()
     asyncio.run(revoke_while_a_batch_holds_the_lock())
     assert 1 not in ingest.partitions
-    assert seen == [{0, 1}, None]  # None: a rebalance is in progress
+    assert seen == [True, False]  # settled on {0, 1}, then a rebalance is in progress
 
 
 class _FailingProducer(_Producer):
@@ -127,7 +125,7 @@ def test_revocation_commits_durable_offsets_after_the_batch_in_flight_then_drops
         assert ingest.lock.locked()  # under the ingest lock
         committed.append(ingest.durable_offsets(partitions))
 
-    consumer = ReadingsConsumer(ingest.settings, conn=None, ingest=ingest, on_assignment=print)
+    consumer = ReadingsConsumer(ingest.settings, conn=None, ingest=ingest, on_rebalance=print)
     consumer._commit = commit
     consumer.assign([0, 1])
 

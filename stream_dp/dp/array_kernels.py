@@ -35,14 +35,22 @@ def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no 
     return order
 
 
+def counting_sort_fits(n: int, n_keys: int) -> bool:
+    """Whether a counting sort of ``n`` items over ``n_keys`` keys is linear in ``n`` (its
+    count array is at most a few times the input)."""
+    return n_keys <= 4 * n + 65_536
+
+
 def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: int) -> np.ndarray:
     """The stable order by ``(major, minor)`` (integers in ``[0, n_major)``, ``[0, n_minor)``),
     i.e. ``np.lexsort((minor, major))``: one counting sort of ``major * n_minor + minor`` when
-    that key range is at most a few times the length, else two (minor first, then major)."""
+    that key range is small, else two (minor first, then major), else ``lexsort`` itself."""
     n = len(major)
-    if n_major * n_minor <= 4 * n + 65_536:
+    if counting_sort_fits(n, n_major * n_minor):
         key = major.astype(np.int64) * n_minor + minor
         return stable_order_by(key, n_major * n_minor)
+    if not (counting_sort_fits(n, n_major) and counting_sort_fits(n, n_minor)):
+        return np.lexsort((minor, major))
     by_minor = stable_order_by(minor.astype(np.int64, copy=False), n_minor)
     return by_minor[stable_order_by(major[by_minor].astype(np.int64, copy=False), n_major)]
 

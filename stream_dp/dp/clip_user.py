@@ -215,12 +215,10 @@ class _StaticLists:
 
 def _by_cell_then_count_descending(occ: Occupancy) -> IntArray:
     """Entry order by cell, then count descending, then vehicle (entries are sorted by
-    (cell, vehicle)): a counting sort when counts are small, else ``lexsort``."""
+    (cell, vehicle))."""
     from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
 
     top = int(occ.count.max(initial=0))
-    if top > 4 * occ.n_entries + 1024:
-        return np.lexsort((-occ.count, occ.cell_index))
     return order_by_pair(occ.cell_index, top - occ.count, len(occ.cells), top + 1)
 
 
@@ -260,7 +258,9 @@ class _Suppressor:
         #: Per-slot (``by_vehicle`` order) cell, count and position, when already built.
         self._slots: tuple[IntArray, IntArray, IntArray] | None = None
         top = int(occ.count.max(initial=0))
-        if n and n_cells * (top + 1) <= 4 * n + 65_536:
+        from stream_dp.dp.array_kernels import counting_sort_fits  # numba: on first use
+
+        if n and counting_sort_fits(n, n_cells * (top + 1)):
             from stream_dp.dp.clip_user_kernel import suppressor_layout
 
             (self.grids, self.vehicle_start, self.by_vehicle, self.by_cell, self.position,

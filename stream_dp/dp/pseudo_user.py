@@ -76,13 +76,9 @@ def pseudo_user_step(
     gamma = clip.kept_count
     kept = np.flatnonzero(gamma > 0)
     cell, count = occ.cell_index[kept], gamma[kept]
-    top = int(count.max(initial=0))
-    if top > 4 * len(count) + 1024:
-        order = np.lexsort((count, cell))
-    else:
-        from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
 
-        order = order_by_pair(cell, count, n_cells, top + 1)
+    order = order_by_pair(cell, count, n_cells, int(count.max(initial=0)) + 1)
     cell, count = cell[order], count[order]
     cell_start = np.searchsorted(cell, np.arange(n_cells + 1))
     n_kept = np.diff(cell_start)

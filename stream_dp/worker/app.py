@@ -45,11 +45,10 @@ class WorkerRuntime:
     ingest: IngestProcessor | None = None
     releaser: ReleaseService | None = None
     started: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The readings partitions assigned to this worker (changed in place on revocation).
     assigned: set[int] = field(default_factory=set)
     #: False until the first assignment and during a rebalance.
     assignment_known: bool = False
-    #: The ingest consumer's live assignment (updated in place), when it keeps one.
-    live_assigned: set[int] | None = None
     failed: str | None = None
 
     def fail(self, where: str, exc: BaseException) -> None:
@@ -131,7 +130,7 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     async def idle_and_progress() -> None:
         if not runtime.started.is_set() or runtime.ingest is None:
             return
-        await runtime.ingest.tick(sorted(runtime.assigned), input_state, runtime.live_assigned)
+        await runtime.ingest.tick(sorted(runtime.assigned), input_state, runtime.assigned)
 
     register_pages(app, runtime)
     app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
@@ -145,20 +144,16 @@ def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
     """The default ingest: a :class:`ReadingsConsumer` task; returns its ``input_state``."""
     consumer: ReadingsConsumer | None = None
 
-    def on_assignment(partitions: set[int] | None) -> None:
-        runtime.assignment_known = partitions is not None
-        if partitions is not None:
-            runtime.assigned = partitions
-        elif consumer is not None:  # a rebalance started: what is left until it ends
-            runtime.assigned = set(consumer.assigned)
+    def on_rebalance(settled: bool) -> None:
+        runtime.assignment_known = settled
 
     @app.task
     async def ingest_batches() -> None:
         nonlocal consumer
         await runtime.started.wait()
         assert runtime.ingest is not None
-        consumer = ReadingsConsumer(runtime.settings, runtime.conn, runtime.ingest, on_assignment)
-        runtime.live_assigned = consumer.assigned
+        consumer = ReadingsConsumer(runtime.settings, runtime.conn, runtime.ingest, on_rebalance)
+        runtime.assigned = consumer.assigned  # the consumer's live set
         try:
             await consumer.run()
         except asyncio.CancelledError:

@@ -67,10 +67,9 @@ class _Assignment(ConsumerRebalanceListener):
 class ReadingsConsumer:
     """Consumes the readings topic in ``getmany`` batches and applies them to the ingest.
 
-    ``on_assignment(partitions)`` is told the current readings partitions after every change
-    (None while a rebalance is in progress), *before* any batch of the new assignment is
-    processed (the idle rule and readiness use it). ``assigned`` is the live set, updated in
-    place.
+    ``assigned`` is the live set of readings partitions, updated in place.
+    ``on_rebalance(settled)`` is told False when a rebalance starts and True once the new
+    assignment is in ``assigned``, before any batch of it is processed (readiness uses it).
     """
 
     def __init__(
@@ -78,12 +77,12 @@ class ReadingsConsumer:
         settings: Settings,
         conn: KafkaConnection,
         ingest: IngestProcessor,
-        on_assignment: Callable[[set[int] | None], None],
+        on_rebalance: Callable[[bool], None],
     ) -> None:
         self.settings = settings
         self.conn = conn
         self.ingest = ingest
-        self._on_assignment = on_assignment
+        self._on_rebalance = on_rebalance
         self.assigned: set[int] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self._stopping = asyncio.Event()
@@ -97,7 +96,7 @@ class ReadingsConsumer:
     def assign(self, partitions: list[int]) -> None:
         self.assigned.clear()  # in place: a batch waiting for the ingest lock sees it
         self.assigned.update(partitions)
-        self._on_assignment(set(self.assigned))
+        self._on_rebalance(True)
 
     async def revoke(self, partitions: list[int]) -> None:
         # Drop them from the assignment first, synchronously: a batch already fetched but
@@ -107,7 +106,7 @@ class ReadingsConsumer:
         # (in a ``finally``: aiokafka logs and swallows what this callback raises, so a
         # failed commit must not leave stale state behind).
         self.assigned -= set(partitions)
-        self._on_assignment(None)
+        self._on_rebalance(False)
         await self.ingest.on_revoked(partitions, before_drop=self._commit)
 
     # --- the loop -----------------------------------------------------------------------

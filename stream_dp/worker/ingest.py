@@ -205,7 +205,7 @@ class IngestProcessor:
         last_offset = runtime.applied_offset
         for message in messages:
             if message.offset <= runtime.applied_offset:
-                continue  # already applied before a crash; Faust's commit lagged
+                continue  # applied before a crash or a rebalance: the commit lags the state
             last_offset = max(last_offset, message.offset)
             try:
                 objects = decode_message(message.value)
