@@ -247,23 +247,29 @@ def kept_sums(
     entries: np.ndarray,
     kept_count: np.ndarray,
     prefix_sums: Future[tuple[np.ndarray, ...]] | None = None,
+    count: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
 
-    ``prefix_sums``: :func:`start_prefix_sums` of these columns, if started earlier."""
-    count = columns.count[entries]
-    full = kept_count == count
-    total = np.where(full, columns.total[entries], 0.0)
-    total_sq = np.where(full, columns.total_sq[entries], 0.0)
-    partial = np.flatnonzero(~full & (kept_count > 0))
+    ``prefix_sums``: :func:`start_prefix_sums` of these columns, if started earlier;
+    ``count``: ``columns.count[entries]``, if at hand (the occupancy's counts)."""
+    if count is None:
+        count = np.take(columns.count, entries)
+    dropped = kept_count != count
+    total = np.take(columns.total, entries)
+    total_sq = np.take(columns.total_sq, entries)
+    total[dropped] = 0.0
+    total_sq[dropped] = 0.0
+    partial = np.flatnonzero(dropped & (kept_count > 0))
     if len(partial):
         start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
-        pairs, need = entries[partial], kept_count[partial]
-        if np.any(start[pairs + 1] - start[pairs] < need):
+        pairs, need = np.take(entries, partial), np.take(kept_count, partial)
+        first = np.take(start, pairs)
+        if np.any(np.take(start, pairs + 1) - first < need):
             raise ValueError("a cap needs readings beyond the stored prefix")
-        last = start[pairs] + need - 1
-        total[partial] = sums[last]
-        total_sq[partial] = sums_sq[last]
+        last = first + need - 1
+        total[partial] = np.take(sums, last)
+        total_sq[partial] = np.take(sums_sq, last)
     return total, total_sq
 
 
@@ -329,13 +335,15 @@ def _occupancy(
             else tuple(names[v] for v in used_vehicles.tolist())
         )
     order = order_by_pair(cell_index, vehicle_index, len(chosen), len(vehicles))
-    entry_of = order if entries is None else entries[order]
+    entry_of = order if entries is None else np.take(entries, order)
+    # Ordered by cell, the cell column is each cell's index repeated (no gather).
+    per_cell = np.bincount(cell_index, minlength=len(chosen))
     occupancy = Occupancy(
         cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
         vehicles=vehicles,
-        cell_index=cell_index[order].astype(np.int64, copy=False),
-        vehicle_index=vehicle_index[order].astype(np.int64, copy=False),
-        count=columns.count[entry_of],
+        cell_index=np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell),
+        vehicle_index=np.take(vehicle_index, order).astype(np.int64, copy=False),
+        count=np.take(columns.count, entry_of),
     )
     return occupancy, entry_of
 
@@ -410,7 +418,9 @@ def _release_window(
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
         capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(columns, entry_of, capped.kept_count, prefix_sums)
+    total, total_sq = kept_sums(
+        columns, entry_of, capped.kept_count, prefix_sums, occupancy.count
+    )
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
     kept_readings = np.bincount(cell_idx, weights=capped.kept_count, minlength=n_cells)

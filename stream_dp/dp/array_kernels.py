@@ -52,7 +52,8 @@ def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: i
     if not (counting_sort_fits(n, n_major) and counting_sort_fits(n, n_minor)):
         return np.lexsort((minor, major))
     by_minor = stable_order_by(minor.astype(np.int64, copy=False), n_minor)
-    return by_minor[stable_order_by(major[by_minor].astype(np.int64, copy=False), n_major)]
+    major_by_minor = np.take(major, by_minor).astype(np.int64, copy=False)
+    return np.take(by_minor, stable_order_by(major_by_minor, n_major))
 
 
 @njit(cache=True, nogil=True)

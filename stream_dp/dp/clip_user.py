@@ -82,10 +82,12 @@ class ClipUserResult:
         vehicles = np.asarray(occ.vehicles, dtype=object)[occ.vehicle_index[order]].tolist()
         return tuple(zip(cells, vehicles, strict=True))
 
-    @property
+    @cached_property
     def kept_count(self) -> IntArray:
-        """``Gamma[g, l]`` per entry: ``m[g, l]`` if kept, else 0."""
-        return np.where(self.kept, self.occupancy.count, 0).astype(np.int64)
+        """``Gamma[g, l]`` per entry: ``m[g, l]`` if kept, else 0 (computed once; read-only)."""
+        kept_count = np.where(self.kept, self.occupancy.count, 0).astype(np.int64, copy=False)
+        kept_count.flags.writeable = False
+        return kept_count
 
     @property
     def n_suppressed(self) -> int:
@@ -143,10 +145,9 @@ def cell_errors(
     if kept is None:
         return grid_error(upper, epsilon, occupancy.max_per_cell(), total, total)
     n_cells = len(occupancy.cells)
-    kept_count = np.where(kept, occupancy.count, 0).astype(np.int64)
+    kept_count = np.where(kept, occupancy.count, 0)
     kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
-    top = np.zeros(n_cells, dtype=np.int64)
-    np.maximum.at(top, occupancy.cell_index, kept_count)
+    top = occupancy.max_per_cell(kept_count)
     return grid_error(upper, epsilon, top, kept_sum.astype(np.int64), total)
 
 

@@ -96,11 +96,23 @@ class Occupancy:
         total.flags.writeable = False
         return total
 
-    def max_per_cell(self) -> IntArray:
-        """``m*_g = max_l m[g, l]``."""
+    def max_per_cell(self, count: IntArray | None = None) -> IntArray:
+        """``m*_g = max_l m[g, l]`` (of ``count`` instead of ``m``, per entry, if given; 0 for
+        a cell without entries)."""
+        values = self.count if count is None else count
+        start = self.cell_start
         top = np.zeros(len(self.cells), dtype=np.int64)
-        np.maximum.at(top, self.cell_index, self.count)
+        filled = np.flatnonzero(start[1:] > start[:-1])
+        if len(filled):  # entries are sorted by cell: one reduction per run
+            top[filled] = np.maximum.reduceat(values, start[filled])
         return top
+
+    @cached_property
+    def cell_start(self) -> IntArray:
+        """Cell ``g``'s entries are ``cell_start[g]:cell_start[g + 1]`` (read-only)."""
+        start = np.searchsorted(self.cell_index, np.arange(len(self.cells) + 1))
+        start.flags.writeable = False
+        return start
 
 
 def factorize(values: list[str]) -> tuple[tuple[str, ...], IntArray]:

@@ -116,13 +116,14 @@ def pseudo_user_step(
 
     cap = np.zeros(n_cells, dtype=np.int64)
     cap[has] = cand_cap[best]
-    return _result(clip, upper, epsilon, cap)
+    capped_kept_sum = np.zeros(n_cells, dtype=np.int64)
+    capped_kept_sum[has] = capped_sum[best]
+    return _result(clip, upper, epsilon, cap, capped_kept_sum)
 
 
 def no_pseudo_user(clip: ClipUserResult) -> PseudoUserResult:
     """The ``--no-pseudo-user`` variant: cap = max kept count, i.e. CLIP-USER's counts."""
-    top = np.zeros(len(clip.occupancy.cells), dtype=np.int64)
-    np.maximum.at(top, clip.occupancy.cell_index, clip.kept_count)
+    top = clip.occupancy.max_per_cell(clip.kept_count)
     return _result(clip, clip.upper, clip.epsilon, top)
 
 
@@ -141,13 +142,22 @@ def _capped_sum(
     return prefix[below] - prefix[start] + cand_cap * (end - below)
 
 
-def _result(clip: ClipUserResult, upper: float, epsilon: float, cap: IntArray) -> PseudoUserResult:
+def _result(
+    clip: ClipUserResult,
+    upper: float,
+    epsilon: float,
+    cap: IntArray,
+    kept_sum: IntArray | None = None,
+) -> PseudoUserResult:
+    """The outcome of capping every cell's kept counts at ``cap`` (at most the cell's largest
+    kept count, so the capped ``top`` is ``cap`` itself; 0 where nothing is kept).
+    ``kept_sum``: the capped ``S`` per cell, if already known."""
     occ = clip.occupancy
-    kept_count = np.minimum(clip.kept_count, cap[occ.cell_index]).astype(np.int64)
-    kept_sum = np.bincount(occ.cell_index, weights=kept_count, minlength=len(occ.cells))
-    kept_sum = kept_sum.astype(np.int64)
-    top = np.zeros(len(occ.cells), dtype=np.int64)
-    np.maximum.at(top, occ.cell_index, kept_count)
+    kept_count = np.minimum(clip.kept_count, np.repeat(cap, np.diff(occ.cell_start)))
+    if kept_sum is None:
+        kept_sum = np.bincount(occ.cell_index, weights=kept_count, minlength=len(occ.cells))
+        kept_sum = kept_sum.astype(np.int64)
+    top = cap
     released = kept_sum > 0
     safe = np.where(released, kept_sum, 1)
     return PseudoUserResult(
