@@ -418,9 +418,7 @@ def _release_window(
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
         capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(
-        columns, entry_of, capped.kept_count, prefix_sums, occupancy.count
-    )
+    total, total_sq = kept_sums(columns, entry_of, capped.kept_count, prefix_sums, occupancy.count)
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
     kept_readings = np.bincount(cell_idx, weights=capped.kept_count, minlength=n_cells)
