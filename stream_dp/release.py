@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from stream_dp.config import Settings
-from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, cells_used, limit_to_budget
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
@@ -253,23 +253,22 @@ def kept_sums(
 
     ``prefix_sums``: :func:`start_prefix_sums` of these columns, if started earlier;
     ``count``: ``columns.count[entries]``, if at hand (the occupancy's counts)."""
-    if count is None:
-        count = np.take(columns.count, entries)
-    dropped = kept_count != count
-    total = np.take(columns.total, entries)
-    total_sq = np.take(columns.total_sq, entries)
-    total[dropped] = 0.0
-    total_sq[dropped] = 0.0
-    partial = np.flatnonzero(dropped & (kept_count > 0))
-    if len(partial):
+    from stream_dp.dp.array_kernels import kept_entry_sums
+
+    entries = entries.astype(np.int64, copy=False)
+    kept_count = kept_count.astype(np.int64, copy=False)
+    count = np.take(columns.count, entries) if count is None else count
+    count = count.astype(np.int64, copy=False)
+    if np.any((kept_count != count) & (kept_count > 0)):
         start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
-        pairs, need = np.take(entries, partial), np.take(kept_count, partial)
-        first = np.take(start, pairs)
-        if np.any(np.take(start, pairs + 1) - first < need):
-            raise ValueError("a cap needs readings beyond the stored prefix")
-        last = first + need - 1
-        total[partial] = np.take(sums, last)
-        total_sq[partial] = np.take(sums_sq, last)
+    else:
+        start = np.zeros(1, dtype=np.int64)
+        sums = sums_sq = np.zeros(0, dtype=np.float64)
+    total, total_sq, beyond = kept_entry_sums(
+        entries, kept_count, count, columns.total, columns.total_sq, start, sums, sums_sq
+    )
+    if beyond >= 0:
+        raise ValueError("a cap needs readings beyond the stored prefix")
     return total, total_sq
 
 
@@ -491,8 +490,7 @@ def _release_window(
     _budget_summary(summary, settings, withheld)
     loss = None
     if ledger is not None:
-        used = cells_used(occupancy, capped.kept_count > 0)
-        loss = WindowLoss.from_counts(window_start, eps, occupancy.vehicles, used)
+        loss = WindowLoss.of_occupancy(window_start, eps, occupancy, capped.kept_count > 0)
     return WindowRelease(window_start, cells, summary, loss)
 
 

@@ -6,7 +6,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.dp.array_kernels import order_by_pair, pair_prefix_sums, stable_order_by
+from stream_dp.dp.array_kernels import (
+    kept_entry_sums,
+    order_by_pair,
+    pair_prefix_sums,
+    stable_order_by,
+)
 
 
 @given(st.lists(st.integers(0, 9), max_size=200))
@@ -49,3 +54,41 @@ def test_pair_prefix_sums_run_over_each_pairs_readings_in_event_time_then_value_
             first = mine[:k]
             assert sums[start[p] + k - 1] == sum(first)
             assert sums_sq[start[p] + k - 1] == sum(v * v for v in first)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 6), st.integers(0, 9)), max_size=60),
+    st.lists(st.integers(0, 7), min_size=6, max_size=6),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=300, deadline=None)
+def test_kept_entry_sums_are_the_sums_of_each_entrys_first_kept_readings(items, counts, rnd):
+    """Pairs 0..5 hold ``counts[p]`` readings, of which the log stores the first few; each
+    chosen entry keeps some of them: full totals, prefix sums or 0, and the first entry whose
+    kept readings are not all stored is reported."""
+    pair = np.array([p for p, _, _ in items], dtype=np.int64)
+    ts = np.array([t for _, t, _ in items], dtype=np.float64)
+    value = np.array([v for _, _, v in items], dtype=np.float64)
+    logged = [sorted((t, v) for q, t, v in items if q == p) for p in range(6)]
+    count = np.array([max(c, len(log)) for c, log in zip(counts, logged, strict=True)])
+    total = np.array([sum(v for _, v in log) + 1000.0 * (c - len(log)) for c, log in
+                      zip(count, logged, strict=True)])  # fmt: skip
+    total_sq = total * 3.0
+    entries = np.array(rnd.sample(range(6), rnd.randint(0, 6)), dtype=np.int64)
+    kept = np.array([rnd.randint(0, int(count[e])) for e in entries], dtype=np.int64)
+    start, sums, sums_sq = pair_prefix_sums(pair, ts, value, 6)
+    out, out_sq, beyond = kept_entry_sums(
+        entries, kept, count[entries], total, total_sq, start, sums, sums_sq
+    )
+    expect_beyond = -1
+    for i, (e, k) in enumerate(zip(entries.tolist(), kept.tolist(), strict=True)):
+        if k == count[e]:
+            want = (total[e], total_sq[e])
+        elif k > len(logged[e]):
+            expect_beyond = i
+            break
+        else:
+            first = [v for _, v in logged[e][:k]]
+            want = (sum(first), sum(v * v for v in first))
+        assert (out[i], out_sq[i]) == want
+    assert beyond == expect_beyond

@@ -592,3 +592,29 @@ def test_record_released_keeps_one_period_of_slack() -> None:
     ledger.record_released(WindowLoss.from_counts(2 * day + 3 * hour, 1.0, ["w"], [1]))
     assert len(ledger) == 2  # window 0 is more than two periods behind: pruned
     assert ledger.allowed_cells(["v"], 2 * hour, 1.0).tolist() == [0]  # unknown: no budget
+
+
+@given(
+    triples=st.lists(
+        st.tuples(
+            st.sampled_from("abcd"), st.text("xyzé", min_size=1, max_size=3), st.integers(1, 3)
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    data=st.data(),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_loss_of_an_occupancy_is_the_loss_from_its_counts(
+    triples: list[tuple[str, str, int]], data: st.DataObject
+) -> None:
+    """The release's shortcut (names taken from the occupancy unchecked) builds exactly the
+    WindowLoss that the checked constructor builds, vehicles left with no cell dropped."""
+    occ = Occupancy.from_triples(triples)
+    kept = np.array(
+        data.draw(st.lists(st.booleans(), min_size=occ.n_entries, max_size=occ.n_entries))
+    )
+    loss = WindowLoss.of_occupancy(7200, 0.25, occ, kept)
+    assert loss == WindowLoss.from_counts(7200, 0.25, occ.vehicles, cells_used(occ, kept))
+    assert not loss.cells.flags.writeable
+    assert all(type(v) is str for v in loss.vehicles)

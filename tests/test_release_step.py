@@ -228,3 +228,17 @@ def test_release_ids_of_a_window_are_each_cells_uuid5():
     cells = ["872a10701ffffff", "*", "é", "", "872a10701ffffff"]
     expected = [str(uuid.uuid5(RELEASE_NAMESPACE, f"app|7200|9|{c}")) for c in cells]
     assert release_ids("app", 7200, 9, cells) == expected
+
+
+def test_kept_sums_refuse_a_cap_beyond_the_stored_prefix():
+    """Only each pair's first C readings are stored: keeping 3 of 5 with C = 2 cannot be summed
+    exactly, and says so instead of summing what is there."""
+    columns = WindowColumns.from_readings(
+        ["c"] * 5, ["v"] * 5, [5.0, 1.0, 4.0, 2.0, 3.0], [50.0, 10.0, 40.0, 20.0, 30.0], 2
+    )
+    entries = np.array([0])
+    total, total_sq = kept_sums(columns, entries, np.array([2]))
+    assert (total[0], total_sq[0]) == (30.0, 500.0)  # the first two by event time
+    assert kept_sums(columns, entries, np.array([5]))[0][0] == 150.0  # all: the pair's total
+    with pytest.raises(ValueError, match="beyond the stored prefix"):
+        kept_sums(columns, entries, np.array([3]))

@@ -106,3 +106,40 @@ def pair_prefix_sums(
             sums[j] = s
             sums_sq[j] = sq
     return start, sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def kept_entry_sums(
+    entries: np.ndarray,
+    kept_count: np.ndarray,
+    count: np.ndarray,
+    total: np.ndarray,
+    total_sq: np.ndarray,
+    start: np.ndarray,
+    sums: np.ndarray,
+    sums_sq: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """Per chosen entry ``i`` (pair ``entries[i]`` with ``count[i]`` readings), the sum and sum
+    of squares of its first ``kept_count[i]`` readings: the pair's totals when all are kept,
+    0 when none, else the running sums of :func:`pair_prefix_sums` (``start, sums, sums_sq``;
+    may be empty when no entry is partly kept). One pass; the third value is the first entry
+    whose kept readings go beyond its stored prefix, or -1."""
+    n = len(entries)
+    out = np.empty(n, dtype=np.float64)
+    out_sq = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        k = kept_count[i]
+        pair = entries[i]
+        if k == count[i]:
+            out[i] = total[pair]
+            out_sq[i] = total_sq[pair]
+        elif k <= 0:
+            out[i] = 0.0
+            out_sq[i] = 0.0
+        else:
+            first = start[pair]
+            if start[pair + 1] - first < k:
+                return out, out_sq, i
+            out[i] = sums[first + k - 1]
+            out_sq[i] = sums_sq[first + k - 1]
+    return out, out_sq, -1

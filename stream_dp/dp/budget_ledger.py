@@ -172,6 +172,26 @@ class WindowLoss:
             cells = cells[used]
         return cls(window_start, epsilon, names, cells)
 
+    @classmethod
+    def of_occupancy(
+        cls, window_start: int, epsilon: float, occupancy: Occupancy, kept: ArrayLike
+    ) -> WindowLoss:
+        """The loss of releasing ``occupancy`` with the ``kept`` entries (:func:`cells_used`
+        per vehicle). The names are an :class:`Occupancy`'s, strictly ascending strings by
+        construction, so they are not checked again (a window has ~10^5 of them)."""
+        cells = cells_used(occupancy, kept)
+        names = occupancy.vehicles
+        used = np.flatnonzero(cells > 0)
+        if len(used) < len(names):
+            names, cells = _take(names, used), cells[used]
+        cells.setflags(write=False)
+        loss = object.__new__(cls)
+        object.__setattr__(loss, "window_start", _as_int(window_start, "window_start"))
+        object.__setattr__(loss, "epsilon", _as_positive_float(epsilon, "epsilon"))
+        object.__setattr__(loss, "vehicles", tuple(names))
+        object.__setattr__(loss, "cells", cells)
+        return loss
+
     @property
     def loss(self) -> FloatArray:
         """Each vehicle's privacy loss in this window, ``cells * epsilon``."""

@@ -191,7 +191,7 @@ def clip_user(
         k=int(run.grids.max(initial=0)),
         error_bound=bound,
         initial_error=initial_error,
-        error=cell_errors(occupancy, kept, upper, epsilon),
+        error=run.errors(),
         suppressed_entries=np.asarray(run.order, dtype=np.int64),
     )
 
@@ -292,6 +292,12 @@ class _Suppressor:
         self.kept_sorted = self.kept.copy()
         self.cand_of_entry = np.full(n + 1, -1, dtype=np.int64)
         self.order: list[int] | IntArray = []
+
+    def errors(self) -> FloatArray:
+        """Per-cell eq. (13) in the current state (``cell_errors`` of ``kept``, read off the
+        per-cell state: ``top3[g, 0]`` is the largest kept count's position)."""
+        top = self.sorted_count[self.top3[:, 0]]
+        return grid_error(self.upper, self.epsilon, top, self.kept_sum, self.total)
 
     @cached_property
     def _lists(self) -> _StaticLists:
