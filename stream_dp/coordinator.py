@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stream_dp.name_order import EARLY_SORT_MIN
 from stream_dp.release import WindowColumns
 from stream_dp.window_state import PartialColumns
 
@@ -35,6 +36,8 @@ class ReleaseCoordinator:
         if partition in per_partition:
             return False
         per_partition[partition] = partial
+        if len(partial.vehicle_names) >= EARLY_SORT_MIN:
+            partial.vehicle_name_sort  # noqa: B018 - starts sorting its names in the background
         return True
 
     def set_progress(

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import os
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_dp import background
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
@@ -28,6 +28,7 @@ from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy, factorize
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
+from stream_dp.name_order import NameSort, merged_order
 from stream_dp.window_state import PartialColumns, rank_in_runs
 
 SCHEMA_VERSION = 1
@@ -124,7 +125,9 @@ class WindowColumns:
         cells = [p.cell_names for p in parts]
         cell_names, cell_code = _merge_codes(cells, [p.pair_cell for p in parts])
         vehicles = [p.vehicle_names for p in parts]
-        vehicle_names, vehicle_code = _merge_codes(vehicles, [p.pair_vehicle for p in parts])
+        vehicle_names, vehicle_code = _merge_codes(
+            vehicles, [p.pair_vehicle for p in parts], [p.vehicle_name_sort for p in parts]
+        )
         offsets = np.cumsum([0] + [len(p) for p in parts[:-1]]).tolist()
         reading_pair = np.concatenate(
             [p.reading_pair + o for p, o in zip(parts, offsets, strict=True)]
@@ -201,24 +204,31 @@ class WindowColumns:
 
 
 def _merge_codes(
-    names: list[list[str]], codes: list[np.ndarray]
+    names: list[list[str]], codes: list[np.ndarray], sorts: list[NameSort] | None = None
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """Sorted distinct names over all partials and every partial's codes mapped into them.
 
-    Sorted as a numpy unicode array (code-point order, as ``sorted``; names never contain
-    NUL, which numpy would strip); names repeated across partials take the slower path."""
+    Few names (cells) go through a dict; many (vehicles) are sorted as numpy unicode arrays
+    (code-point order, as ``sorted``), from each partial's :class:`NameSort` if given (sorted
+    in the background as the partials arrived); names repeated across partials take the
+    dict path too."""
     flat = list(chain.from_iterable(names))
-    offsets = np.cumsum([0] + [len(n) for n in names[:-1]]).tolist()
-    array = np.array(flat) if flat else np.zeros(0, dtype="<U1")
-    order = np.argsort(array, kind="stable")
-    ordered = array[order]
-    if len(flat) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):
+    if len(flat) <= _FEW_NAMES:
         merged, global_code = factorize(flat)
     else:
-        merged = tuple(ordered.tolist())
-        global_code = np.empty(len(flat), dtype=np.int64)
-        global_code[order] = np.arange(len(flat))
+        ordered, order = merged_order(sorts or [NameSort.start(n) for n in names])
+        if bool(np.any(ordered[1:] == ordered[:-1])):
+            merged, global_code = factorize(flat)
+        else:
+            merged = tuple(ordered.tolist())
+            global_code = np.empty(len(flat), dtype=np.int64)
+            global_code[order] = np.arange(len(flat))
+    offsets = np.cumsum([0] + [len(n) for n in names[:-1]]).tolist()
     return merged, np.concatenate([global_code[o + c] for o, c in zip(offsets, codes, strict=True)])
+
+
+#: Up to this many names (all partials together) are merged through a dict.
+_FEW_NAMES = 16_384
 
 
 def select_cells(
@@ -272,26 +282,12 @@ def kept_sums(
     return total, total_sq
 
 
-_PREFIX_SUMS_POOL: ThreadPoolExecutor | None = None
-
-
-def _forget_pool() -> None:  # a forked child has no pool thread
-    global _PREFIX_SUMS_POOL
-    _PREFIX_SUMS_POOL = None
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
 def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
     """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
-    in a worker thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
-    global _PREFIX_SUMS_POOL
+    on the background thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
     from stream_dp.dp.array_kernels import pair_prefix_sums
 
-    if _PREFIX_SUMS_POOL is None:
-        _PREFIX_SUMS_POOL = ThreadPoolExecutor(1, thread_name_prefix="stream-dp-prefix-sums")
-    return _PREFIX_SUMS_POOL.submit(
+    return background.submit(
         pair_prefix_sums,
         columns.reading_pair.astype(np.int64, copy=False),
         columns.reading_ts.astype(np.float64, copy=False),

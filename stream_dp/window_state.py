@@ -14,9 +14,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
+
+from stream_dp.name_order import NameSort
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -68,6 +71,12 @@ class PartialColumns:
 
     def __len__(self) -> int:
         return int(self.count.shape[0])
+
+    @cached_property
+    def vehicle_name_sort(self) -> NameSort:
+        """The vehicle names' sort, started in the background on first use (the coordinator
+        starts it as the partial arrives; the merge then finds it done)."""
+        return NameSort.start(self.vehicle_names)
 
     def pair_names(self) -> list[tuple[str, str]]:
         cells, vehicles = self.cell_names, self.vehicle_names
