@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -30,9 +30,6 @@ from stream_dp.dp.occupancy import Occupancy, factorize
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
 from stream_dp.name_order import NameSort, merged_order
 from stream_dp.window_state import PartialColumns, rank_in_runs
-
-if TYPE_CHECKING:
-    from stream_dp.dp.clip_user_kernel import SuppressorLayout
 
 SCHEMA_VERSION = 1
 RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
@@ -301,21 +298,18 @@ def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
 
 def _occupancy(
     columns: WindowColumns, chosen: np.ndarray, usable: np.ndarray | None = None
-) -> tuple[Occupancy, np.ndarray, SuppressorLayout | None]:
-    """The occupancy array of the chosen cells (``usable`` pairs only, when given), per entry
-    its index into ``columns``, and CLIP-USER's static arrays built in the same passes (None
-    when the counts are too spread for counting sorts: CLIP-USER then builds its own).
+) -> tuple[Occupancy, np.ndarray]:
+    """The occupancy array of the chosen cells (``usable`` pairs only, when given) and, per
+    entry, its index into ``columns``.
     Cell and vehicle names are sorted, so ranks are prefix sums of presence flags and the
-    (cell, vehicle) order is counting sorts (linear time)."""
-    from stream_dp.dp.array_kernels import counting_sort_fits, order_by_pair
-    from stream_dp.dp.clip_user_kernel import SuppressorLayout, occupancy_layout
+    (cell, vehicle) order is two counting sorts (linear time)."""
+    from stream_dp.dp.array_kernels import order_by_pair
 
     names = columns.vehicle_names
     if usable is None and len(chosen) == len(columns.cell_names):
         # Every pair (so every vehicle) is in: the codes are already the ranks.
         entries = None
         cell_index, vehicle_index = columns.cell_code, columns.vehicle_code
-        count = columns.count
         vehicles = names
     else:
         in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
@@ -326,7 +320,6 @@ def _occupancy(
             entries = np.flatnonzero(in_chosen[columns.cell_code])
         cell_index = (np.cumsum(in_chosen) - 1)[columns.cell_code[entries]]
         vehicle_code = columns.vehicle_code[entries]
-        count = columns.count[entries]
         used = np.zeros(len(names), dtype=bool)
         used[vehicle_code] = True
         used_vehicles = np.flatnonzero(used)
@@ -336,33 +329,18 @@ def _occupancy(
             if len(used_vehicles) == len(names)
             else tuple(names[v] for v in used_vehicles.tolist())
         )
-    cells = tuple(columns.cell_names[c] for c in chosen.tolist())
-    n_cells, n = len(chosen), len(count)
-    top = int(count.max(initial=0))
-    layout = None
-    if counting_sort_fits(n, n_cells * (top + 1)):
-        order, entry_vehicle, entry_count, *fields = occupancy_layout(
-            cell_index.astype(np.int64, copy=False),
-            vehicle_index.astype(np.int64, copy=False),
-            count.astype(np.int64, copy=False),
-            n_cells, len(vehicles), top,
-        )  # fmt: skip
-        layout = SuppressorLayout(*fields)
-        per_cell = np.diff(layout.cell_start)
-    else:
-        order = order_by_pair(cell_index, vehicle_index, n_cells, len(vehicles))
-        entry_vehicle = np.take(vehicle_index, order).astype(np.int64, copy=False)
-        entry_count = np.take(count, order).astype(np.int64, copy=False)
-        per_cell = np.bincount(cell_index, minlength=n_cells)
+    order = order_by_pair(cell_index, vehicle_index, len(chosen), len(vehicles))
+    entry_of = order if entries is None else np.take(entries, order)
+    # Ordered by cell, the cell column is each cell's index repeated (no gather).
+    per_cell = np.bincount(cell_index, minlength=len(chosen))
     occupancy = Occupancy(
-        cells=cells,
+        cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
         vehicles=vehicles,
-        # Ordered by cell, the cell column is each cell's index repeated (no gather).
-        cell_index=np.repeat(np.arange(n_cells, dtype=np.int64), per_cell),
-        vehicle_index=entry_vehicle,
-        count=entry_count,
+        cell_index=np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell),
+        vehicle_index=np.take(vehicle_index, order).astype(np.int64, copy=False),
+        count=np.take(columns.count, entry_of),
     )
-    return occupancy, (order if entries is None else np.take(entries, order)), layout
+    return occupancy, entry_of
 
 
 def release_window(
@@ -409,7 +387,7 @@ def _release_window(
     }
     # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
     prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
-    occupancy, entry_of, layout = _occupancy(columns, chosen)
+    occupancy, entry_of = _occupancy(columns, chosen)
     withheld = (0, 0)
     if ledger is not None and ledger.cap is not None and len(chosen):
         allowed = ledger.allowed_cells(occupancy.vehicles, window_start, eps)
@@ -422,7 +400,7 @@ def _release_window(
             usable = np.zeros(len(columns), dtype=bool)
             usable[entry_of[keep]] = True
             chosen = select_cells(columns, settings.min_vehicles, settings.top_cells, usable)
-            occupancy, entry_of, layout = _occupancy(columns, chosen, usable)
+            occupancy, entry_of = _occupancy(columns, chosen, usable)
     if not len(chosen):
         summary = _summary(settings, base, window_start, None, None, 0, columns)
         summary["readings_dropped_late"] = late_readings
@@ -430,7 +408,7 @@ def _release_window(
         loss = None if ledger is None else WindowLoss.from_counts(window_start, eps, [], [])
         return WindowRelease(window_start, [], summary, loss)
 
-    clip = clip_user(occupancy, upper, eps, settings.error_bound, layout=layout)
+    clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:

@@ -10,11 +10,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp.clip_user import ClipUserResult, _candidate_error, cell_errors, clip_user
-from stream_dp.dp.clip_user_kernel import (
-    SuppressorLayout,
-    occupancy_layout,
-    suppressor_layout,
-)
 from stream_dp.dp.clip_user_kernel import candidate_error as compiled_candidate_error
 from stream_dp.dp.grid_error import grid_error
 from stream_dp.dp.occupancy import Occupancy
@@ -313,83 +308,3 @@ def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int)
         np.testing.assert_array_equal(cells, occ.cell_index[by_vehicle])
         np.testing.assert_array_equal(counts, occ.count[by_vehicle])
         np.testing.assert_array_equal(positions, run.position[by_vehicle])
-
-
-def layout_of_shuffled(
-    occ: Occupancy, shuffle_seed: int
-) -> tuple[Occupancy, np.ndarray, SuppressorLayout]:
-    """What the release does: the occupancy and CLIP-USER's arrays built at once from the
-    pairs in some storage order (here a random permutation of the entries)."""
-    items = np.random.default_rng(shuffle_seed).permutation(occ.n_entries)
-    top = int(occ.count.max())
-    order, vehicle, count, *fields = occupancy_layout(
-        occ.cell_index[items], occ.vehicle_index[items], occ.count[items],
-        len(occ.cells), len(occ.vehicles), top,
-    )  # fmt: skip
-    layout = SuppressorLayout(*fields)
-    built = Occupancy(
-        occ.cells, occ.vehicles, np.repeat(np.arange(len(occ.cells)), np.diff(layout.cell_start)),
-        vehicle, count,
-    )  # fmt: skip
-    return built, items[order], layout
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    counts=COUNTS,
-    factor=st.none() | st.floats(min_value=0.3, max_value=30.0),
-    shuffle_seed=st.integers(min_value=0, max_value=2**32 - 1),
-)
-def test_a_layout_built_from_unordered_pairs_gives_the_same_run(counts, factor, shuffle_seed):
-    """The one-pass layout visits each vehicle's cells in storage order; ties still go to the
-    smallest cell and the occupancy is the sorted one."""
-    occ, bound, expected = run_both(counts, 65.0, 0.5, factor)
-    built, entry_of, layout = layout_of_shuffled(occ, shuffle_seed)
-    assert np.array_equal(entry_of, np.arange(occ.n_entries))  # back in (cell, vehicle) order
-    for name in ("cell_index", "vehicle_index", "count"):
-        assert np.array_equal(getattr(built, name), getattr(occ, name))
-    for name, own in zip(SuppressorLayout._fields, clip_user_layout(occ), strict=True):
-        if name not in ("by_vehicle", "slot_cell", "slot_count", "slot_position"):
-            assert np.array_equal(getattr(layout, name), own), name
-    result = clip_user(built, 65.0, 0.5, bound, layout=layout)
-    assert list(result.suppressed) == expected.suppressed
-    assert kept_by_pair(result) == expected.kept
-    assert (result.k, result.g1) == (expected.k, expected.g1)
-    check_invariants(result)
-
-
-def clip_user_layout(occ: Occupancy) -> SuppressorLayout:
-    return SuppressorLayout(*suppressor_layout(
-        occ.cell_index, occ.vehicle_index, occ.count,
-        len(occ.cells), len(occ.vehicles), int(occ.count.max()),
-    ))  # fmt: skip
-
-
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
-def test_a_layout_from_unordered_pairs_on_a_city(seed) -> None:
-    """Thousands of pairs, many ties between a vehicle's cells."""
-    occ = city_occupancy(np.random.default_rng(seed), 3000, 300, 6.0, 0.1)
-    built, _, layout = layout_of_shuffled(occ, seed + 1)
-    expected = clip_user(occ, 65.0, 0.5)
-    result = clip_user(built, 65.0, 0.5, layout=layout)
-    assert np.array_equal(result.kept, expected.kept)
-    assert list(result.suppressed_entries) == list(expected.suppressed_entries)
-    assert np.array_equal(result.error, expected.error)
-
-
-def test_a_tie_between_a_vehicles_cells_goes_to_the_smallest_cell_whatever_the_slot_order():
-    """Cells "a" and "b" look alike to every vehicle, so each first pick is an exact tie; the
-    pairs come in reverse storage order (each vehicle's "b" first), yet "a" wins the tie."""
-    counts = {(cell, v): 1 for cell in ("a", "b") for v in ("1", "2", "3", "4")}
-    occ = occupancy_of(counts)
-    expected = reference_clip_user(counts, 65.0, 0.5, math.inf)
-    assert expected.suppressed[0] == ("a", "1")
-    items = np.arange(occ.n_entries)[::-1].copy()
-    order, vehicle, count, *fields = occupancy_layout(
-        occ.cell_index[items], occ.vehicle_index[items], occ.count[items], 2, 4, 1
-    )
-    layout = SuppressorLayout(*fields)
-    assert layout.slot_cell[0] == 1  # vehicle "1" visits "b" first
-    result = clip_user(occ, 65.0, 0.5, math.inf, layout=layout)
-    assert list(result.suppressed) == expected.suppressed

@@ -25,16 +25,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp.grid_error import grid_error
 from stream_dp.dp.occupancy import Occupancy
-
-if TYPE_CHECKING:
-    from stream_dp.dp.clip_user_kernel import SuppressorLayout
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -161,7 +158,6 @@ def clip_user(
     error_bound: float | None = None,
     *,
     strategy: Strategy = "auto",
-    layout: SuppressorLayout | None = None,
 ) -> ClipUserResult:
     """Run CLIP-USER (Algorithm 1; MATH.md "CLIP-USER (Algorithm 1), precisely").
 
@@ -172,9 +168,7 @@ def clip_user(
     ``strategy`` only selects the evaluation scheme (identical results); keep ``"auto"``
     (= ``"compiled"``, the numba kernel). Uncompiled paths: ``"numpy"`` (batched rounds with a
     sequential fallback; the default before the kernel), ``"batched"`` (batched rounds only)
-    and ``"sequential"`` (a Python loop). ``layout``: the run's static arrays if the caller
-    built them with the occupancy (:func:`~stream_dp.dp.clip_user_kernel.occupancy_layout`);
-    only the compiled strategy takes them.
+    and ``"sequential"`` (a Python loop).
     """
     if not upper > 0 or not epsilon > 0:
         raise ValueError("upper and epsilon must be positive")
@@ -184,9 +178,7 @@ def clip_user(
         raise ValueError(f"unknown strategy {strategy!r}")
     initial_error = cell_errors(occupancy, None, upper, epsilon)
     bound = float(error_bound) if error_bound is not None else float(initial_error.max(initial=0))
-    if strategy not in ("auto", "compiled"):
-        layout = None  # the uncompiled paths visit a vehicle's entries in cell order
-    run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL), layout)
+    run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL))
     g1 = int(run.grids.max(initial=0))
     run.run(strategy)
     kept = run.kept[:-1].copy()
@@ -254,14 +246,7 @@ class _Suppressor:
     cell ``g``, padded with ``n``.
     """
 
-    def __init__(
-        self,
-        occ: Occupancy,
-        upper: float,
-        epsilon: float,
-        limit: float,
-        layout: SuppressorLayout | None = None,
-    ) -> None:
+    def __init__(self, occ: Occupancy, upper: float, epsilon: float, limit: float) -> None:
         n = occ.n_entries
         n_cells = len(occ.cells)
         self.n = n
@@ -276,19 +261,17 @@ class _Suppressor:
         top = int(occ.count.max(initial=0))
         from stream_dp.dp.array_kernels import counting_sort_fits  # numba: on first use
 
-        if layout is None and n and counting_sort_fits(n, n_cells * (top + 1)):
-            from stream_dp.dp.clip_user_kernel import SuppressorLayout, suppressor_layout
+        if n and counting_sort_fits(n, n_cells * (top + 1)):
+            from stream_dp.dp.clip_user_kernel import suppressor_layout
 
-            layout = SuppressorLayout(*suppressor_layout(
+            (self.grids, self.vehicle_start, self.by_vehicle, self.by_cell, self.position,
+             self.sorted_count, cell_start, *slots) = suppressor_layout(
                 occ.cell_index.astype(np.int64, copy=False),
                 occ.vehicle_index.astype(np.int64, copy=False),
                 occ.count.astype(np.int64, copy=False),
                 n_cells, len(occ.vehicles), top,
-            ))  # fmt: skip
-        if layout is not None:
-            self.grids, self.vehicle_start, self.by_vehicle = layout[:3]
-            self.by_cell, self.position, self.sorted_count, cell_start = layout[3:7]
-            self._slots = (layout.slot_cell, layout.slot_count, layout.slot_position)
+            )  # fmt: skip
+            self._slots = (slots[0], slots[1], slots[2])
         else:
             self.by_vehicle = _by_vehicle(occ)  # then ascending cell
             self.grids = occ.grids_per_vehicle()
@@ -307,12 +290,8 @@ class _Suppressor:
         self.kept = np.ones(n + 1, dtype=bool)
         self.kept[n] = False
         self.kept_sorted = self.kept.copy()
+        self.cand_of_entry = np.full(n + 1, -1, dtype=np.int64)
         self.order: list[int] | IntArray = []
-
-    @cached_property
-    def cand_of_entry(self) -> IntArray:
-        """Batched rounds: each entry's candidate in the current round (-1: none)."""
-        return np.full(self.n + 1, -1, dtype=np.int64)
 
     def errors(self) -> FloatArray:
         """Per-cell eq. (13) in the current state (``cell_errors`` of ``kept``, read off the

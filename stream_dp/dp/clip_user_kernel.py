@@ -2,47 +2,25 @@
 
 The exact sequential algorithm of MATH.md ("CLIP-USER (Algorithm 1), precisely"): stages of the
 vehicles with ``G_l == max G`` in ascending id, each picking the cell of least ``E_g(l)`` (ties
-to the smallest cell id, compared explicitly, so a vehicle's entries may be visited in any
-order), halting when that exceeds ``limit`` (``E`` with the relative tolerance already applied)
-or is +inf (the cell's last kept vehicle).
+to the smallest cell id: a vehicle's entries are visited in ascending cell order and only a
+strictly smaller value replaces the best), halting when that exceeds ``limit`` (``E`` with the
+relative tolerance already applied) or is +inf (the cell's last kept vehicle).
 
 :func:`candidate_error` performs the same floating-point operations, in the same order, as
 ``clip_user._candidate_error`` and ``grid_error.grid_error`` (numba does not contract or
 reassociate without ``fastmath``), so ties break identically on every path.
 
-State layout (:class:`SuppressorLayout`; entry ``n`` is a never-kept sentinel of count 0):
-``by_vehicle[vehicle_start[v]:vehicle_start[v + 1]]`` are vehicle ``v``'s entries; each cell's
-entries sit at positions ``position[e]`` of ``by_cell`` order, sorted
+State layout (as built by ``_Suppressor``; entry ``n`` is a never-kept sentinel of count 0):
+``by_vehicle[vehicle_start[v]:vehicle_start[v + 1]]`` are vehicle ``v``'s entries in ascending
+cell order; each cell's entries sit at positions ``position[e]`` of ``by_cell`` order, sorted
 by count descending, and ``top3[g]`` holds the positions of the cell's first three kept entries
 (padded with ``n``), so "largest kept count without vehicle ``l``" is O(1).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numba import njit
-
-
-class SuppressorLayout(NamedTuple):
-    """The static arrays of one CLIP-USER run over an occupancy's entries (see the module
-    docstring): ``grids`` (``G_l``), ``vehicle_start``, ``by_vehicle`` (each vehicle's
-    entries, contiguous), ``by_cell`` (by cell, count descending, then vehicle; sentinel ``n``
-    appended), ``position`` (of each entry in ``by_cell``), ``sorted_count`` (counts in
-    ``by_cell`` order, sentinel 0 appended), ``cell_start`` and the per-slot copies, in
-    ``by_vehicle`` order, that :func:`run_sequential` reads: cell, count and position."""
-
-    grids: np.ndarray
-    vehicle_start: np.ndarray
-    by_vehicle: np.ndarray
-    by_cell: np.ndarray
-    position: np.ndarray
-    sorted_count: np.ndarray
-    cell_start: np.ndarray
-    slot_cell: np.ndarray
-    slot_count: np.ndarray
-    slot_position: np.ndarray
 
 
 @njit(cache=True)
@@ -186,9 +164,7 @@ def run_sequential(
                 value = candidate_error(
                     upper, u2, epsilon, top, kept_sum[cell] - slot_count[i], total[cell]
                 )
-                if value < best or (
-                    value == best and best_slot >= 0 and cell < slot_cell[best_slot]
-                ):  # ties to the smallest cell, whatever the order of the vehicle's slots
+                if value < best:  # slots ascend by cell: ties keep the smallest cell
                     best = value
                     best_slot = i
             if best_slot < 0 or best == np.inf or best > limit:
@@ -271,89 +247,6 @@ def suppressor_layout(
         slot_count[j] = count[i]
         slot_position[j] = position[i]
     return (
-        grids, vehicle_start, by_vehicle, by_cell, position, sorted_count, cell_start,
-        slot_cell, slot_count, slot_position,
-    )  # fmt: skip
-
-
-@njit(cache=True)
-def occupancy_layout(
-    cell: np.ndarray,
-    vehicle: np.ndarray,
-    count: np.ndarray,
-    n_cells: int,
-    n_vehicles: int,
-    top: int,
-) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """An occupancy and its CLIP-USER layout at once, from unordered distinct pairs.
-
-    Item ``i`` is vehicle ``vehicle[i]`` (rank among sorted names) in cell ``cell[i]`` with
-    ``count[i]`` in ``1..top``. Returns ``order`` (occupancy entry ``q`` is item
-    ``order[q]``: entries sorted by (cell, vehicle)), the entries' vehicle and count columns,
-    then the :class:`SuppressorLayout` fields of those entries, with each vehicle's slots in
-    item order (the kernel breaks ties by cell explicitly). Three passes over the items: one
-    histogram, one scatter by vehicle, and one walk in vehicle order that places every item in
-    the (cell, vehicle) and the (cell, count descending, vehicle) orders (vehicles come in
-    ascending order, so both are stable by vehicle) and writes the slots sequentially.
-    """
-    n = len(cell)
-    width = top + 1
-    grids = np.zeros(n_vehicles, dtype=np.int64)
-    cell_start = np.zeros(n_cells + 1, dtype=np.int64)
-    key_start = np.zeros(n_cells * width + 1, dtype=np.int64)
-    for i in range(n):
-        grids[vehicle[i]] += 1
-        cell_start[cell[i] + 1] += 1
-        key_start[cell[i] * width + (top - count[i]) + 1] += 1
-    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
-    for v in range(n_vehicles):
-        vehicle_start[v + 1] = vehicle_start[v] + grids[v]
-    for g in range(n_cells):
-        cell_start[g + 1] += cell_start[g]
-    for k in range(n_cells * width):
-        key_start[k + 1] += key_start[k]
-    fill = vehicle_start[:-1].copy()
-    item_by_vehicle = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        v = vehicle[i]
-        item_by_vehicle[fill[v]] = i
-        fill[v] += 1
-    cell_fill = cell_start[:-1].copy()
-    order = np.empty(n, dtype=np.int64)
-    entry_vehicle = np.empty(n, dtype=np.int64)
-    entry_count = np.empty(n, dtype=np.int64)
-    by_cell = np.empty(n + 1, dtype=np.int64)
-    position = np.empty(n + 1, dtype=np.int64)
-    sorted_count = np.empty(n + 1, dtype=np.int64)
-    by_vehicle = np.empty(n, dtype=np.int64)
-    slot_cell = np.empty(n, dtype=np.int64)
-    slot_count = np.empty(n, dtype=np.int64)
-    slot_position = np.empty(n, dtype=np.int64)
-    for v in range(n_vehicles):
-        for j in range(vehicle_start[v], vehicle_start[v + 1]):
-            i = item_by_vehicle[j]
-            g = cell[i]
-            m = count[i]
-            q = cell_fill[g]
-            cell_fill[g] = q + 1
-            order[q] = i
-            entry_vehicle[q] = v
-            entry_count[q] = m
-            k = g * width + (top - m)
-            p = key_start[k]
-            key_start[k] = p + 1
-            by_cell[p] = q
-            position[q] = p
-            sorted_count[p] = m
-            by_vehicle[j] = q
-            slot_cell[j] = g
-            slot_count[j] = m
-            slot_position[j] = p
-    by_cell[n] = n
-    position[n] = n
-    sorted_count[n] = 0
-    return (
-        order, entry_vehicle, entry_count,
         grids, vehicle_start, by_vehicle, by_cell, position, sorted_count, cell_start,
         slot_cell, slot_count, slot_position,
     )  # fmt: skip
