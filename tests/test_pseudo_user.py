@@ -73,12 +73,13 @@ def clipped(draw):
     return clip_user(occ, upper, epsilon, factor * initial), upper, epsilon
 
 
+@pytest.mark.parametrize("method", ["auto", "scan", "candidates"])
 @settings(max_examples=300, deadline=None)
 @given(case=clipped(), limit=st.none() | st.integers(min_value=0, max_value=80))
-def test_matches_a_scan_of_every_cap(case, limit) -> None:
+def test_matches_a_scan_of_every_cap(method, case, limit) -> None:
     clip, upper, epsilon = case
     occ = clip.occupancy
-    result = pseudo_user_step(clip, upper, epsilon, limit)
+    result = pseudo_user_step(clip, upper, epsilon, limit, method=method)
     total = occ.total_per_cell()
     for cell in range(len(occ.cells)):
         mine = (occ.cell_index == cell) & clip.kept
@@ -106,7 +107,8 @@ def test_matches_a_scan_of_every_cap(case, limit) -> None:
         ((1, 1, 6), 4, 2.0, 1),  # caps 1 and 6 tie exactly
     ],
 )
-def test_exact_ties_go_to_the_smallest_cap(kept, dropped, epsilon, expected) -> None:
+@pytest.mark.parametrize("method", ["scan", "candidates"])
+def test_exact_ties_go_to_the_smallest_cap(kept, dropped, epsilon, expected, method) -> None:
     upper = 4.0
     counts = {("g", f"v{i}"): m for i, m in enumerate(kept)} | {("g", "gone"): dropped}
     clip = manual_clip(counts, {("g", "gone")}, upper, epsilon)
@@ -117,7 +119,7 @@ def test_exact_ties_go_to_the_smallest_cap(kept, dropped, epsilon, expected) -> 
     }
     tied = [c for c, v in values.items() if v == min(values.values())]
     assert len(tied) >= 2 and tied[0] == expected
-    result = pseudo_user_step(clip, upper, epsilon)
+    result = pseudo_user_step(clip, upper, epsilon, method=method)
     assert int(result.cap[0]) == expected
     assert result.error[0] == min(values.values())
 
@@ -126,27 +128,31 @@ def test_exact_ties_go_to_the_smallest_cap(kept, dropped, epsilon, expected) -> 
     ("kept", "dropped", "epsilon", "expected"),
     [((1, 19), 4, 0.5, 2), ((9, 13), 4, 0.05, 12), ((2, 27), 6, 0.05, 3)],
 )
-def test_the_best_cap_can_lie_strictly_between_kept_counts(kept, dropped, epsilon, expected):
+@pytest.mark.parametrize("method", ["scan", "candidates"])
+def test_the_best_cap_can_lie_strictly_between_kept_counts(
+    kept, dropped, epsilon, expected, method
+):
     """Odd ``S`` lowers the variance sensitivity (Lemma III.3), so interior caps can win."""
     upper = 65.0
     counts = {("g", f"v{i}"): m for i, m in enumerate(kept)} | {("g", "gone"): dropped}
     clip = manual_clip(counts, {("g", "gone")}, upper, epsilon)
-    result = pseudo_user_step(clip, upper, epsilon)
+    result = pseudo_user_step(clip, upper, epsilon, method=method)
     assert int(result.cap[0]) == expected and expected not in kept
     total = sum(kept) + dropped
     at_kept_counts = [
         float(grid_error(upper, epsilon, c, int(np.minimum(kept, c).sum()), total)) for c in kept
     ]
     assert result.error[0] < min(at_kept_counts)
-    limited = pseudo_user_step(clip, upper, epsilon, prefix_limit=expected - 1)
+    limited = pseudo_user_step(clip, upper, epsilon, prefix_limit=expected - 1, method=method)
     assert limited.cap[0] <= expected - 1 or limited.cap[0] == max(kept)
     assert result.error[0] < limited.error[0] <= clip.error[0]
 
 
-def test_prefix_limit_below_every_count_leaves_the_cell_uncut() -> None:
+@pytest.mark.parametrize("method", ["scan", "candidates"])
+def test_prefix_limit_below_every_count_leaves_the_cell_uncut(method) -> None:
     counts = {("g", "a"): 5, ("g", "b"): 9, ("g", "c"): 30}
     clip = clip_user(Occupancy.from_triples((c, v, m) for (c, v), m in counts.items()), 65.0, 0.5)
-    result = pseudo_user_step(clip, 65.0, 0.5, prefix_limit=4)
+    result = pseudo_user_step(clip, 65.0, 0.5, prefix_limit=4, method=method)
     assert result.cap[0] == 30
     np.testing.assert_array_equal(result.kept_count, clip.kept_count)
     assert result.error[0] == clip.error[0]
@@ -168,3 +174,5 @@ def test_rejects_bad_parameters() -> None:
         pseudo_user_step(clip, 65.0, 0.0)
     with pytest.raises(ValueError):
         pseudo_user_step(clip, 65.0, 0.5, prefix_limit=-1)
+    with pytest.raises(ValueError, match="unknown method"):
+        pseudo_user_step(clip, 65.0, 0.5, method="guess")  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ count, ``P - 1``, ``P``, ``P + 1`` and ``max - 1`` of the last piece, and ``C - 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,23 +58,40 @@ class PseudoUserResult:
 
 
 def pseudo_user_step(
-    clip: ClipUserResult, upper: float, epsilon: float, prefix_limit: int | None = None
+    clip: ClipUserResult,
+    upper: float,
+    epsilon: float,
+    prefix_limit: int | None = None,
+    *,
+    method: Literal["auto", "scan", "candidates"] = "auto",
 ) -> PseudoUserResult:
     """Choose per cell the cap minimising eq. (15) (ties to the smallest cap).
 
     With ``prefix_limit = C`` (only the first ``C`` readings of each (cell, vehicle) are
     stored) only caps ``c <= C`` or ``c = max kept count`` (nothing cut) are allowed.
+    ``method`` only selects the evaluation (identical results): ``"scan"`` evaluates every
+    integer cap of every cell from a (cell, kept count) histogram, ``"candidates"`` only the
+    candidate caps of the module docstring; ``"auto"`` scans when the histogram is at most a
+    few times the entries (kept counts are small), else evaluates the candidates.
     """
     if not upper > 0 or not epsilon > 0:
         raise ValueError("upper and epsilon must be positive")
     if prefix_limit is not None and prefix_limit < 0:
         raise ValueError("prefix_limit must be non-negative")
+    if method not in ("auto", "scan", "candidates"):
+        raise ValueError(f"unknown method {method!r}")
     occ = clip.occupancy
     if occ.n_entries and int(occ.count.max()) >= 1 << 31:
         raise ValueError("counts must be below 2**31")
     n_cells = len(occ.cells)
     total = occ.total_per_cell()
     gamma = clip.kept_count
+    top = int(gamma.max(initial=0))
+    if method == "scan" or (method == "auto" and n_cells * (top + 1) <= 4 * len(gamma) + 65_536):
+        cap, capped_kept_sum = _scan_every_cap(
+            occ.cell_index, gamma, n_cells, top, total, upper, epsilon, prefix_limit
+        )
+        return _result(clip, upper, epsilon, cap, capped_kept_sum)
     kept = np.flatnonzero(gamma > 0)
     cell, count = occ.cell_index[kept], gamma[kept]
     from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
@@ -125,6 +143,41 @@ def no_pseudo_user(clip: ClipUserResult) -> PseudoUserResult:
     """The ``--no-pseudo-user`` variant: cap = max kept count, i.e. CLIP-USER's counts."""
     top = clip.occupancy.max_per_cell(clip.kept_count)
     return _result(clip, clip.upper, clip.epsilon, top)
+
+
+def _scan_every_cap(
+    cell_index: IntArray,
+    gamma: IntArray,
+    n_cells: int,
+    top: int,
+    total: IntArray,
+    upper: float,
+    epsilon: float,
+    prefix_limit: int | None,
+) -> tuple[IntArray, IntArray]:
+    """Per cell, the allowed cap ``c`` in ``[min kept, max kept]`` of least eq. (13) error
+    (the first, i.e. smallest, on ties) and its ``S(c)``, every integer ``c`` evaluated at
+    once: with ``h[g, a]`` kept vehicles of count ``a`` in cell ``g``,
+    ``S(c) = sum_{a <= c} a h[g, a] + c #{a > c}``. (0, 0) for a cell with nothing kept."""
+    width = top + 1
+    hist = np.bincount(cell_index * width + gamma, minlength=n_cells * width)
+    hist = hist.reshape(n_cells, width)
+    hist[:, 0] = 0  # suppressed entries
+    caps = np.arange(width, dtype=np.int64)
+    n_upto = np.cumsum(hist, axis=1)
+    n_kept = n_upto[:, -1]
+    capped_sum = np.cumsum(hist * caps, axis=1) + caps * (n_kept[:, None] - n_upto)
+    present = hist > 0
+    has = n_kept > 0
+    lowest = np.argmax(present, axis=1)
+    highest = top - np.argmax(present[:, ::-1], axis=1)
+    allowed = (caps >= lowest[:, None]) & (caps <= highest[:, None]) & has[:, None]
+    if prefix_limit is not None:
+        allowed &= (caps <= prefix_limit) | (caps == highest[:, None])
+    value = grid_error(upper, epsilon, caps, np.where(allowed, capped_sum, 1), total[:, None])
+    best = np.argmin(np.where(allowed, value, np.inf), axis=1)  # first minimum: smallest cap
+    chosen_sum = np.take_along_axis(capped_sum, best[:, None], axis=1)[:, 0]
+    return np.where(has, best, 0), np.where(has, chosen_sum, 0)
 
 
 def _capped_sum(
