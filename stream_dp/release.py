@@ -416,15 +416,16 @@ def _release_window(
     total, total_sq = kept_sums(columns, entry_of, capped.kept_count, prefix_sums, occupancy.count)
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
-    kept_readings = np.bincount(cell_idx, weights=capped.kept_count, minlength=n_cells)
-    cell_sum = np.bincount(cell_idx, weights=total, minlength=n_cells)
-    cell_sum_sq = np.bincount(cell_idx, weights=total_sq, minlength=n_cells)
-    n_vehicles = np.bincount(cell_idx, minlength=n_cells)
-    n_kept_vehicles = np.bincount(cell_idx, weights=capped.kept_count > 0, minlength=n_cells)
+    from stream_dp.dp.array_kernels import kept_cell_totals  # numba: imported on first use
+
+    kept_readings, n_kept_vehicles, cell_sum, cell_sum_sq = kept_cell_totals(
+        cell_idx, n_cells, capped.kept_count, total, total_sq
+    )
+    n_vehicles = np.diff(occupancy.cell_start)
     n_readings = occupancy.total_per_cell()
 
     mean_mechanism = _mean_mechanism(settings)
-    bounds = np.searchsorted(cell_idx, np.arange(n_cells + 1))
+    bounds = occupancy.cell_start
     var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
     # Per cell, the mean and the variance of the kept readings, each with eps/2; all draws of
     # the window in two batches (independent draws: their order does not matter).

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp.array_kernels import (
+    kept_cell_totals,
     kept_entry_sums,
     order_by_pair,
     pair_prefix_sums,
@@ -92,3 +93,22 @@ def test_kept_entry_sums_are_the_sums_of_each_entrys_first_kept_readings(items, 
             want = (sum(first), sum(v * v for v in first))
         assert (out[i], out_sq[i]) == want
     assert beyond == expect_beyond
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 5), st.floats(0, 100), st.floats(0, 1e4)),
+        max_size=60,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_kept_cell_totals_are_bincounts(entries):
+    cell = np.array(sorted(c for c, _, _, _ in entries), dtype=np.int64)
+    kept = np.array([k for _, k, _, _ in entries], dtype=np.int64)
+    total = np.array([t for _, _, t, _ in entries])
+    total_sq = np.array([q for _, _, _, q in entries])
+    readings, vehicles, sums, sums_sq = kept_cell_totals(cell, 5, kept, total, total_sq)
+    assert readings.tolist() == np.bincount(cell, weights=kept, minlength=5).tolist()
+    assert vehicles.tolist() == np.bincount(cell, weights=kept > 0, minlength=5).tolist()
+    assert sums.tolist() == np.bincount(cell, weights=total, minlength=5).tolist()  # same bits
+    assert sums_sq.tolist() == np.bincount(cell, weights=total_sq, minlength=5).tolist()
