@@ -258,11 +258,13 @@ def kept_sums(
     kept_count: np.ndarray,
     prefix_sums: Future[tuple[np.ndarray, ...]] | None = None,
     count: np.ndarray | None = None,
+    entry_totals: Future[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
 
-    ``prefix_sums``: :func:`start_prefix_sums` of these columns, if started earlier;
-    ``count``: ``columns.count[entries]``, if at hand (the occupancy's counts)."""
+    ``prefix_sums`` and ``entry_totals``: :func:`start_prefix_sums` and
+    :func:`start_entry_totals` of these columns and entries, if started earlier; ``count``:
+    ``columns.count[entries]``, if at hand (the occupancy's counts)."""
     from stream_dp.dp.array_kernels import kept_entry_sums
 
     entries = entries.astype(np.int64, copy=False)
@@ -274,12 +276,28 @@ def kept_sums(
     else:
         start = np.zeros(1, dtype=np.int64)
         sums = sums_sq = np.zeros(0, dtype=np.float64)
+    entry_total, entry_total_sq = (entry_totals or start_entry_totals(columns, entries)).result()
     total, total_sq, beyond = kept_entry_sums(
-        entries, kept_count, count, columns.total, columns.total_sq, start, sums, sums_sq
+        entries, kept_count, count, entry_total, entry_total_sq, start, sums, sums_sq
     )
     if beyond >= 0:
         raise ValueError("a cap needs readings beyond the stored prefix")
     return total, total_sq
+
+
+def start_entry_totals(
+    columns: WindowColumns, entries: np.ndarray
+) -> Future[tuple[np.ndarray, np.ndarray]]:
+    """Start gathering the chosen entries' totals and totals of squares (in entry order) on the
+    background thread: random reads over the window's pairs, done while CLIP-USER runs."""
+    from stream_dp.dp.array_kernels import gather_pair_totals
+
+    return background.submit(
+        gather_pair_totals,
+        entries.astype(np.int64, copy=False),
+        columns.total.astype(np.float64, copy=False),
+        columns.total_sq.astype(np.float64, copy=False),
+    )
 
 
 def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
@@ -408,12 +426,21 @@ def _release_window(
         loss = None if ledger is None else WindowLoss.from_counts(window_start, eps, [], [])
         return WindowRelease(window_start, [], summary, loss)
 
+    # Work that does not depend on CLIP-USER runs on the background thread meanwhile (its
+    # kernels release the GIL): the chosen pairs' totals and the release ids.
+    entry_totals = start_entry_totals(columns, entry_of)
+    cell_names = list(occupancy.cells)
+    ids_future = background.submit(
+        release_ids, settings.app_id, window_start, settings.resolution, cell_names
+    )
     clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
         capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(columns, entry_of, capped.kept_count, prefix_sums, occupancy.count)
+    total, total_sq = kept_sums(
+        columns, entry_of, capped.kept_count, prefix_sums, occupancy.count, entry_totals
+    )
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
     from stream_dp.dp.array_kernels import kept_cell_totals  # numba: imported on first use
@@ -436,7 +463,7 @@ def _release_window(
     if mean_mechanism is None:
         noisy_means = noise.release_many(means, capped.mean_sensitivity, eps / 2).tolist()
     cells: list[dict[str, Any]] = []
-    ids = release_ids(settings.app_id, window_start, settings.resolution, list(occupancy.cells))
+    ids = ids_future.result()
     kept_list, error_list, cap_list = (
         kept_readings.tolist(),
         capped.error.tolist(),

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp.array_kernels import (
+    gather_pair_totals,
     kept_cell_totals,
     kept_entry_sums,
     order_by_pair,
@@ -78,8 +79,13 @@ def test_kept_entry_sums_are_the_sums_of_each_entrys_first_kept_readings(items, 
     entries = np.array(rnd.sample(range(6), rnd.randint(0, 6)), dtype=np.int64)
     kept = np.array([rnd.randint(0, int(count[e])) for e in entries], dtype=np.int64)
     start, sums, sums_sq = pair_prefix_sums(pair, ts, value, 6)
+    entry_total, entry_total_sq = gather_pair_totals(entries, total, total_sq)
+    assert (entry_total.tolist(), entry_total_sq.tolist()) == (
+        total[entries].tolist(),
+        total_sq[entries].tolist(),
+    )
     out, out_sq, beyond = kept_entry_sums(
-        entries, kept, count[entries], total, total_sq, start, sums, sums_sq
+        entries, kept, count[entries], entry_total, entry_total_sq, start, sums, sums_sq
     )
     expect_beyond = -1
     for i, (e, k) in enumerate(zip(entries.tolist(), kept.tolist(), strict=True)):

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no cover - compiled
     """The stable order of ``keys`` (integers in ``[0, n_keys)``): ``keys[order]`` ascends
     and equal keys keep their relative order."""
@@ -109,34 +109,51 @@ def pair_prefix_sums(
 
 
 @njit(cache=True, nogil=True)
+def gather_pair_totals(
+    entries: np.ndarray, total: np.ndarray, total_sq: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``total[entries]`` and ``total_sq[entries]`` in one pass (releases the GIL: the
+    release runs it on the background thread while CLIP-USER runs)."""
+    n = len(entries)
+    out = np.empty(n, dtype=np.float64)
+    out_sq = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        pair = entries[i]
+        out[i] = total[pair]
+        out_sq[i] = total_sq[pair]
+    return out, out_sq
+
+
+@njit(cache=True, nogil=True)
 def kept_entry_sums(
     entries: np.ndarray,
     kept_count: np.ndarray,
     count: np.ndarray,
-    total: np.ndarray,
-    total_sq: np.ndarray,
+    entry_total: np.ndarray,
+    entry_total_sq: np.ndarray,
     start: np.ndarray,
     sums: np.ndarray,
     sums_sq: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
-    """Per chosen entry ``i`` (pair ``entries[i]`` with ``count[i]`` readings), the sum and sum
-    of squares of its first ``kept_count[i]`` readings: the pair's totals when all are kept,
-    0 when none, else the running sums of :func:`pair_prefix_sums` (``start, sums, sums_sq``;
-    may be empty when no entry is partly kept). One pass; the third value is the first entry
-    whose kept readings go beyond its stored prefix, or -1."""
+    """Per chosen entry ``i`` (pair ``entries[i]`` with ``count[i]`` readings summing to
+    ``entry_total[i]``, squares ``entry_total_sq[i]``), the sum and sum of squares of its
+    first ``kept_count[i]`` readings: the entry's totals when all are kept, 0 when none, else
+    the pair's running sums of :func:`pair_prefix_sums` (``start, sums, sums_sq``; may be empty
+    when no entry is partly kept). The third value is the first entry whose kept readings go
+    beyond its stored prefix, or -1."""
     n = len(entries)
     out = np.empty(n, dtype=np.float64)
     out_sq = np.empty(n, dtype=np.float64)
     for i in range(n):
         k = kept_count[i]
-        pair = entries[i]
         if k == count[i]:
-            out[i] = total[pair]
-            out_sq[i] = total_sq[pair]
+            out[i] = entry_total[i]
+            out_sq[i] = entry_total_sq[i]
         elif k <= 0:
             out[i] = 0.0
             out_sq[i] = 0.0
         else:
+            pair = entries[i]
             first = start[pair]
             if start[pair + 1] - first < k:
                 return out, out_sq, i

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def candidate_error(
     upper: float, u2: float, epsilon: float, top: int, kept: int, total: int
 ) -> float:  # pragma: no cover - compiled
@@ -51,7 +51,7 @@ def candidate_error(
     return mean_bias + var_bias + 2.0 * mean_sens / epsilon + 2.0 * var_sens / epsilon
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _refill(
     cell: int,
     top3: np.ndarray,
@@ -84,7 +84,7 @@ def _refill(
         top3_count[cell, k] = sorted_count[top3[cell, k]]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_sequential(
     slot_cell: np.ndarray,
     slot_count: np.ndarray,
@@ -185,7 +185,7 @@ def run_sequential(
     return order[:n_order]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def suppressor_layout(
     cell_of: np.ndarray,
     vehicle_of: np.ndarray,
