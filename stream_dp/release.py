@@ -256,48 +256,61 @@ def kept_sums(
     columns: WindowColumns,
     entries: np.ndarray,
     kept_count: np.ndarray,
+    prefix_sums: Future[tuple[np.ndarray, ...]] | None = None,
     count: np.ndarray | None = None,
-    reading_sums: Future[tuple[np.ndarray, ...]] | None = None,
+    entry_totals: Future[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
 
-    ``count``: ``columns.count[entries]``, if at hand (the occupancy's counts);
-    ``reading_sums``: :func:`start_reading_sums` of these columns and entries, if started."""
+    ``prefix_sums`` and ``entry_totals``: :func:`start_prefix_sums` and
+    :func:`start_entry_totals` of these columns and entries, if started earlier; ``count``:
+    ``columns.count[entries]``, if at hand (the occupancy's counts)."""
     from stream_dp.dp.array_kernels import kept_entry_sums
 
+    entries = entries.astype(np.int64, copy=False)
     kept_count = kept_count.astype(np.int64, copy=False)
     count = np.take(columns.count, entries) if count is None else count
-    if reading_sums is None:
-        reading_sums = start_reading_sums(columns, entries)
+    count = count.astype(np.int64, copy=False)
+    if np.any((kept_count != count) & (kept_count > 0)):
+        start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
+    else:
+        start = np.zeros(1, dtype=np.int64)
+        sums = sums_sq = np.zeros(0, dtype=np.float64)
+    entry_total, entry_total_sq = (entry_totals or start_entry_totals(columns, entries)).result()
     total, total_sq, beyond = kept_entry_sums(
-        kept_count, count.astype(np.int64, copy=False), *reading_sums.result()
+        entries, kept_count, count, entry_total, entry_total_sq, start, sums, sums_sq
     )
     if beyond >= 0:
         raise ValueError("a cap needs readings beyond the stored prefix")
     return total, total_sq
 
 
-def start_reading_sums(
-    columns: WindowColumns, entries: np.ndarray, with_log: bool = True
-) -> Future[tuple[np.ndarray, ...]]:
-    """Start :func:`~stream_dp.dp.array_kernels.entry_reading_sums` of the chosen entries on
-    the background thread (the compiled kernel releases the GIL, so it runs beside
-    CLIP-USER). Without ``with_log`` the reading log is left out: no entry is partly kept
-    without the pseudo-user cap."""
-    from stream_dp.dp.array_kernels import entry_reading_sums
+def start_entry_totals(
+    columns: WindowColumns, entries: np.ndarray
+) -> Future[tuple[np.ndarray, np.ndarray]]:
+    """Start gathering the chosen entries' totals and totals of squares (in entry order) on the
+    background thread: random reads over the window's pairs, done while CLIP-USER runs."""
+    from stream_dp.dp.array_kernels import gather_pair_totals
 
-    pair, ts, value = columns.reading_pair, columns.reading_ts, columns.reading_value
-    if not with_log:
-        pair, ts, value = pair[:0], ts[:0], value[:0]
     return background.submit(
-        entry_reading_sums,
+        gather_pair_totals,
         entries.astype(np.int64, copy=False),
-        len(columns),
         columns.total.astype(np.float64, copy=False),
         columns.total_sq.astype(np.float64, copy=False),
-        pair.astype(np.int64, copy=False),
-        ts.astype(np.float64, copy=False),
-        value.astype(np.float64, copy=False),
+    )
+
+
+def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
+    """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
+    on the background thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
+    from stream_dp.dp.array_kernels import pair_prefix_sums
+
+    return background.submit(
+        pair_prefix_sums,
+        columns.reading_pair.astype(np.int64, copy=False),
+        columns.reading_ts.astype(np.float64, copy=False),
+        columns.reading_value.astype(np.float64, copy=False),
+        len(columns),
     )
 
 
@@ -390,6 +403,8 @@ def _release_window(
         "resolution": settings.resolution,
         "epsilon": eps,
     }
+    # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
+    prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
     occupancy, entry_of = _occupancy(columns, chosen)
     withheld = (0, 0)
     if ledger is not None and ledger.cap is not None and len(chosen):
@@ -412,9 +427,8 @@ def _release_window(
         return WindowRelease(window_start, [], summary, loss)
 
     # Work that does not depend on CLIP-USER runs on the background thread meanwhile (its
-    # kernels release the GIL): the chosen pairs' totals and reading prefix sums (only the
-    # pseudo-user cap needs those), and the release ids.
-    reading_sums = start_reading_sums(columns, entry_of, with_log=settings.pseudo_user)
+    # kernels release the GIL): the chosen pairs' totals and the release ids.
+    entry_totals = start_entry_totals(columns, entry_of)
     cell_names = list(occupancy.cells)
     ids_future = background.submit(
         release_ids, settings.app_id, window_start, settings.resolution, cell_names
@@ -424,7 +438,9 @@ def _release_window(
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
         capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(columns, entry_of, capped.kept_count, occupancy.count, reading_sums)
+    total, total_sq = kept_sums(
+        columns, entry_of, capped.kept_count, prefix_sums, occupancy.count, entry_totals
+    )
     n_cells = len(occupancy.cells)
     cell_idx = occupancy.cell_index
     from stream_dp.dp.array_kernels import kept_cell_totals  # numba: imported on first use

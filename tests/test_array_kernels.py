@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp.array_kernels import (
-    entry_reading_sums,
+    gather_pair_totals,
     kept_cell_totals,
     kept_entry_sums,
     order_by_pair,
+    pair_prefix_sums,
     stable_order_by,
 )
 
@@ -41,31 +42,20 @@ readings = st.lists(
 )
 
 
-@given(readings, st.randoms(use_true_random=False))
+@given(readings)
 @settings(max_examples=300, deadline=None)
-def test_entry_reading_sums_run_over_each_entrys_readings_in_event_time_then_value_order(
-    items, rnd
-):
-    """Some of pairs 0..5 are entries, in any order: each entry gets its pair's totals and its
-    pair's logged readings as running sums, in (ts, value) order; other pairs' are skipped."""
+def test_pair_prefix_sums_run_over_each_pairs_readings_in_event_time_then_value_order(items):
     pair = np.array([p for p, _, _ in items], dtype=np.int64)
     ts = np.array([t for _, t, _ in items], dtype=np.float64)
     value = np.array([v for _, _, v in items], dtype=np.float64)
-    total, total_sq = np.arange(6) * 10.0 + 1.0, np.arange(6) * 100.0 + 7.0
-    entries = np.array(rnd.sample(range(6), rnd.randint(0, 6)), dtype=np.int64)
-    entry_total, entry_total_sq, start, sums, sums_sq = entry_reading_sums(
-        entries, 6, total, total_sq, pair, ts, value
-    )
-    assert entry_total.tolist() == total[entries].tolist()
-    assert entry_total_sq.tolist() == total_sq[entries].tolist()
-    assert start[-1] == len(sums) == sum(int(np.count_nonzero(pair == p)) for p in entries)
-    for i, p in enumerate(entries.tolist()):
+    start, sums, sums_sq = pair_prefix_sums(pair, ts, value, 6)
+    for p in range(6):
         mine = [v for _, v in sorted((t, v) for q, t, v in items if q == p)]
-        assert start[i + 1] - start[i] == len(mine)
+        assert start[p + 1] - start[p] == len(mine)
         for k in range(1, len(mine) + 1):
             first = mine[:k]
-            assert sums[start[i] + k - 1] == sum(first)
-            assert sums_sq[start[i] + k - 1] == sum(v * v for v in first)
+            assert sums[start[p] + k - 1] == sum(first)
+            assert sums_sq[start[p] + k - 1] == sum(v * v for v in first)
 
 
 @given(
@@ -88,8 +78,15 @@ def test_kept_entry_sums_are_the_sums_of_each_entrys_first_kept_readings(items, 
     total_sq = total * 3.0
     entries = np.array(rnd.sample(range(6), rnd.randint(0, 6)), dtype=np.int64)
     kept = np.array([rnd.randint(0, int(count[e])) for e in entries], dtype=np.int64)
-    sums = entry_reading_sums(entries, 6, total, total_sq, pair, ts, value)
-    out, out_sq, beyond = kept_entry_sums(kept, count[entries], *sums)
+    start, sums, sums_sq = pair_prefix_sums(pair, ts, value, 6)
+    entry_total, entry_total_sq = gather_pair_totals(entries, total, total_sq)
+    assert (entry_total.tolist(), entry_total_sq.tolist()) == (
+        total[entries].tolist(),
+        total_sq[entries].tolist(),
+    )
+    out, out_sq, beyond = kept_entry_sums(
+        entries, kept, count[entries], entry_total, entry_total_sq, start, sums, sums_sq
+    )
     expect_beyond = -1
     for i, (e, k) in enumerate(zip(entries.tolist(), kept.tolist(), strict=True)):
         if k == count[e]:

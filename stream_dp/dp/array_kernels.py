@@ -3,14 +3,13 @@
 - :func:`stable_order_by`: a counting sort (O(n + keys)) for small integer keys, so ordering
   a window's pairs by (cell, vehicle) is two linear passes instead of an O(n log n) sort;
   :func:`order_by_pair` orders by two such keys, in one pass when their product is small;
-- :func:`entry_reading_sums`: per chosen pair, its totals and the running sums and sums of
-  squares of its stored readings in (event time, value) order, laid out in entry order, from
-  which :func:`kept_entry_sums` reads the kept readings of a capped pair (pseudo-user step,
-  composition paper Sec. V-B3) in one sequential pass, without sorting the whole reading log;
-- :func:`kept_cell_totals`: per-cell totals of the kept readings in one pass.
+- :func:`pair_prefix_sums`: per pair, the running sums and sums of squares of its stored
+  readings in (event time, value) order, from which the kept readings of a capped pair
+  (pseudo-user step, composition paper Sec. V-B3) are read off without sorting the whole
+  reading log.
 
-All are exact (no floating-point reassociation: sums run in event-time, resp. entry, order)
-and checked against numpy / Python in the tests.
+Both are exact (no floating-point reassociation: sums run in event-time order) and checked
+against numpy in the tests.
 """
 
 from __future__ import annotations
@@ -58,57 +57,38 @@ def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: i
 
 
 @njit(cache=True, nogil=True)
-def entry_reading_sums(
-    entries: np.ndarray,
-    n_pairs: int,
-    total: np.ndarray,
-    total_sq: np.ndarray,
+def pair_prefix_sums(
     reading_pair: np.ndarray,
     reading_ts: np.ndarray,
     reading_value: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
-    """Everything the kept sums read, laid out in entry order (entry ``i`` is pair
-    ``entries[i]`` of ``n_pairs``), so that reading it is one sequential pass.
+    n_pairs: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Every pair's logged readings in ``(ts, value)`` order, as running sums.
 
-    Returns ``(entry_total, entry_total_sq, start, sums, sums_sq)``: the pair's totals, and
-    its logged readings in ``(ts, value)`` order as running sums: they occupy
-    ``start[i]:start[i+1]`` and ``sums[start[i] + j]`` is the sum of the first ``j + 1``
-    values (summed in that order, so a prefix of length ``k`` is exactly ``s = 0.0; s += v``
-    over the first ``k``), likewise ``sums_sq`` for the squares. Readings of pairs that are
-    not entries are skipped. Releases the GIL: the release runs it on the background thread
-    while CLIP-USER runs, which is where the random reads over the window's pairs and
-    readings go.
+    Returns ``(start, sums, sums_sq)``: pair ``p``'s readings occupy ``start[p]:start[p+1]``
+    and ``sums[start[p] + j]`` is the sum of its first ``j + 1`` values (summed in that
+    order, so a prefix of length ``k`` is exactly ``s = 0.0; s += v`` over the first ``k``),
+    likewise ``sums_sq`` for the squares. Releases the GIL: the release computes it in a
+    thread while CLIP-USER runs.
     """
-    n = len(entries)
-    entry_of_pair = np.full(n_pairs, -1, dtype=np.int64)
-    entry_total = np.empty(n, dtype=np.float64)
-    entry_total_sq = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        p = entries[i]
-        entry_of_pair[p] = i
-        entry_total[i] = total[p]
-        entry_total_sq[i] = total_sq[p]
-    start = np.zeros(n + 1, dtype=np.int64)
-    for r in range(len(reading_pair)):
-        e = entry_of_pair[reading_pair[r]]
-        if e >= 0:
-            start[e + 1] += 1
-    for i in range(n):
-        start[i + 1] += start[i]
+    start = np.zeros(n_pairs + 1, dtype=np.int64)
+    for p in reading_pair:
+        start[p + 1] += 1
+    for p in range(n_pairs):
+        start[p + 1] += start[p]
     fill = start[:-1].copy()
-    ts = np.empty(start[n], dtype=np.float64)
-    value = np.empty(start[n], dtype=np.float64)
-    for r in range(len(reading_pair)):
-        e = entry_of_pair[reading_pair[r]]
-        if e >= 0:
-            j = fill[e]
-            ts[j] = reading_ts[r]
-            value[j] = reading_value[r]
-            fill[e] = j + 1
-    sums = np.empty(start[n], dtype=np.float64)
-    sums_sq = np.empty(start[n], dtype=np.float64)
-    for i in range(n):
-        a, b = start[i], start[i + 1]
+    ts = np.empty(len(reading_pair), dtype=np.float64)
+    value = np.empty(len(reading_pair), dtype=np.float64)
+    for i in range(len(reading_pair)):
+        p = reading_pair[i]
+        j = fill[p]
+        ts[j] = reading_ts[i]
+        value[j] = reading_value[i]
+        fill[p] = j + 1
+    sums = np.empty(len(reading_pair), dtype=np.float64)
+    sums_sq = np.empty(len(reading_pair), dtype=np.float64)
+    for p in range(n_pairs):
+        a, b = start[p], start[p + 1]
         for j in range(a + 1, b):  # insertion sort by (ts, value): segments are short
             t, v = ts[j], value[j]
             k = j - 1
@@ -125,11 +105,28 @@ def entry_reading_sums(
             sq += value[j] * value[j]
             sums[j] = s
             sums_sq[j] = sq
-    return entry_total, entry_total_sq, start, sums, sums_sq
+    return start, sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def gather_pair_totals(
+    entries: np.ndarray, total: np.ndarray, total_sq: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``total[entries]`` and ``total_sq[entries]`` in one pass (releases the GIL: the
+    release runs it on the background thread while CLIP-USER runs)."""
+    n = len(entries)
+    out = np.empty(n, dtype=np.float64)
+    out_sq = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        pair = entries[i]
+        out[i] = total[pair]
+        out_sq[i] = total_sq[pair]
+    return out, out_sq
 
 
 @njit(cache=True, nogil=True)
 def kept_entry_sums(
+    entries: np.ndarray,
     kept_count: np.ndarray,
     count: np.ndarray,
     entry_total: np.ndarray,
@@ -138,11 +135,13 @@ def kept_entry_sums(
     sums: np.ndarray,
     sums_sq: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
-    """Per entry ``i`` (``count[i]`` readings; :func:`entry_reading_sums` for the rest), the
-    sum and sum of squares of its first ``kept_count[i]`` readings: its totals when all are
-    kept, 0 when none, else its running sums. One sequential pass; the third value is the
-    first entry whose kept readings go beyond its stored prefix, or -1."""
-    n = len(kept_count)
+    """Per chosen entry ``i`` (pair ``entries[i]`` with ``count[i]`` readings summing to
+    ``entry_total[i]``, squares ``entry_total_sq[i]``), the sum and sum of squares of its
+    first ``kept_count[i]`` readings: the entry's totals when all are kept, 0 when none, else
+    the pair's running sums of :func:`pair_prefix_sums` (``start, sums, sums_sq``; may be empty
+    when no entry is partly kept). The third value is the first entry whose kept readings go
+    beyond its stored prefix, or -1."""
+    n = len(entries)
     out = np.empty(n, dtype=np.float64)
     out_sq = np.empty(n, dtype=np.float64)
     for i in range(n):
@@ -154,10 +153,12 @@ def kept_entry_sums(
             out[i] = 0.0
             out_sq[i] = 0.0
         else:
-            if start[i + 1] - start[i] < k:
+            pair = entries[i]
+            first = start[pair]
+            if start[pair + 1] - first < k:
                 return out, out_sq, i
-            out[i] = sums[start[i] + k - 1]
-            out_sq[i] = sums_sq[start[i] + k - 1]
+            out[i] = sums[first + k - 1]
+            out_sq[i] = sums_sq[first + k - 1]
     return out, out_sq, -1
 
 
