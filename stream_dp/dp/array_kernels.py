@@ -139,11 +139,16 @@ def kept_entry_sums(
     ``entry_total[i]``, squares ``entry_total_sq[i]``), the sum and sum of squares of its
     first ``kept_count[i]`` readings: the entry's totals when all are kept, 0 when none, else
     the pair's running sums of :func:`pair_prefix_sums` (``start, sums, sums_sq``; may be empty
-    when no entry is partly kept). The third value is the first entry whose kept readings go
-    beyond its stored prefix, or -1."""
+    when no entry is partly kept). The partly kept entries are looked up in pair order (one
+    sequential pass over the pairs: the running sums are laid out by pair). The third value
+    is the first entry whose kept readings go beyond its stored prefix, or -1."""
     n = len(entries)
+    n_pairs = len(start) - 1
     out = np.empty(n, dtype=np.float64)
     out_sq = np.empty(n, dtype=np.float64)
+    beyond = n
+    wanted = np.zeros(0, dtype=np.int64)
+    entry_of_pair = np.zeros(0, dtype=np.int64)
     for i in range(n):
         k = kept_count[i]
         if k == count[i]:
@@ -154,12 +159,25 @@ def kept_entry_sums(
             out_sq[i] = 0.0
         else:
             pair = entries[i]
+            if pair >= n_pairs:
+                beyond = min(beyond, i)
+                continue
+            if len(wanted) == 0:
+                wanted = np.zeros(n_pairs, dtype=np.int64)
+                entry_of_pair = np.empty(n_pairs, dtype=np.int64)
+            wanted[pair] = k
+            entry_of_pair[pair] = i
+    for pair in range(len(wanted)):
+        k = wanted[pair]
+        if k > 0:
+            i = entry_of_pair[pair]
             first = start[pair]
             if start[pair + 1] - first < k:
-                return out, out_sq, i
-            out[i] = sums[first + k - 1]
-            out_sq[i] = sums_sq[first + k - 1]
-    return out, out_sq, -1
+                beyond = min(beyond, i)
+            else:
+                out[i] = sums[first + k - 1]
+                out_sq[i] = sums_sq[first + k - 1]
+    return out, out_sq, (beyond if beyond < n else -1)
 
 
 @njit(cache=True)
