@@ -1,10 +1,11 @@
 """Sorting a window's vehicle names (code-point order, the CLIP-USER tie-break order).
 
-A window's names arrive in one list per input partition. Each list is turned into a numpy
-unicode array when its partial arrives and sorted on the background thread (numpy's string
-sort releases the GIL), so by the time the window is merged the lists are sorted runs, which
-a stable sort merges in linear time. Names never contain NUL (readings with one are invalid):
-numpy would strip trailing NULs.
+A window's names arrive in one numpy unicode array per input partition (each partition's
+accumulator builds it batch by batch during ingest, and the partial carries it as raw array
+bytes). Each is sorted on the background thread when its partial arrives (numpy's string sort
+releases the GIL), so by the time the window is merged the arrays are sorted runs, which a
+stable sort merges in linear time. Names never end in NUL (readings with a NUL are invalid):
+numpy would strip it.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ class NameSort:
     order: Future[np.ndarray]
 
     @classmethod
-    def start(cls, names: list[str]) -> NameSort:
-        array = np.array(names) if names else np.zeros(0, dtype="<U1")
+    def start(cls, names: list[str] | np.ndarray) -> NameSort:
+        if isinstance(names, np.ndarray):
+            array = names
+        else:
+            array = np.array(names) if names else np.zeros(0, dtype="<U1")
         return cls(array, background.submit(_stable_argsort, array))
 
 

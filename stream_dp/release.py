@@ -204,7 +204,9 @@ class WindowColumns:
 
 
 def _merge_codes(
-    names: list[list[str]], codes: list[np.ndarray], sorts: list[NameSort] | None = None
+    names: list[list[str]] | list[np.ndarray],
+    codes: list[np.ndarray],
+    sorts: list[NameSort] | None = None,
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """Sorted distinct names over all partials and every partial's codes mapped into them.
 
@@ -212,19 +214,24 @@ def _merge_codes(
     (code-point order, as ``sorted``), from each partial's :class:`NameSort` if given (sorted
     in the background as the partials arrived); names repeated across partials take the
     dict path too."""
-    flat = list(chain.from_iterable(names))
-    if len(flat) <= _FEW_NAMES:
-        merged, global_code = factorize(flat)
+    n_names = sum(map(len, names))
+    if n_names <= _FEW_NAMES:
+        merged, global_code = factorize(_flat_names(names))
     else:
         ordered, order = merged_order(sorts or [NameSort.start(n) for n in names])
         if bool(np.any(ordered[1:] == ordered[:-1])):
-            merged, global_code = factorize(flat)
+            merged, global_code = factorize(_flat_names(names))
         else:
             merged = tuple(ordered.tolist())
-            global_code = np.empty(len(flat), dtype=np.int64)
-            global_code[order] = np.arange(len(flat))
+            global_code = np.empty(n_names, dtype=np.int64)
+            global_code[order] = np.arange(n_names)
     offsets = np.cumsum([0] + [len(n) for n in names[:-1]]).tolist()
     return merged, np.concatenate([global_code[o + c] for o, c in zip(offsets, codes, strict=True)])
+
+
+def _flat_names(names: list[list[str]] | list[np.ndarray]) -> list[str]:
+    """All the lists' names in order, as ``str`` (unicode arrays converted)."""
+    return list(chain.from_iterable(n.tolist() if isinstance(n, np.ndarray) else n for n in names))
 
 
 #: Up to this many names (all partials together) are merged through a dict.

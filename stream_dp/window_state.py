@@ -39,7 +39,8 @@ class PartialColumns:
     """
 
     cell_names: list[str]
-    vehicle_names: list[str]
+    #: A numpy unicode array (the form the merge sorts; see :mod:`stream_dp.name_order`).
+    vehicle_names: np.ndarray
     pair_cell: IntArray
     pair_vehicle: IntArray
     count: IntArray
@@ -52,7 +53,8 @@ class PartialColumns:
     @classmethod
     def empty(cls) -> PartialColumns:
         ints, floats = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        return cls([], [], ints, ints, ints, floats, floats, ints, floats, floats)
+        names = np.zeros(0, dtype="<U1")
+        return cls([], names, ints, ints, ints, floats, floats, ints, floats, floats)
 
     @classmethod
     def from_readings(
@@ -79,7 +81,7 @@ class PartialColumns:
         return NameSort.start(self.vehicle_names)
 
     def pair_names(self) -> list[tuple[str, str]]:
-        cells, vehicles = self.cell_names, self.vehicle_names
+        cells, vehicles = self.cell_names, self.vehicle_names.tolist()
         return [
             (cells[c], vehicles[v])
             for c, v in zip(self.pair_cell.tolist(), self.pair_vehicle.tolist(), strict=True)
@@ -118,6 +120,10 @@ class WindowAccumulator:
         self._vehicle_code: dict[str, int] = {}
         self.cell_names: list[str] = []
         self.vehicle_names: list[str] = []
+        #: ``vehicle_names`` as numpy unicode arrays (the form the release sorts), built batch
+        #: by batch during ingest rather than all at once when the window closes.
+        self._vehicle_name_chunks: list[np.ndarray] = []
+        self._vehicle_names_arrayed = 0
         self._pair_cell = array("q")
         self._pair_vehicle = array("q")
         self._count = np.zeros(1024, dtype=np.int64)
@@ -134,13 +140,19 @@ class WindowAccumulator:
         return len(self._pair_cell)
 
     def slot_of(self, cell: str, vehicle: str) -> int:
-        """The pair's slot, created on first sight."""
+        """The pair's slot, created on first sight. A vehicle id must not end in NUL (numpy's
+        unicode arrays would strip it; ingest refuses such ids)."""
         key = (cell, vehicle)
         slot = self.slots.get(key)
         if slot is None:
+            vehicle_code = self._vehicle_code.get(vehicle)
+            if vehicle_code is None:
+                if vehicle.endswith("\0"):
+                    raise ValueError("a vehicle id must not end in NUL")
+                vehicle_code = self._code(self._vehicle_code, self.vehicle_names, vehicle)
             slot = self.slots[key] = len(self._pair_cell)
             self._pair_cell.append(self._code(self._cell_code, self.cell_names, cell))
-            self._pair_vehicle.append(self._code(self._vehicle_code, self.vehicle_names, vehicle))
+            self._pair_vehicle.append(vehicle_code)
         return slot
 
     @staticmethod
@@ -151,8 +163,32 @@ class WindowAccumulator:
             names.append(name)
         return code
 
+    def vehicle_name_array(self) -> np.ndarray:
+        """``vehicle_names`` as a numpy unicode array (read-only; shared, not copied)."""
+        self._array_new_vehicles()
+        chunks = self._vehicle_name_chunks
+        if len(chunks) > 1:
+            chunks[:] = [np.concatenate(chunks)]
+            chunks[0].flags.writeable = False
+        return chunks[0] if chunks else np.zeros(0, dtype="<U1")
+
+    def _array_new_vehicles(self) -> None:
+        """Append the names seen since the last call as one more chunk; merge the last two
+        chunks while the newer is at least half the older (few chunks, linear total copy)."""
+        names, done = self.vehicle_names, self._vehicle_names_arrayed
+        if len(names) == done:
+            return
+        chunks = self._vehicle_name_chunks
+        chunks.append(np.array(names[done:]))
+        self._vehicle_names_arrayed = len(names)
+        while len(chunks) > 1 and 2 * len(chunks[-1]) >= len(chunks[-2]):
+            newer = chunks.pop()
+            chunks[-1] = np.concatenate((chunks[-1], newer))
+        chunks[-1].flags.writeable = False
+
     def add(self, pair: IntArray, ts: FloatArray, value: FloatArray) -> None:
         """Accumulate readings (slots from :meth:`slot_of`), in arrival order."""
+        self._array_new_vehicles()
         n = len(self)
         if n > len(self._count):
             size = max(n, 2 * len(self._count))
@@ -199,7 +235,7 @@ class WindowAccumulator:
         n = len(self)
         return PartialColumns(
             cell_names=list(self.cell_names),
-            vehicle_names=list(self.vehicle_names),
+            vehicle_names=self.vehicle_name_array(),
             pair_cell=np.frombuffer(self._pair_cell, dtype=np.int64).copy(),
             pair_vehicle=np.frombuffer(self._pair_vehicle, dtype=np.int64).copy(),
             count=self._count[:n].copy(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import orjson
 import pytest
@@ -21,9 +23,9 @@ def many_pairs(n: int) -> PartialColumns:
 
 
 def same_partial(a: PartialColumns, b: PartialColumns) -> bool:
-    return (a.cell_names, a.vehicle_names) == (b.cell_names, b.vehicle_names) and all(
+    return a.cell_names == b.cell_names and all(
         np.array_equal(getattr(a, name), getattr(b, name))
-        for name in ("pair_cell", "pair_vehicle", "count", "total", "total_sq",
+        for name in ("vehicle_names", "pair_cell", "pair_vehicle", "count", "total", "total_sq",
                      "reading_pair", "reading_ts", "reading_value")
     )  # fmt: skip
 
@@ -38,6 +40,22 @@ def test_big_partial_is_split_under_a_megabyte_and_reassembles():
     window, partition, back = rec.partial_payload(results[-1])
     assert (window, partition) == (3600, 2)
     assert same_partial(back, pairs)
+
+
+def test_vehicle_names_travel_as_a_unicode_array_and_a_json_list_is_still_read():
+    partial = many_pairs(50)
+    parts = rec.encode_partial(3600, 1, partial, "a1")
+    whole = rec.PartAssembler().add(rec.decode(parts[0]))
+    back = rec.partial_payload(whole)[2]
+    assert back.vehicle_names.dtype.kind == "U"
+    assert back.vehicle_names.tolist() == partial.vehicle_names.tolist()
+    as_list = dataclasses.replace(partial, vehicle_names=partial.vehicle_names.tolist())
+    old = rec.PartAssembler().add(rec.decode(rec.encode_partial(3600, 1, as_list, "a1")[0]))
+    assert same_partial(rec.partial_payload(old)[2], partial)
+    as_ints = dataclasses.replace(partial, vehicle_names=np.arange(len(partial.vehicle_names)))
+    bad = rec.PartAssembler().add(rec.decode(rec.encode_partial(3600, 1, as_ints, "a1")[0]))
+    with pytest.raises(ValueError, match="vehicle_names"):
+        rec.partial_payload(bad)
 
 
 def test_delta_parts_carry_offset_late_counts_and_replay_exactly():

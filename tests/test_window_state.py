@@ -71,6 +71,34 @@ def test_accumulator_matches_the_plain_model(items, limit, chunk, min_compact):
     assert as_model(acc.to_partial()) == pytest.approx(plain_model(items, limit))
 
 
+@given(
+    st.lists(
+        st.lists(st.text(st.characters(blacklist_characters="\0"), max_size=6), max_size=12),
+        max_size=12,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_vehicle_name_array_equals_the_names_after_any_batching(batches):
+    """The names arrayed batch by batch (chunks merged as they go) are the names in code
+    order, whatever the batches; the partial carries them."""
+    acc = WindowAccumulator(4)
+    for batch in batches:
+        slots = np.array([acc.slot_of("c", v) for v in batch], dtype=np.int64)
+        acc.add(slots, np.zeros(len(batch)), np.zeros(len(batch)))
+        assert len(acc._vehicle_name_chunks) <= 1 + max(len(acc.vehicle_names), 1).bit_length()
+    array = acc.vehicle_name_array()
+    assert array.dtype.kind == "U" and array.tolist() == acc.vehicle_names
+    assert acc.to_partial().vehicle_names.tolist() == acc.vehicle_names
+
+
+def test_a_vehicle_id_ending_in_nul_is_refused_and_leaves_no_trace():
+    acc = WindowAccumulator(4)
+    acc.slot_of("c", "a")
+    with pytest.raises(ValueError, match="NUL"):
+        acc.slot_of("c", "b\0")
+    assert acc.vehicle_names == ["a"] and len(acc) == 1 and acc.slot_of("d", "a") == 1
+
+
 def test_reading_log_stays_bounded_for_a_fast_vehicle():
     """A vehicle's readings in one cell cost O(C) memory, whatever its rate."""
     items = [("c1", "a", float(1_000_000 - i), 1.0) for i in range(300_000)]  # ts decreasing

@@ -255,10 +255,19 @@ def partial_payload(parts: list[dict[str, Any]]) -> tuple[int, int, PartialColum
         arrays[name] = array.astype(np.int64) if name in _NARROW else array
     partial = PartialColumns(
         cell_names=list(columns["cell_names"]),
-        vehicle_names=list(columns["vehicle_names"]),
+        vehicle_names=_name_array(columns["vehicle_names"]),
         **arrays,
     )
     return int(meta["window"]), int(meta["partition"]), partial
+
+
+def _name_array(names: column_codec.Column) -> np.ndarray:
+    """Vehicle names as a numpy unicode array (sent as one; a JSON list is accepted too)."""
+    if isinstance(names, np.ndarray):
+        if names.dtype.kind != "U":
+            raise ValueError(f"vehicle_names: expected a unicode array, got {names.dtype}")
+        return names
+    return np.array(names) if names else np.zeros(0, dtype="<U1")
 
 
 def attempt_of(parts: list[dict[str, Any]]) -> str:
