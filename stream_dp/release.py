@@ -326,9 +326,10 @@ def _occupancy(
 ) -> tuple[Occupancy, np.ndarray]:
     """The occupancy array of the chosen cells (``usable`` pairs only, when given) and, per
     entry, its index into ``columns``.
-    Cell and vehicle names are sorted, so ranks are prefix sums of presence flags and the
-    (cell, vehicle) order is two counting sorts (linear time)."""
-    from stream_dp.dp.array_kernels import order_by_pair
+    Cell and vehicle names are sorted, so ranks are prefix sums of presence flags. Entries are
+    grouped by cell with one counting sort; within a cell they keep the columns' order (which
+    nothing computed from an occupancy depends on, see :class:`Occupancy`)."""
+    from stream_dp.dp.array_kernels import stable_order_by
 
     names = columns.vehicle_names
     if usable is None and len(chosen) == len(columns.cell_names):
@@ -354,7 +355,7 @@ def _occupancy(
             if len(used_vehicles) == len(names)
             else tuple(names[v] for v in used_vehicles.tolist())
         )
-    order = order_by_pair(cell_index, vehicle_index, len(chosen), len(vehicles))
+    order = stable_order_by(cell_index.astype(np.int64, copy=False), len(chosen))
     entry_of = order if entries is None else np.take(entries, order)
     # Ordered by cell, the cell column is each cell's index repeated (no gather).
     per_cell = np.bincount(cell_index, minlength=len(chosen))

@@ -1,7 +1,7 @@
 """Compiled (numba) array steps of the release path that numpy can only do by sorting.
 
-- :func:`stable_order_by`: a counting sort (O(n + keys)) for small integer keys, so ordering
-  a window's pairs by (cell, vehicle) is two linear passes instead of an O(n log n) sort;
+- :func:`stable_order_by`: a counting sort (O(n + keys)) for small integer keys, so grouping
+  a window's pairs by cell is one linear pass instead of an O(n log n) sort;
   :func:`order_by_pair` orders by two such keys, in one pass when their product is small;
 - :func:`pair_prefix_sums`: per pair, the running sums and sums of squares of its stored
   readings in (event time, value) order, from which the kept readings of a capped pair

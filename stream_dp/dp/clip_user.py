@@ -215,8 +215,8 @@ class _StaticLists:
 
 
 def _by_cell_then_count_descending(occ: Occupancy) -> IntArray:
-    """Entry order by cell, then count descending, then vehicle (entries are sorted by
-    (cell, vehicle))."""
+    """Entry order by cell, then count descending, then entry order (entries are grouped by
+    cell)."""
     from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
 
     top = int(occ.count.max(initial=0))

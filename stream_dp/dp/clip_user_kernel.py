@@ -194,7 +194,7 @@ def suppressor_layout(
     n_vehicles: int,
     top: int,
 ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """The static arrays of ``_Suppressor`` in a few passes (entries sorted by (cell, vehicle);
+    """The static arrays of ``_Suppressor`` in a few passes (entries grouped by cell;
     ``n_cells * (top + 1)`` small enough for a counting sort).
 
     Returns ``grids``, ``vehicle_start``, ``by_vehicle`` (stable by vehicle), ``by_cell``

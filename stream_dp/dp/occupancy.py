@@ -23,7 +23,10 @@ class Occupancy:
 
     ``cells`` and ``vehicles`` are sorted ascending; entry ``i`` says vehicle
     ``vehicles[vehicle_index[i]]`` has ``count[i] > 0`` readings in ``cells[cell_index[i]]``.
-    Entries are sorted by ``(cell_index, vehicle_index)`` and unique.
+    Entries are unique and grouped by cell in ascending ``cell_index``. The constructors here
+    also sort each cell's entries by vehicle; the release keeps its merged order within a cell
+    instead, and nothing computed from an occupancy (CLIP-USER, the pseudo-user cap, the
+    budget mask, the losses) depends on that order (``tests/test_occupancy_order.py``).
     """
 
     cells: tuple[str, ...]
