@@ -522,7 +522,11 @@ def _release_window(
     _budget_summary(summary, settings, withheld)
     loss = None
     if ledger is not None:
-        loss = WindowLoss.of_occupancy(window_start, eps, occupancy, capped.kept_count > 0)
+        # The pseudo-user cap never empties a kept entry, so the cells used per vehicle are
+        # CLIP-USER's G_l.
+        loss = WindowLoss.of_occupancy(
+            window_start, eps, occupancy, None, cells=clip.grids_per_vehicle()
+        )
     return WindowRelease(window_start, cells, summary, loss)
 
 

@@ -616,5 +616,9 @@ def test_the_loss_of_an_occupancy_is_the_loss_from_its_counts(
     )
     loss = WindowLoss.of_occupancy(7200, 0.25, occ, kept)
     assert loss == WindowLoss.from_counts(7200, 0.25, occ.vehicles, cells_used(occ, kept))
+    known = cells_used(occ, kept)
+    assert WindowLoss.of_occupancy(7200, 0.25, occ, None, cells=known) == loss
+    with pytest.raises(ValueError, match="one count per vehicle"):
+        WindowLoss.of_occupancy(7200, 0.25, occ, None, cells=known[:-1])
     assert not loss.cells.flags.writeable
     assert all(type(v) is str for v in loss.vehicles)

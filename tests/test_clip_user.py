@@ -45,6 +45,7 @@ def check_invariants(result: ClipUserResult) -> None:
     occ = result.occupancy
     bound = result.error_bound * (1 + 1e-12)
     grids = result.grids_per_vehicle()
+    np.testing.assert_array_equal(grids, occ.grids_per_vehicle(result.kept))
     assert result.k == int(grids.max(initial=0)) <= result.g1
     assert result.privacy_loss(0.3) == pytest.approx(result.k * 0.3)
     assert result.privacy_loss(0.3) <= result.g1 * 0.3

@@ -124,6 +124,17 @@ def test_a_capped_release_matches_its_occupancy():
     assert np.all(first_capped.loss.cells == 1)
 
 
+def test_the_losses_count_each_vehicles_kept_cells():
+    """A vehicle's loss counts the cells whose release uses its readings: over a window, the
+    losses add up to the released cells' kept vehicles."""
+    _, releases = run(load_settings(epsilon=0.5, resolution=7), readings(hours=3))
+    assert releases
+    for r in releases:
+        assert int(r.loss.cells.sum()) == sum(c["n_vehicles_kept"] for c in r.cells)
+        assert int(r.loss.cells.max()) == r.summary["K"]
+        assert list(r.loss.vehicles) == sorted(set(r.loss.vehicles))
+
+
 def test_a_cap_below_one_cell_fails_naming_the_field():
     with pytest.raises(ConfigError, match="budget_cap"):
         load_settings(epsilon=1.0, budget_cap=0.5)

@@ -174,12 +174,23 @@ class WindowLoss:
 
     @classmethod
     def of_occupancy(
-        cls, window_start: int, epsilon: float, occupancy: Occupancy, kept: ArrayLike
+        cls,
+        window_start: int,
+        epsilon: float,
+        occupancy: Occupancy,
+        kept: ArrayLike | None,
+        cells: IntArray | None = None,
     ) -> WindowLoss:
         """The loss of releasing ``occupancy`` with the ``kept`` entries (:func:`cells_used`
-        per vehicle). The names are an :class:`Occupancy`'s, strictly ascending strings by
-        construction, so they are not checked again (a window has ~10^5 of them)."""
-        cells = cells_used(occupancy, kept)
+        per vehicle; or ``cells``, those counts if already known, e.g. CLIP-USER's ``G_l``).
+        The names are an :class:`Occupancy`'s, strictly ascending strings by construction, so
+        they are not checked again (a window has ~10^5 of them)."""
+        if cells is None:
+            cells = cells_used(occupancy, kept)
+        elif cells.shape != (len(occupancy.vehicles),):
+            raise ValueError(f"cells must have one count per vehicle, got {cells.shape}")
+        else:
+            cells = np.array(cells, dtype=np.int64)
         names = occupancy.vehicles
         used = np.flatnonzero(cells > 0)
         if len(used) < len(names):

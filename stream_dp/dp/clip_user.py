@@ -72,6 +72,8 @@ class ClipUserResult:
     initial_error: FloatArray
     error: FloatArray
     suppressed_entries: IntArray
+    #: ``G_l`` after suppression, if the run kept it (else counted from ``kept``).
+    grids: IntArray | None = None
 
     @cached_property
     def suppressed(self) -> tuple[tuple[str, str], ...]:
@@ -101,6 +103,8 @@ class ClipUserResult:
 
     def grids_per_vehicle(self) -> IntArray:
         """``G_l`` after suppression."""
+        if self.grids is not None:
+            return self.grids
         return self.occupancy.grids_per_vehicle(self.kept)
 
     def privacy_loss(self, epsilon: float) -> float:
@@ -193,6 +197,7 @@ def clip_user(
         initial_error=initial_error,
         error=run.errors(),
         suppressed_entries=np.asarray(run.order, dtype=np.int64),
+        grids=run.grids.astype(np.int64, copy=False),
     )
 
 
