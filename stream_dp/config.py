@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     idle_close_seconds: float = Field(
         30.0, gt=0, description="Wall-clock seconds without readings before open windows close."
     )
+    max_future_seconds: float | None = Field(
+        3600.0,
+        ge=0,
+        description="Readings stamped more than this ahead of the wall clock are invalid "
+        "(unset: only the fixed range 1970..9000 applies).",
+    )
     prefix_limit: int = Field(
         64, ge=1, description="C: first readings kept per (window, cell, vehicle) for the cap."
     )

@@ -58,7 +58,9 @@ class OfflineEngine:
         self.settings = settings
         self.noise = noise
         self.partitions = partitions or settings.partitions
-        self.validator = ReadingValidator(settings.upper, settings.resolution)
+        self.validator = ReadingValidator(
+            settings.upper, settings.resolution, settings.max_future_seconds
+        )
         self.states = [new_partition_state(settings) for _ in range(self.partitions)]
         self.coordinator = ReleaseCoordinator(
             self.partitions, settings.window_seconds, settings.prefix_limit
@@ -70,6 +72,7 @@ class OfflineEngine:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""
         batches = [ParsedBatch() for _ in range(self.partitions)]
         pending = 0
+        self.validator.refresh_clock()
         for obj in readings:
             try:
                 partition = partition_for(_vehicle_key(obj), self.partitions)
@@ -82,6 +85,7 @@ class OfflineEngine:
                 yield from self._flush(batches)
                 batches = [ParsedBatch() for _ in range(self.partitions)]
                 pending = 0
+                self.validator.refresh_clock()
         yield from self._flush(batches)
 
     def finish(self) -> Iterator[WindowRelease]:

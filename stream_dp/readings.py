@@ -11,6 +11,8 @@ coordinates make the reading invalid.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +22,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_VEHICLE_ID_LENGTH = 256
+# Event times are epoch seconds in [0, LATEST_TS]: 9000-01-01T00:00:00Z leaves any window's
+# end far inside the range Python's datetime can format (year 9999).
+LATEST_TS = 221845392000.0
 
 
 class Reading(BaseModel):
@@ -119,11 +124,31 @@ def decode_message(value: bytes | None) -> list[Any]:
 
 
 class ReadingValidator:
-    """Validates, clamps and assigns cells; keeps an H3 cache (fixes repeat on routes)."""
+    """Validates, clamps and assigns cells.
 
-    def __init__(self, upper: float, resolution: int) -> None:
+    Event times must lie in ``[0, latest_ts]``. With ``max_future_seconds`` set, the
+    latest accepted time is the wall clock plus that tolerance, read again at every
+    :meth:`refresh_clock` (once per batch): one reading stamped far in the future would
+    otherwise move the watermark ahead and make every later true reading late."""
+
+    def __init__(
+        self,
+        upper: float,
+        resolution: int,
+        max_future_seconds: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.upper = float(upper)
         self.resolution = resolution
+        self.max_future_seconds = max_future_seconds
+        self.clock = clock
+        self.latest_ts = LATEST_TS
+        self.refresh_clock()
+
+    def refresh_clock(self) -> None:
+        """Re-read the wall clock for the future-time limit (call once per batch)."""
+        if self.max_future_seconds is not None:
+            self.latest_ts = min(LATEST_TS, self.clock() + self.max_future_seconds)
 
     def add(self, obj: Any, batch: ParsedBatch) -> None:
         """Append one reading to ``batch`` or raise InvalidReading.
@@ -144,7 +169,7 @@ class ReadingValidator:
                 and type(lat) is float
                 and type(lon) is float
                 and (type(speed) is float or (type(speed) is int and -(2**53) < speed < 2**53))
-                and ts - ts == 0  # finite (inf - inf and nan - nan are nan)
+                and 0 <= ts <= self.latest_ts  # also false for nan; inf is out of range
                 and -90.0 <= lat <= 90.0
                 and -180.0 <= lon <= 180.0
                 and speed - speed == 0
@@ -164,6 +189,14 @@ class ReadingValidator:
             raise InvalidReading("a reading must be a JSON object")
         vehicle = _vehicle_id(obj)
         ts = parse_timestamp(obj.get("ts"))
+        if ts < 0:
+            raise InvalidReading("ts is before 1970-01-01T00:00:00Z")
+        if ts > self.latest_ts:
+            if self.latest_ts < LATEST_TS:
+                raise InvalidReading(
+                    f"ts is more than {self.max_future_seconds:g} s ahead of the wall clock"
+                )
+            raise InvalidReading("ts is after 9000-01-01T00:00:00Z")
         lat = _number(obj, "lat")
         lon = _number(obj, "lon")
         if not -90.0 <= lat <= 90.0:

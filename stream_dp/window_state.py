@@ -382,11 +382,26 @@ class PartitionState:
         delta: dict[int, WindowDelta],
         max_ts: float,
         late_by_window: dict[int, int] | None = None,
-    ) -> None:
-        """Replay a batch delta from the state changelog."""
+    ) -> int:
+        """Replay a batch delta from the state changelog; returns the number of windows
+        newly found truncated.
+
+        A window whose first delta on the log starts after pair 0 lost its beginning to the
+        state topic's retention. Its remaining deltas are skipped and the window is treated
+        as closed early (later readings for it are late): a partial state must never be
+        released as if it were whole."""
+        truncated = 0
         for start, window_delta in delta.items():
+            if start not in self.open and (
+                window_delta.first_pair != 0 or start in self.force_closed
+            ):
+                if start not in self.force_closed:
+                    truncated += 1
+                    self.force_closed.add(start)
+                continue
             self._window(start).replay(window_delta)
         self._advance(max_ts, late_by_window or {})
+        return truncated
 
     def _advance(self, max_ts: float, late_by_window: dict[int, int]) -> None:
         if max_ts > self.max_ts:

@@ -64,6 +64,11 @@ def test_timestamps(value, expected):
         ({"vehicle_id": True}, "vehicle_id must be a string"),
         ({"ts": "yesterday"}, "ts is not RFC 3339"),
         ({"ts": None}, "ts must be epoch seconds"),
+        ({"ts": -1.0}, "ts is before 1970"),
+        ({"ts": "1969-12-31T23:59:59Z"}, "ts is before 1970"),
+        ({"ts": 3e11}, "ts is after 9000-01-01"),
+        ({"ts": 10**18}, "ts is after 9000-01-01"),
+        ({"ts": "9999-12-31T23:00:00Z"}, "ts is after 9000-01-01"),
     ],
 )
 def test_invalid_readings_name_the_field(change, reason):
@@ -141,3 +146,34 @@ def test_the_fast_path_agrees_with_the_checked_path_one_field_off(field, value):
     validator = ReadingValidator(upper=65.0, resolution=8)
     obj = {**GOOD, field: value}
     assert outcome(validator.add, obj) == outcome(validator._add_checked, obj)
+
+
+def test_readings_far_ahead_of_the_wall_clock_are_invalid_on_both_paths():
+    now = [1_606_820_400.0]
+    validator = ReadingValidator(65.0, 8, max_future_seconds=600.0, clock=lambda: now[0])
+    batch = ParsedBatch()
+    validator.add({**GOOD, "ts": now[0] + 600.0}, batch)  # at the limit: accepted
+    validator.add({**GOOD, "ts": "2020-12-01T11:10:00Z"}, batch)  # same limit, checked path
+    for ahead in ({**GOOD, "ts": now[0] + 601.0}, {**GOOD, "ts": "2020-12-01T11:10:01Z"}):
+        with pytest.raises(InvalidReading, match="600 s ahead of the wall clock"):
+            validator.add(ahead, batch)
+    now[0] += 60.0  # the limit moves only when the clock is read again (once per batch)
+    later = {**GOOD, "ts": now[0] + 600.0}
+    with pytest.raises(InvalidReading):
+        validator.add(later, batch)
+    validator.refresh_clock()
+    validator.add(later, batch)
+    assert batch.ts == [1_606_821_000.0, 1_606_821_000.0, 1_606_821_060.0]
+
+
+def test_every_accepted_time_formats_as_a_window_bound():
+    """A window's end is formatted as RFC 3339 at release; no accepted time may break it."""
+    from stream_dp.release import rfc3339
+    from stream_dp.window_state import window_start_of
+
+    batch = ParsedBatch()
+    validator = ReadingValidator(65.0, 8)  # no wall-clock limit: the fixed range only
+    for ts in (0, 0.0, 221845392000.0, "8999-12-31T23:59:59Z"):
+        validator.add({**GOOD, "ts": ts}, batch)
+    for ts in batch.ts:
+        assert rfc3339(window_start_of(ts, 86400) + 86400).endswith("Z")

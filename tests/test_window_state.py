@@ -227,12 +227,31 @@ def test_a_delta_out_of_order_is_refused():
     s = state()
     first = s.add_batch(["a"], [10.0], ["c1"], [1.0], record_delta=True)
     second = s.add_batch(["b"], [20.0], ["c1"], [2.0], record_delta=True)
+    third = s.add_batch(["c"], [30.0], ["c1"], [3.0], record_delta=True)
     replayed = state()
-    with pytest.raises(ValueError, match="out of order"):
-        replayed.apply_delta(second.delta, s.max_ts)
     replayed.apply_delta(first.delta, s.max_ts)
+    with pytest.raises(ValueError, match="out of order"):
+        replayed.apply_delta(third.delta, s.max_ts)
     replayed.apply_delta(second.delta, s.max_ts)
+    replayed.apply_delta(third.delta, s.max_ts)
     assert as_model(replayed.partial(0)) == as_model(s.partial(0))
+
+
+def test_a_window_whose_beginning_left_the_log_is_skipped_not_half_released():
+    """Retention may delete a window's first deltas: the rest must not become its state."""
+    s = state()
+    s.add_batch(["a"], [10.0], ["c1"], [1.0], record_delta=True)  # trimmed from the log
+    kept = [
+        s.add_batch(["b"], [20.0], ["c1"], [2.0], record_delta=True),
+        s.add_batch(["a", "c"], [30.0, 4000.0], ["c1", "c2"], [3.0, 4.0], record_delta=True),
+    ]
+    replayed = state()
+    assert replayed.apply_delta(kept[0].delta, s.max_ts) == 1
+    assert replayed.apply_delta(kept[1].delta, s.max_ts) == 0  # already known truncated
+    assert sorted(replayed.open) == [3600]  # the window that began on the log is whole
+    assert as_model(replayed.partial(3600)) == as_model(s.partial(3600))
+    late = replayed.add_batch(["d"], [40.0], ["c1"], [5.0])
+    assert late.accepted == 0 and late.late_by_window == {0: 1}
 
 
 def reference_lateness(items, width, grace, forced):

@@ -26,6 +26,11 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--resolution", type=int, help="H3 resolution (default 8)")
     group.add_argument("--window-seconds", type=int, help="window length (default 3600)")
     group.add_argument("--grace-seconds", type=float, help="watermark grace (default 600)")
+    group.add_argument(
+        "--max-future-seconds",
+        type=float,
+        help="readings stamped more than this ahead of the wall clock are invalid (default 3600)",
+    )
     group.add_argument("--error-bound", type=float, help="error bound E* for CLIP-USER")
     group.add_argument(
         "--no-pseudo-user",
@@ -45,8 +50,8 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     keys = (
         "epsilon", "upper", "resolution", "window_seconds", "grace_seconds", "error_bound",
-        "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism", "delta", "prefix_limit",
-        "partitions",
+        "max_future_seconds", "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism",
+        "delta", "prefix_limit", "partitions",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     values.update(extra)

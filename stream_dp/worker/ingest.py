@@ -70,7 +70,9 @@ class IngestProcessor:
         self.conn = conn
         self.producer = producer
         self.metrics = metrics
-        self.validator = ReadingValidator(settings.upper, settings.resolution)
+        self.validator = ReadingValidator(
+            settings.upper, settings.resolution, settings.max_future_seconds
+        )
         self.partitions: dict[int, PartitionRuntime] = {}
         self.lock = asyncio.Lock()
         self.recovering = 0
@@ -99,7 +101,7 @@ class IngestProcessor:
         try:
             runtime = PartitionRuntime(new_partition_state(self.settings))
             state = runtime.state
-            replayed = 0
+            replayed = truncated = 0
             parts = rec.PartAssembler()
             async for batch in iter_partition_to_end(
                 self.conn, self.settings.topic_state, partition
@@ -118,11 +120,17 @@ class IngestProcessor:
                     delta = rec.delta_payload(whole)
                     if delta["offset"] <= runtime.applied_offset:
                         continue  # a producer retry wrote it twice: apply it once
-                    state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
+                    truncated += state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
                     runtime.applied_offset = delta["offset"]
             runtime.durable_offset = runtime.applied_offset
             if still_assigned is not None and partition not in still_assigned:
                 raise _Revoked(partition)
+            if truncated:
+                log.warning(
+                    "partition %d: %d window(s) lost their first state records to the state "
+                    "topic's retention; they are treated as closed and not released",
+                    partition, truncated,
+                )  # fmt: skip
             log.info(
                 "partition %d recovered from %d state records (%d open windows)",
                 partition, replayed, len(state.open),
@@ -167,6 +175,7 @@ class IngestProcessor:
         """
         entered = time.monotonic()
         async with self.lock:
+            self.validator.refresh_clock()
             by_partition: dict[int, list[Any]] = {}
             for message in messages:
                 by_partition.setdefault(message.partition, []).append(message)
