@@ -162,6 +162,36 @@ def end_offsets(conn: KafkaConnection, topic: str, partitions: int) -> dict[int,
     return asyncio.run(read())
 
 
+def topic_names(conn: KafkaConnection) -> set[str]:
+    """Every topic the broker has (an auto-created one shows up here too)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def names() -> set[str]:
+        admin = AIOKafkaAdminClient(**conn.admin_kwargs())
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(names())
+
+
+def topic_partitions(conn: KafkaConnection, topic: str) -> int:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def count() -> int:
+        admin = AIOKafkaAdminClient(**conn.admin_kwargs())
+        await admin.start()
+        try:
+            (described,) = await admin.describe_topics([topic])
+            return len(described["partitions"])
+        finally:
+            await admin.close()
+
+    return asyncio.run(count())
+
+
 def wait_for_commits(
     conn: KafkaConnection, group: str, topic: str, expected: dict[int, int], timeout: float = 30.0
 ) -> dict[int, int | None]:

@@ -17,6 +17,7 @@ import pytest
 
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
+from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.worker import internal_records as rec
 from tests.service_harness import (
     create_topics,
@@ -29,6 +30,8 @@ from tests.service_harness import (
     service_settings,
     start_worker,
     synthetic_readings,
+    topic_names,
+    topic_partitions,
     wait_for_commits,
     wait_for_windows,
 )
@@ -107,6 +110,12 @@ def test_two_workers_give_the_same_non_noise_fields_as_one(kafka, setup, topic_p
     accepted = [w.metric("stream_dp_readings_total", 'outcome="accepted"') for w in (first, second)]
     assert sum(accepted) == len(readings)
     assert min(accepted) > 0, f"one worker did all the work: {accepted}"
+    # every topic the workers touched was created explicitly (none auto-created by Tansu)
+    ours = {t for t in topic_names(kafka) if t.startswith(settings.app_id)}
+    roles = ("readings", "dlq", "releases", "partials", "state", "release_log")
+    expected = {getattr(settings, f"topic_{role}") for role in roles}
+    assert ours == expected | {faust_leader_topic(settings.app_id).name}
+    assert topic_partitions(kafka, faust_leader_topic(settings.app_id).name) == 1
 
 
 def test_malformed_flood_goes_to_the_dead_letter_topic(kafka, setup):

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
-    from stream_dp.kafka.topics import ensure_topics, stream_dp_topics
+    from stream_dp.kafka.topics import ensure_topics, faust_leader_topic, stream_dp_topics
 
     specs = stream_dp_topics(
         settings.partitions,
@@ -44,7 +44,7 @@ def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
             "release_log": settings.topic_release_log,
         },
     )
-    asyncio.run(ensure_topics(conn, specs))
+    asyncio.run(ensure_topics(conn, [*specs, faust_leader_topic(settings.app_id)]))
 
 
 def run(args: argparse.Namespace) -> int:

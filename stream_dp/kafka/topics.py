@@ -19,6 +19,15 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 KEEP_FOREVER = -1
 
 
+def faust_leader_topic(app_id: str) -> TopicSpec:
+    """Faust's leader-election topic (``<app_id>-__assignor-__leader``, one partition).
+
+    The worker's Faust consumer subscribes to it (with the batch ingest it is the Faust
+    consumer's only topic), and ``topic_allow_declare=False`` keeps Faust from creating it.
+    """
+    return TopicSpec(f"{app_id}-__assignor-__leader", 1)
+
+
 class TopicError(RuntimeError):
     """A topic could not be created, or exists with an incompatible layout."""
 
