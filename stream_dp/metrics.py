@@ -45,7 +45,15 @@ class ServiceMetrics:
         )
         self.privacy_budget_spent = Counter(
             "stream_dp_privacy_budget_spent_epsilon_total",
-            "Cumulative worst-case privacy loss (sum over released windows of K*epsilon).",
+            "Worst-case privacy loss (sum of K*epsilon) of the windows this process released; "
+            "resets with the process like any counter: use increase()/rate() summed over workers.",
+            registry=r,
+        )
+        self.privacy_budget_spent_all = Gauge(
+            "stream_dp_privacy_budget_cumulative_epsilon",
+            "Sum of K*epsilon over every window in the durable release log, as of this "
+            "worker's last release or rebuild: the whole history, restored after restarts "
+            "(take max() across workers).",
             registry=r,
         )
         self.error_bound = Gauge(

@@ -78,6 +78,8 @@ def test_prometheus_scrapes_the_privacy_budget(kafka, topic_prefix, tmp_path):
             time.sleep(1)
         assert result, "Prometheus never scraped the budget metric"
         assert float(result[0]["value"][1]) == pytest.approx(spent)
+        restored = query(prom_port, "max(stream_dp_privacy_budget_cumulative_epsilon)")
+        assert float(restored[0]["value"][1]) == pytest.approx(spent)
         info = query(prom_port, "stream_dp_info")
         assert info and info[0]["metric"]["epsilon"] == repr(settings.epsilon)
         up = query(prom_port, 'up{job="stream-dp"}')

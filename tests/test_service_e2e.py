@@ -90,6 +90,7 @@ def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
     assert worker.metric("stream_dp_windows_released_total") == 3
     spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
     assert worker.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(spent)
+    assert worker.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(spent)
     # The batch consumer commits what the state topic says was applied: everything.
     ends = end_offsets(kafka, settings.topic_readings, settings.partitions)
     assert sum(ends.values()) > 0
@@ -180,6 +181,15 @@ def test_release_once_across_a_crash(kafka, setup, crash):
         published = [r for r in records if r["release_id"] == cell["release_id"]]
         assert published and all(r["mean"] == cell["mean"] for r in published)
     assert [kind for kind, _ in stored_log(kafka, settings)] == ["loss", "release"] * 2
+    # Budget: the gauge holds the whole log (restored), the counter only this process's
+    # releases, so summing counters over restarts and workers never counts a window twice.
+    total = sum(r["privacy_loss"] for r in records if r["type"] == "window")
+    before_crash = stored["summary"]["privacy_loss"]
+    assert 0 < before_crash < total
+    assert survivor.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(total)
+    assert survivor.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(
+        total - before_crash
+    )
     # the survivor rebuilt the budget ledger from the release log: its rolling maximum
     # includes the window the doomed worker released
     engine = OfflineEngine(settings, LaplaceNoise())

@@ -77,8 +77,8 @@ class ReleaseService:
         self.recent: deque[dict[str, Any]] = deque(maxlen=200)
         self._consumer: AIOKafkaConsumer | None = None
         self._stopping = asyncio.Event()
-        self._budget_restored = False
         self._parts = rec.PartAssembler()
+        self.spent_all = 0.0  # sum of K*eps over the release log's winning copies
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -122,8 +122,8 @@ class ReleaseService:
             self._parts = rec.PartAssembler()
             self.log_index = ReleaseLogIndex()
             self.ledger = new_ledger(self.settings)
+            self.spent_all = 0.0
             stored = [w async for w in self._read_release_log()]
-            spent = 0.0
             published: set[str] = set()
             async for batch in iter_partition_to_end(self.conn, self.settings.topic_releases, 0):
                 for record in batch:
@@ -131,15 +131,12 @@ class ReleaseService:
             for winner in sorted(stored, key=lambda w: w.release.window_start):
                 release = winner.release
                 self._mark_stored(winner)
-                spent += float(release.summary.get("privacy_loss", 0.0))
                 missing = [r for r in release.records if r["release_id"] not in published]
                 if missing:
                     log.info("re-publishing %d stored records of one window", len(missing))
                     await self._publish(missing)
                 self.recent.extend(release.records)
-            if not self._budget_restored:  # the counter continues from the release log
-                self.metrics.privacy_budget_spent.inc(spent)
-                self._budget_restored = True
+            self.metrics.privacy_budget_spent_all.set(self.spent_all)
             await consumer.seek_to_beginning(tp)
             log.info("releaser ready: %d windows already released", len(stored))
         finally:
@@ -237,6 +234,9 @@ class ReleaseService:
     def _mark_stored(self, winner: StoredRelease, from_partials: bool = False) -> None:
         """A window's release is in the log: never release it again; count its losses."""
         self.coordinator.mark_released(winner.release.window_start, from_partials)
+        self.spent_all += float(winner.release.summary.get("privacy_loss", 0.0))
+        if not self.rebuilding:
+            self.metrics.privacy_budget_spent_all.set(self.spent_all)
         if winner.loss is not None:  # stored with its release (older logs have none)
             self._record_loss(winner.loss)
 
