@@ -53,4 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as ``python -m stream_dp.cli``, this module is ``__main__``; the commands raise
+    # ``stream_dp.cli.CliError``, so dispatch through the imported module, not this copy.
+    from stream_dp.cli import main as imported_main
+
+    sys.exit(imported_main())

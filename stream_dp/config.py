@@ -189,11 +189,14 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
         return {}
     file = Path(path)
     try:
-        text = file.read_text()
+        text = file.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"{CONFIG_FILE_ENV}: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{CONFIG_FILE_ENV}: {path} is not UTF-8: {exc.reason}") from exc
     try:
-        data = json.loads(text) if file.suffix == ".json" else tomllib.loads(text)
+        is_json = file.suffix.lower() == ".json"
+        data = json.loads(text) if is_json else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{CONFIG_FILE_ENV}: {path} is not valid: {exc}") from exc
     if not isinstance(data, dict):

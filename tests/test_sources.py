@@ -241,3 +241,12 @@ def test_traj_point_properties_are_skipped(tmp_path: Path) -> None:
     readings = list(iter_readings(write(tmp_path / "t.traj", line)))
     assert [(r["vehicle_id"], r["lat"]) for r in readings] == [("9", 40.0), ("9", 40.01)]
     assert readings[1]["speed"] == pytest.approx(66.717, abs=1e-3)
+
+
+def test_an_upper_case_gz_suffix_is_gunzipped(tmp_path: Path) -> None:
+    line = '{"vehicle_id": "a", "ts": 1606820400, "lat": 40.7, "lon": -74.0, "speed": 3.5}\n'
+    path = tmp_path / "readings.jsonl.GZ"
+    with gzip.open(path, "wt", encoding="utf-8") as stream:
+        stream.write(line * 3)
+    readings = list(iter_readings(path))
+    assert [r["speed"] for r in readings] == [3.5] * 3

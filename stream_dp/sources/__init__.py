@@ -31,7 +31,7 @@ class SourceError(ValueError):
 def open_text(path: str | Path) -> IO[str]:
     """Open ``path`` as UTF-8 text (minus any BOM), gunzipping it if the name ends in ``.gz``."""
     path = Path(path)
-    if path.suffix == ".gz":
+    if path.suffix.lower() == ".gz":
         return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
     return path.open("r", encoding="utf-8-sig", newline="")
 
