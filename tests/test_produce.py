@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import io
+import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from aiokafka.partitioner import murmur2
 
 from stream_dp import cli
+from stream_dp.commands import produce as produce_command
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.kafka.partition_reader import read_partition_to_end
@@ -25,6 +28,7 @@ from stream_dp.producer import (
     encode_group,
     produce_readings,
 )
+from stream_dp.sources.sample import extract_path
 
 VEHICLES = ("bus-1", "bus-2", "tram-9")
 
@@ -105,16 +109,94 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_progress_line_only_on_a_terminal() -> None:
-    stats = ProduceStats(readings=1500, messages=15, seconds=2.0)
-    terminal, pipe = _Terminal(), io.StringIO()
-    for stream in (terminal, pipe):
-        progress = TerminalProgress(stream, total=3000)
-        progress(stats, final=True)
-        progress.close()
-    assert terminal.getvalue().startswith("\r[") and "1,500 readings" in terminal.getvalue()
-    assert "50%" in terminal.getvalue() and terminal.getvalue().endswith("\n")
-    assert pipe.getvalue() == ""
+def test_progress_bar_on_a_terminal_with_percentage_total_and_eta() -> None:
+    terminal = _Terminal()
+    progress = TerminalProgress(terminal, total=3000, interval=0.0)
+    progress(ProduceStats(readings=10, messages=1, seconds=0.01))  # too early for an ETA
+    assert "%" in terminal.getvalue() and "ETA" not in terminal.getvalue()
+    terminal.seek(0)
+    terminal.truncate()
+    progress(ProduceStats(readings=1500, messages=15, seconds=2.0))  # 750 readings/s
+    first = terminal.getvalue()
+    assert first.startswith("\r[##########..........]  50%  1,500/3,000 readings  15 messages")
+    assert "ETA 0:02" in first and "\n" not in first
+    progress(ProduceStats(readings=3000, messages=30, seconds=4.0), final=True)
+    progress.close()
+    last = terminal.getvalue()[len(first) :]
+    assert last.startswith("\r[####################] 100%  3,000/3,000 readings")
+    assert "ETA" not in last and last.endswith("\x1b[K\n")
+
+
+def test_progress_without_a_total_is_a_counter_line() -> None:
+    terminal = _Terminal()
+    progress = TerminalProgress(terminal)
+    progress(ProduceStats(readings=1500, messages=15, seconds=2.0), final=True)
+    assert terminal.getvalue().startswith("\r1,500 readings  15 messages")
+    assert "%" not in terminal.getvalue() and "ETA" not in terminal.getvalue()
+
+
+def test_progress_off_a_terminal_is_plain_periodic_lines() -> None:
+    half, done = ProduceStats(1500, 15, 2.0), ProduceStats(3000, 30, 4.0)
+    short = io.StringIO()  # a run shorter than the interval prints nothing
+    progress = TerminalProgress(short, total=3000)
+    progress(half)
+    progress(done, final=True)
+    progress.close()
+    assert short.getvalue() == ""
+
+    pipe = io.StringIO()
+    progress = TerminalProgress(pipe, total=3000, plain_interval=0.0)
+    progress(half)
+    progress(done, final=True)
+    progress.close()
+    lines = pipe.getvalue().splitlines()
+    assert lines[0] == (
+        " 50%  1,500/3,000 readings  15 messages     2.0 s  750 readings/s  ETA 0:02"
+    )
+    assert lines[1].startswith("100%  3,000/3,000 readings") and len(lines) == 2
+    assert "\r" not in pipe.getvalue() and "\x1b" not in pipe.getvalue()
+    quiet = io.StringIO()
+    TerminalProgress(quiet, enabled=False, plain_interval=0.0)(half)
+    assert quiet.getvalue() == ""
+
+
+def test_the_total_of_a_file_is_known_before_sending(tmp_path: Path) -> None:
+    rows = _readings(7)
+    jsonl = b"\n".join(orjson.dumps(r) for r in rows) + b"\n\n  \n"  # blank lines skipped
+    (tmp_path / "r.jsonl").write_bytes(jsonl)
+    (tmp_path / "r.ndjson.gz").write_bytes(gzip.compress(jsonl))
+    csv = "vehicle_id,ts,lat,lon,speed\n" + "".join(
+        f"{r['vehicle_id']},{r['ts']},{r['lat']},{r['lon']},{r['speed']}\n" for r in rows
+    )
+    (tmp_path / "r.csv.gz").write_bytes(gzip.compress(csv.encode()))
+    for name in ("r.jsonl", "r.ndjson.gz", "r.csv.gz"):
+        readings, known = produce_command._iter_readings(str(tmp_path / name))
+        assert known is None  # streamed: counted by reading through
+        assert produce_command._count_lines(str(tmp_path / name)) == len(list(readings)) == 7
+    traj = str(extract_path())  # loaded whole: its length is known
+    readings, known = produce_command._iter_readings(traj)
+    assert known == len(list(readings)) > 1000
+
+
+def test_cli_progress_is_a_bar_with_the_total(
+    broker: EmbeddedBroker,
+    topic_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "readings.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in _readings(250)) + b"\n")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("STREAM_DP_KAFKA_BOOTSTRAP", broker.bootstrap)
+
+    status = _produce_cli(monkeypatch, str(path), "--topic", f"{topic_prefix}.readings")
+
+    assert status == 0
+    shown = terminal.getvalue()
+    assert shown.startswith("\r[") and shown.endswith("\n")
+    assert "/250 readings" in shown
+    assert shown.rsplit("\r", 1)[1].startswith("[####################] 100%  250/250 readings")
 
 
 # --- producing to the real broker -------------------------------------------------------

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gzip
+import operator
 import os
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "produce",
         help="replay a file of readings (CSV, JSONL, .gz, .traj) into the readings topic",
         description=(
-            "Replay readings in event-time order, keyed by vehicle_id; each message carries "
-            "up to --batch-size readings of one vehicle (a JSON array, or an object for one)."
+            "Replay readings with their event times, keyed by vehicle_id (CSV and JSONL in "
+            "file order, .traj sorted by time); each message carries up to --batch-size "
+            "readings of one vehicle (a JSON array, or an object for one)."
         ),
     )
     parser.add_argument("file", help="readings file: CSV, JSONL, either gzipped, or .traj")
@@ -78,20 +82,43 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("--topic must not be empty")
 
 
-def _iter_readings(path: str) -> Iterator[dict[str, Any]]:
-    """The file's readings; a file that cannot be parsed is reported as a bad FILE."""
+def _iter_readings(path: str) -> tuple[Iterator[dict[str, Any]], int | None]:
+    """The file's readings, and their number when known without reading on (a ``.traj``
+    file is parsed and sorted here, whole; CSV and JSON Lines are streamed). A file that
+    cannot be parsed is reported as a bad FILE."""
     try:
         from stream_dp.sources import SourceError, iter_readings
     except ImportError as exc:
         raise CliError(f"FILE: cannot read readings files ({exc})") from exc
 
+    try:
+        source = iter_readings(path)
+    except SourceError as exc:
+        raise CliError(f"FILE: {exc}") from exc
+
     def reported() -> Iterator[dict[str, Any]]:
         try:
-            yield from iter_readings(path)
+            yield from source
         except SourceError as exc:
             raise CliError(f"FILE: {exc}") from exc
 
-    return reported()
+    known = operator.length_hint(source, -1)  # a list's iterator knows its length
+    return reported(), known if known >= 0 else None
+
+
+def _count_lines(path: str) -> int | None:
+    """The readings a JSON Lines or CSV file (either gzipped) holds, for the progress bar:
+    its non-blank lines, minus the header for CSV; one read through. A quoted CSV field
+    spanning lines makes it an overcount. ``None`` for other files or a read error."""
+    name = Path(path).name.lower().removesuffix(".gz")
+    if not name.endswith((".csv", ".jsonl", ".ndjson")):
+        return None
+    try:
+        with gzip.open(path) if name != Path(path).name.lower() else open(path, "rb") as stream:
+            lines = sum(1 for line in stream if line.strip())  # gunzipped as open_text does
+    except (OSError, EOFError, zlib.error):
+        return None  # reading the readings reports the problem
+    return max(lines - 1, 0) if name.endswith(".csv") else lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.kafka.embedded_broker import EmbeddedBroker
     from stream_dp.kafka.topics import TopicError
 
-    readings = _iter_readings(args.file)
+    readings, total = _iter_readings(args.file)
+    if total is None and not args.quiet:
+        total = _count_lines(args.file)
 
     with contextlib.ExitStack() as stack:
         if args.embedded:
@@ -116,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 raise CliError(f"--bootstrap: {exc}") from exc
         try:
-            stats = asyncio.run(_produce(conn, args, readings))
+            stats = asyncio.run(_produce(conn, args, readings, total))
         except TopicError as exc:
             raise CliError(f"--topic: {exc}") from exc
         except KafkaError as exc:
@@ -130,14 +159,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _produce(
-    conn: KafkaConnection, args: argparse.Namespace, readings: Iterator[dict[str, Any]]
+    conn: KafkaConnection,
+    args: argparse.Namespace,
+    readings: Iterator[dict[str, Any]],
+    total: int | None = None,
 ) -> ProduceStats:
     from stream_dp.kafka.topics import TopicSpec, ensure_topics
     from stream_dp.producer import TerminalProgress, produce_readings
 
     spec = TopicSpec(args.topic, args.partitions or DEFAULT_PARTITIONS)
     await ensure_topics(conn, [spec], strict_partitions=args.partitions is not None)
-    progress = TerminalProgress(sys.stderr, enabled=not args.quiet)
+    progress = TerminalProgress(sys.stderr, enabled=not args.quiet, total=total)
     try:
         stats = await produce_readings(
             conn,

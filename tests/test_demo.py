@@ -1,0 +1,111 @@
+"""`stream-dp demo` end to end: the real CLI in a subprocess (embedded broker, one worker,
+the bundled AIS sample), checked against the offline engine on the same readings."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from stream_dp.commands.demo import DEMO_DEFAULTS
+from stream_dp.config import load_settings
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.engine import OfflineEngine
+from stream_dp.kafka.embedded_broker import EmbeddedBrokerError, resolve_broker_binary
+from stream_dp.sources.sample import load_sample
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+# Hours 5-8 of the sample have the first cells with >= 3 vessels: 8 hours gives windows
+# with and without released cells, in about 15 s.
+HOURS = 8
+ROOT = Path(__file__).parent.parent
+
+# One line of the live table: window, cells, vessels, readings, G1->K, K*eps, eps spent,
+# error bound; the busiest cell's mean (noisy) follows and is not parsed.
+ROW = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +(\d+) +(\d+) +(\d+)->(\d+) +"
+    r"(\d+\.\d\d) +(\d+\.\d\d) +(\S+)  ",
+    re.MULTILINE,
+)
+SUMMARY = re.compile(
+    r"(\d+) windows released once each, (\d+) cell records; late readings dropped: (\d+)\.\n"
+    r"Worst-case privacy loss of one vessel over the replay: (\d+\.\d\d) "
+    r"\(without CLIP-USER: (\d+\.\d\d); eps = ([\d.]+) per cell"
+)
+
+
+def _offline_summaries(readings: list[dict]) -> list[dict]:
+    """The window summaries `stream-dp release` computes with the demo's settings."""
+    engine = OfflineEngine(load_settings(**DEMO_DEFAULTS), LaplaceNoise())
+    return [r.summary for part in (engine.feed(readings), engine.finish()) for r in part]
+
+
+def _minute(window_start: str) -> str:
+    """``2020-12-01T04:00:00Z`` as the table prints it: ``2020-12-01 04:00`` (UTC)."""
+    return datetime.fromisoformat(window_start).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@pytest.mark.timeout(300)
+def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        resolve_broker_binary()
+    except EmbeddedBrokerError as exc:
+        pytest.skip(f"embedded Tansu broker unavailable: {exc}")
+    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
+        monkeypatch.delenv(name)  # the demo's defaults only, here and in the subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "stream_dp.cli", "demo", "--hours", str(HOURS)],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 0, f"exit {done.returncode}\n{out}\n{err[-3000:]}"
+
+    summary = SUMMARY.search(out)
+    assert summary, out
+    windows, cells, late = (int(summary[i]) for i in (1, 2, 3))
+    k_eps, g1_eps, eps = (float(summary[i]) for i in (4, 5, 6))
+    assert windows > 0 and cells > 0
+
+    readings = load_sample(hours=HOURS)
+    assert f"sample: {len(readings):,} AIS readings" in out
+    expected = _offline_summaries(readings)
+    assert windows == len(expected)
+    assert cells == sum(s["cells_released"] for s in expected)
+    assert late == sum(s["readings_dropped_late"] for s in expected) == 0
+    assert eps == DEMO_DEFAULTS["epsilon"]
+    assert k_eps == pytest.approx(sum(s["privacy_loss"] for s in expected), abs=0.006)
+    assert g1_eps == pytest.approx(sum(s["privacy_loss_unclipped"] for s in expected), abs=0.006)
+    assert g1_eps > k_eps  # CLIP-USER lowers the worst-case loss on this sample
+
+    # Windows are printed as the worker publishes them, which need not be event-time order.
+    rows = ROW.findall(out)
+    assert len(rows) == windows, out
+    by_window = {_minute(s["window_start"]): s for s in expected}
+    assert sorted(row[0] for row in rows) == sorted(by_window)
+    spent = 0.0
+    for row in rows:
+        want = by_window[row[0]]
+        spent += want["privacy_loss"]
+        assert [int(v) for v in row[1:6]] == [
+            want["cells_released"], want["n_vehicles"], want["n_readings"], want["G1"],
+            want["K"],
+        ]  # fmt: skip
+        assert float(row[6]) == pytest.approx(want["privacy_loss"], abs=0.006)
+        assert float(row[7]) == pytest.approx(spent, abs=0.006)
+        assert float(row[8]) == pytest.approx(want["error_bound"], abs=0.006)
+
+    # Privacy: the output names no vessel (AIS vehicle ids are MMSI numbers).
+    vessels = {r["vehicle_id"] for r in readings}
+    assert len(vessels) > 10
+    assert not [v for v in vessels if v in out or v in err]
