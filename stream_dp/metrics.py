@@ -84,13 +84,15 @@ class ServiceMetrics:
         )
         self.release_latency = Histogram(
             "stream_dp_release_latency_seconds",
-            "Time from window close to its records being published.",
+            "Time from the releaser finding a window complete (every partition's partial in, "
+            "or its watermark past the window) to the window's records being published.",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=r,
         )
         self.watermark = Gauge(
             "stream_dp_watermark_timestamp_seconds",
-            "Event-time watermark (largest event time seen minus grace), Unix seconds.",
+            "Lowest event-time watermark (largest event time seen minus grace) over this "
+            "worker's partitions, Unix seconds: windows ending before it are closed here.",
             registry=r,
         )
         self.ready = Gauge(

@@ -242,3 +242,28 @@ def test_kept_sums_refuse_a_cap_beyond_the_stored_prefix():
     assert kept_sums(columns, entries, np.array([5]))[0][0] == 150.0  # all: the pair's total
     with pytest.raises(ValueError, match="beyond the stored prefix"):
         kept_sums(columns, entries, np.array([3]))
+
+
+def test_readings_late_for_a_window_still_open_elsewhere_are_counted_in_its_summary():
+    """One partition closes hour 0 and drops a late reading for it while another partition
+    still holds hour 0 open: the window's summary reports that reading."""
+    settings = load_settings(resolution=7, partitions=2, grace_seconds=600)
+    ids = [f"veh-{i}" for i in range(50)]
+    ahead = next(v for v in ids if partition_for(v, 2) == 0)
+    behind = [v for v in ids if partition_for(v, 2) == 1][:3]
+    point = {"lat": 40.71, "lon": -74.0, "speed": 30.0}
+    data = [{"vehicle_id": v, "ts": 100.0 + i, **point} for i, v in enumerate([ahead, *behind])]
+    data += [
+        {"vehicle_id": ahead, "ts": 3600.0 + 601.0, **point},  # partition 0 closes hour 0
+        {"vehicle_id": ahead, "ts": 200.0, **point},  # late there
+        {"vehicle_id": ahead, "ts": 300.0, **point},  # late there
+    ]
+    engine = OfflineEngine(settings, seeded_noise())
+    released = list(engine.feed(data))
+    assert released == []  # partition 1 still holds hour 0 open
+    released = list(engine.finish())
+    summaries = {r.window_start: r.summary for r in released}
+    assert summaries[0]["readings_dropped_late"] == 2
+    assert summaries[3600]["readings_dropped_late"] == 0
+    assert engine.counts.late == 2 and engine.counts.accepted == len(data) - 2
+    assert summaries[0]["cells_released"] == 1

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.engine import OfflineEngine
+from stream_dp.engine import OfflineEngine, partition_for
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.worker import internal_records as rec
 from tests.service_harness import (
@@ -91,6 +91,23 @@ def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
     spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
     assert worker.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(spent)
     assert worker.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(spent)
+    windows = [r for r in records if r["type"] == "window"]
+    last = windows[-1]
+    assert worker.metric("stream_dp_window_privacy_loss_epsilon") == last["privacy_loss"]
+    assert worker.metric("stream_dp_window_privacy_loss_unclipped_epsilon") == pytest.approx(
+        last["privacy_loss_unclipped"]
+    )
+    assert worker.metric("stream_dp_window_error_bound") == pytest.approx(last["error_bound"])
+    assert worker.metric("stream_dp_suppressed_pairs_total") == sum(
+        w["suppressed_pairs"] for w in windows
+    )
+    assert worker.metric("stream_dp_release_latency_seconds_count") == 3
+    slowest = min(
+        max(r["ts"] for r in readings if partition_for(r["vehicle_id"], settings.partitions) == p)
+        for p in range(settings.partitions)
+    )
+    watermark = worker.metric("stream_dp_watermark_timestamp_seconds")
+    assert watermark == slowest - settings.grace_seconds
     # The batch consumer commits what the state topic says was applied: everything.
     ends = end_offsets(kafka, settings.topic_readings, settings.partitions)
     assert sum(ends.values()) > 0

@@ -251,9 +251,14 @@ class IngestProcessor:
         self.metrics.readings.labels("accepted").inc(outcome.accepted)
         self.metrics.readings.labels("late").inc(outcome.late)
         self.metrics.readings.labels("invalid").inc(invalid)
-        if not math.isinf(state.watermark):
-            self.metrics.watermark.set(state.watermark)
+        self._export_watermark()
         await self._close_windows(partition, runtime, state.due_windows(), forced=False)
+
+    def _export_watermark(self) -> None:
+        """The gauge shows the slowest of this worker's partitions that have seen readings."""
+        seen = [r.state.watermark for r in self.partitions.values() if r.state.max_ts > -math.inf]
+        if seen:
+            self.metrics.watermark.set(min(seen))
 
     async def _close_windows(
         self, partition: int, runtime: PartitionRuntime, windows: list[int], forced: bool
