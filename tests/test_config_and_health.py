@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import uuid
@@ -22,6 +21,7 @@ from stream_dp.config import CONFIG_FILE_ENV, ConfigError, load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
+from tests.test_release_step import readings
 
 SCHEMA_PATH = Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json"
 
@@ -32,21 +32,6 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("STREAM_DP_"):
             monkeypatch.delenv(name)
-
-
-def readings(n: int, seed: int = 0) -> list[dict]:
-    """``n`` readings 3 s apart (three hourly windows for n = 3000) over ~20 vehicles."""
-    rng = random.Random(seed)
-    return [
-        {
-            "vehicle_id": f"veh-{rng.randrange(20)}",
-            "ts": 1_700_000_000 + i * 3,
-            "lat": 40.7 + rng.uniform(0, 0.05),
-            "lon": -74.0 + rng.uniform(0, 0.05),
-            "speed": rng.uniform(0, 60),
-        }
-        for i in range(n)
-    ]
 
 
 def write_readings(path: Path, n: int = 2000) -> Path:
