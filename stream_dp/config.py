@@ -28,7 +28,9 @@ class ConfigError(ValueError):
 class Settings(BaseSettings):
     """Everything a worker, the offline release and the demo need to know."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAM_DP_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(
+        env_prefix="STREAM_DP_", extra="forbid", frozen=True, env_parse_none_str="none"
+    )
 
     # --- the release -------------------------------------------------------------------
     epsilon: float = Field(1.0, gt=0, description="Per-cell budget (eps/2 mean + eps/2 var).")
@@ -42,8 +44,9 @@ class Settings(BaseSettings):
     max_future_seconds: float | None = Field(
         3600.0,
         ge=0,
-        description="Readings stamped more than this ahead of the wall clock are invalid "
-        "(unset: only the fixed range 1970..9000 applies).",
+        description="The service refuses readings stamped more than this ahead of the wall "
+        "clock (STREAM_DP_MAX_FUTURE_SECONDS=none: only the fixed range 1970..9000 applies; "
+        "the offline release never reads the clock).",
     )
     prefix_limit: int = Field(
         64, ge=1, description="C: first readings kept per (window, cell, vehicle) for the cap."
@@ -189,7 +192,7 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
         return {}
     file = Path(path)
     try:
-        text = file.read_bytes().decode("utf-8")
+        text = file.read_bytes().decode("utf-8-sig")  # as the readings files: a BOM is fine
     except OSError as exc:
         raise ConfigError(f"{CONFIG_FILE_ENV}: cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:

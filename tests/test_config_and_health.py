@@ -368,3 +368,12 @@ def test_the_json_suffix_is_recognised_in_any_case(monkeypatch, tmp_path):
     path.write_text('{"epsilon": 0.25}')
     monkeypatch.setenv(CONFIG_FILE_ENV, str(path))
     assert load_settings().epsilon == 0.25
+
+
+def test_the_future_limit_can_be_switched_off_from_the_environment(monkeypatch):
+    assert load_settings().max_future_seconds == 3600.0
+    monkeypatch.setenv("STREAM_DP_MAX_FUTURE_SECONDS", "none")
+    assert load_settings().max_future_seconds is None
+    monkeypatch.setenv("STREAM_DP_MAX_FUTURE_SECONDS", "-5")
+    with pytest.raises(ConfigError, match="max_future_seconds"):
+        load_settings()

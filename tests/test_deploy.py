@@ -287,7 +287,6 @@ def test_dashboard_shows_the_budget_metrics() -> None:
     used = metric_names_in(dashboard_expressions())
     assert {
         "stream_dp_privacy_budget_cumulative_epsilon",
-        "stream_dp_privacy_budget_spent_epsilon_total",
         "stream_dp_window_privacy_loss_epsilon",
         "stream_dp_window_privacy_loss_unclipped_epsilon",
         "stream_dp_window_error_bound",

@@ -86,3 +86,29 @@ def test_a_recently_active_partition_is_not_idle():
     ingest, calls = processor(applied_offset=9, quiet_for=0.0, with_open_window=True)
     tick(ingest, end=10)
     assert calls[0][0] == "progress"
+
+
+def test_the_watermark_gauge_follows_the_partition_holding_releases_back():
+    settings = load_settings(grace_seconds=600.0)
+    metrics = ServiceMetrics()
+    ingest = IngestProcessor(settings, conn=None, producer=None, metrics=metrics)
+
+    def gauge():
+        return metrics.registry.get_sample_value("stream_dp_watermark_timestamp_seconds")
+
+    states = []
+    for latest in (9000.0, 5000.0, 7000.0):
+        state = new_partition_state(settings)
+        state.add_batch(["v"], [latest], ["872a10701ffffff"], [10.0])
+        states.append(state)
+        ingest.partitions[len(states) - 1] = PartitionRuntime(state)
+    ingest._export_watermark()
+    assert gauge() == 5000.0 - 600.0  # the slowest partition with an open window
+    states[1].close(3600, forced=True)  # it closes everything (idle fallback)
+    ingest._export_watermark()
+    assert gauge() == 7000.0 - 600.0
+    asyncio.run(ingest.on_revoked([2]))
+    assert gauge() == 9000.0 - 600.0
+    states[0].close(7200, forced=True)
+    ingest._export_watermark()
+    assert gauge() == 9000.0 - 600.0  # nothing open anywhere: the most advanced partition

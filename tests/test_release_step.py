@@ -267,3 +267,16 @@ def test_readings_late_for_a_window_still_open_elsewhere_are_counted_in_its_summ
     assert summaries[3600]["readings_dropped_late"] == 0
     assert engine.counts.late == 2 and engine.counts.accepted == len(data) - 2
     assert summaries[0]["cells_released"] == 1
+
+
+def test_the_offline_engine_does_not_read_the_wall_clock():
+    """A file replayed offline gives the same release whenever it is run: readings stamped
+    after today are accepted there (the service refuses them; see test_readings)."""
+    import time
+
+    later = (int(time.time()) // 3600 + 48) * 3600  # two days from now
+    data = [{**r, "ts": later + i} for i, r in enumerate(readings(50))]
+    engine = OfflineEngine(load_settings(resolution=7, max_future_seconds=60), seeded_noise())
+    out = [r for rr in (engine.feed(data), engine.finish()) for r in rr]
+    assert engine.counts.accepted == 50 and engine.counts.invalid == 0
+    assert [r.window_start for r in out] == [later]

@@ -114,7 +114,8 @@ def _count_lines(path: str) -> int | None:
     if not name.endswith((".csv", ".jsonl", ".ndjson")):
         return None
     try:
-        with gzip.open(path) if name != Path(path).name.lower() else open(path, "rb") as stream:
+        gzipped = path.lower().endswith(".gz")
+        with gzip.open(path) if gzipped else open(path, "rb") as stream:
             lines = sum(1 for line in stream if line.strip())  # gunzipped as open_text does
     except (OSError, EOFError, zlib.error):
         return None  # reading the readings reports the problem

@@ -29,7 +29,8 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-future-seconds",
         type=float,
-        help="readings stamped more than this ahead of the wall clock are invalid (default 3600)",
+        help="serve: readings stamped more than this ahead of the wall clock are invalid "
+        "(default 3600; the offline release ignores the clock)",
     )
     group.add_argument("--error-bound", type=float, help="error bound E* for CLIP-USER")
     group.add_argument(

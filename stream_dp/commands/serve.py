@@ -44,7 +44,10 @@ def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
             "release_log": settings.topic_release_log,
         },
     )
-    asyncio.run(ensure_topics(conn, [*specs, faust_leader_topic(settings.app_id)]))
+    asyncio.run(ensure_topics(conn, specs))
+    # Nothing depends on the leader topic's partition count, and deployments from before
+    # it was created here may hold an auto-created one with several: accept any.
+    asyncio.run(ensure_topics(conn, [faust_leader_topic(settings.app_id)], strict_partitions=False))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,7 +4,9 @@
 release log, before it is published. ``after-published``: right after it is published.
 ``before-stored:PATH``: before storing the first window, create ``PATH.paused`` and wait
 (without blocking the event loop) until ``PATH`` exists — a test can store a rival copy of
-the window meanwhile. Unset (always, in production) it does nothing.
+the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-th ingest
+batch's state is acknowledged, before that batch's offsets are committed (a kill in the
+middle of ingestion). Unset (always, in production) it does nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,19 @@ ENV = "STREAM_DP_FAULT_INJECTION"
 
 def crash_point(name: str) -> None:
     if os.environ.get(ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_calls: dict[str, int] = {}
+
+
+def crash_point_counted(name: str) -> None:
+    """SIGKILL on the N-th call when the setting is ``name:N``."""
+    value = os.environ.get(ENV, "")
+    if not value.startswith(name + ":"):
+        return
+    _calls[name] = _calls.get(name, 0) + 1
+    if _calls[name] == int(value.split(":", 1)[1]):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

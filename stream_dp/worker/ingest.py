@@ -35,6 +35,7 @@ from stream_dp.metrics import ServiceMetrics
 from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
 from stream_dp.window_state import PartitionState
 from stream_dp.worker import internal_records as rec
+from stream_dp.worker.fault_injection import crash_point_counted
 
 log = logging.getLogger(__name__)
 #: A quiet partition whose input is fetched but not all applied (offsets without records, such
@@ -52,7 +53,6 @@ class PartitionRuntime:
     #: Last input offset whose delta the state topic has acknowledged (what may be committed).
     durable_offset: int = -1
     last_event_wall: float = field(default_factory=time.monotonic)
-    idle_reported: bool = False
     last_progress: tuple[float, int] | None = None
 
 
@@ -153,6 +153,7 @@ class IngestProcessor:
             finally:
                 for partition in partitions:
                     self.partitions.pop(partition, None)
+                self._export_watermark()
 
     def durable_offsets(self, partitions: Iterable[int]) -> dict[int, int]:
         """Per partition, the last input offset whose delta is acknowledged (if any)."""
@@ -194,6 +195,7 @@ class IngestProcessor:
                 await asyncio.gather(*sends)
             for runtime in done_runtimes:  # only now may their offsets be committed
                 runtime.durable_offset = runtime.applied_offset
+            crash_point_counted("after-durable-batch")
             done = time.monotonic()
             log.debug(
                 "batch of %d messages: %.3f s since the previous, %.3f s compute, %.3f s waiting "
@@ -236,7 +238,6 @@ class IngestProcessor:
         )
         runtime.applied_offset = last_offset
         runtime.last_event_wall = time.monotonic()
-        runtime.idle_reported = False
         delta = rec.encode_delta(
             last_offset, state.max_ts, outcome.delta or {}, outcome.late_by_window
         )
@@ -251,14 +252,20 @@ class IngestProcessor:
         self.metrics.readings.labels("accepted").inc(outcome.accepted)
         self.metrics.readings.labels("late").inc(outcome.late)
         self.metrics.readings.labels("invalid").inc(invalid)
-        self._export_watermark()
-        await self._close_windows(partition, runtime, state.due_windows(), forced=False)
+        due = state.due_windows()
+        if not due:
+            self._export_watermark()
+        await self._close_windows(partition, runtime, due, forced=False)
 
     def _export_watermark(self) -> None:
-        """The gauge shows the slowest of this worker's partitions that have seen readings."""
-        seen = [r.state.watermark for r in self.partitions.values() if r.state.max_ts > -math.inf]
-        if seen:
-            self.metrics.watermark.set(min(seen))
+        """The gauge shows the slowest partition that still holds a window open (the one
+        holding releases back); with none open, the most advanced one."""
+        seen = [r.state for r in self.partitions.values() if r.state.max_ts > -math.inf]
+        holding = [state.watermark for state in seen if state.open]
+        if holding:
+            self.metrics.watermark.set(min(holding))
+        elif seen:
+            self.metrics.watermark.set(max(state.watermark for state in seen))
 
     async def _close_windows(
         self, partition: int, runtime: PartitionRuntime, windows: list[int], forced: bool
@@ -271,6 +278,8 @@ class IngestProcessor:
             await self._send_and_wait(
                 self.settings.topic_state, rec.encode_close(start, forced), partition
             )
+        if windows:
+            self._export_watermark()
         watermark = math.inf if forced and not state.open else state.watermark
         await self._progress(partition, runtime, watermark, force=bool(windows))
 

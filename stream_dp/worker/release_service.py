@@ -206,7 +206,7 @@ class ReleaseService:
             await self._publish(release.records)
             crash_point("after-published")
             self.recent.extend(release.records)
-            self._observe(release, time.monotonic() - began)
+            self._observe(release, time.monotonic() - began, ours=winner.attempt == attempt)
 
     async def _publish(self, records: list[dict[str, Any]]) -> None:
         futures = [
@@ -246,14 +246,17 @@ class ReleaseService:
         self.ledger.record_released(loss)
         self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(loss.window_start))
 
-    def _observe(self, release: WindowRelease, seconds: float) -> None:
+    def _observe(self, release: WindowRelease, seconds: float, ours: bool) -> None:
+        """Export a published window; the spend counter counts only the copy this process
+        stored (a rival releaser that stored first counts its own)."""
         summary = release.summary
         m = self.metrics
         m.windows_released.inc()
         m.cells_released.inc(len(release.cells))
         m.window_privacy_loss.set(summary["privacy_loss"])
         m.window_privacy_loss_unclipped.set(summary["privacy_loss_unclipped"])
-        m.privacy_budget_spent.inc(summary["privacy_loss"])
+        if ours:
+            m.privacy_budget_spent.inc(summary["privacy_loss"])
         m.error_bound.set(summary["error_bound"])
         m.suppressed_pairs.inc(summary["suppressed_pairs"])
         m.budget_withheld_pairs.inc(summary.get("pairs_withheld_budget", 0))
