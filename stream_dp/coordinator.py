@@ -48,16 +48,22 @@ class ReleaseCoordinator:
             self._late.setdefault(start, {})[partition] = count
 
     def ready_windows(self) -> list[int]:
-        """Complete, unreleased windows, oldest first."""
+        """Complete, unreleased windows, oldest first, up to the first incomplete one.
+
+        Releases go out in event-time order: a later window can complete first (a
+        partition's partial for it arrives before the progress record that carries the
+        same partition past an earlier window) and then waits the moment it takes."""
         ready = []
-        for start, per_partition in self._partials.items():
+        for start in sorted(self._partials):
             end = start + self.window_seconds
-            if all(
+            per_partition = self._partials[start]
+            if not all(
                 p in per_partition or self.watermarks.get(p, float("-inf")) >= end
                 for p in range(self.partitions)
             ):
-                ready.append(start)
-        return sorted(ready)
+                break
+            ready.append(start)
+        return ready
 
     def merged(self, window_start: int) -> WindowColumns:
         """The window's partials merged, column-wise (see ``WindowColumns.from_partials``)."""

@@ -85,3 +85,18 @@ def test_windows_known_only_from_the_release_log_count_nothing_after_release():
     c.mark_released(0)  # learnt from the release log at a rebuild
     assert not c.add_partial(0, 1, pairs("b", 3))
     assert not c.take_after_release(0, 1)
+
+
+def test_windows_are_released_in_event_time_order():
+    """Partition 1 sends its partial for hour 1 before the progress record that takes it
+    past hour 0 (it had no readings there): hour 1 waits for hour 0."""
+    c = ReleaseCoordinator(partitions=2, window_seconds=3600, prefix_limit=8)
+    c.add_partial(0, 0, pairs("a", 1))
+    c.add_partial(3600, 0, pairs("a", 1))
+    c.set_progress(0, 7200.0)
+    c.add_partial(3600, 1, pairs("b", 1))
+    assert c.ready_windows() == []  # hour 1 is complete, hour 0 is not yet
+    c.set_progress(1, 7200.0)
+    assert c.ready_windows() == [0, 3600]
+    c.mark_released(0)
+    assert c.ready_windows() == [3600]
