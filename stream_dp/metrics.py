@@ -46,7 +46,8 @@ class ServiceMetrics:
         self.privacy_budget_spent = Counter(
             "stream_dp_privacy_budget_spent_epsilon_total",
             "Worst-case privacy loss (sum of K*epsilon) of the windows this process released; "
-            "resets with the process like any counter: use increase()/rate() summed over workers.",
+            "a window whose releaser died before counting it is missing here: the gauge "
+            "stream_dp_privacy_budget_cumulative_epsilon is the authoritative total.",
             registry=r,
         )
         self.privacy_budget_spent_all = Gauge(

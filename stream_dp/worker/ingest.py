@@ -128,7 +128,8 @@ class IngestProcessor:
             if truncated:
                 log.warning(
                     "partition %d: %d window(s) lost their first state records to the state "
-                    "topic's retention; they are treated as closed and not released",
+                    "topic's retention; they are treated as closed and this partition's remains of "
+                    "them are left out of their release",
                     partition, truncated,
                 )  # fmt: skip
             log.info(
