@@ -8,17 +8,22 @@ configuration, never derived from the data.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+ENV_PREFIX = "STREAM_DP_"
 CONFIG_FILE_ENV = "STREAM_DP_CONFIG_FILE"
+# STREAM_DP_* variables that are not settings (the config file's name, test-only fault points).
+EXTRA_ENV_VARS: tuple[str, ...] = (CONFIG_FILE_ENV, "STREAM_DP_FAULT_INJECTION")
 
 
 class ConfigError(ValueError):
@@ -205,6 +210,30 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{CONFIG_FILE_ENV}: {path} must hold a table of settings")
     return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def known_environment_variables() -> list[str]:
+    """Every STREAM_DP_* name the service reads: one per setting, and EXTRA_ENV_VARS."""
+    return sorted(
+        {ENV_PREFIX + name.upper() for name in Settings.model_fields} | set(EXTRA_ENV_VARS)
+    )
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`ConfigError` naming the first STREAM_DP_* variable that is no setting.
+
+    pydantic-settings ignores such a variable, so a typo (STREAM_DP_EPSILONN) would otherwise
+    run silently with the default value.
+    """
+    environ = os.environ if environ is None else environ
+    known = known_environment_variables()
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known:
+            continue
+        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"{name}: unknown environment variable, no such setting{hint}")
 
 
 def load_settings(**overrides: Any) -> Settings:

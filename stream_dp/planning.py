@@ -57,10 +57,8 @@ def read_occupancy_csv(path: str | Path) -> Occupancy:
             triples = list(_parse_rows(handle, label))
     except PlanInputError:
         raise
-    except FileNotFoundError:
-        raise PlanInputError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise PlanInputError(f"{label}: is a directory, not a CSV file") from None
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        raise PlanInputError(f"FILE: cannot read {label}: {exc.strerror}") from None
     except gzip.BadGzipFile:
         raise PlanInputError(f"{label}: not a gzip file (the name ends in .gz)") from None
     except (EOFError, zlib.error):
@@ -68,7 +66,7 @@ def read_occupancy_csv(path: str | Path) -> Occupancy:
     except UnicodeDecodeError:
         raise PlanInputError(f"{label}: not UTF-8 text") from None
     except OSError as exc:
-        raise PlanInputError(f"{label}: cannot read: {exc.strerror or exc}") from None
+        raise PlanInputError(f"FILE: cannot read {label}: {exc.strerror or exc}") from None
     return Occupancy.from_triples(triples)
 
 

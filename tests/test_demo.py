@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +19,11 @@ from stream_dp.commands.demo import DEMO_DEFAULTS
 from stream_dp.config import load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
-from stream_dp.kafka.embedded_broker import EmbeddedBrokerError, resolve_broker_binary
+from stream_dp.kafka.embedded_broker import (
+    EmbeddedBrokerError,
+    free_loopback_port,
+    resolve_broker_binary,
+)
 from stream_dp.sources.sample import load_sample
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -109,3 +116,87 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
     vessels = {r["vehicle_id"] for r in readings}
     assert len(vessels) > 10
     assert not [v for v in vessels if v in out or v in err]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc's children lists)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
+    stop: signal.Signals, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--keep-running: after the replay the dashboard still answers; SIGINT or SIGTERM then
+    stops the demo, its worker and the broker, and frees the port."""
+    try:
+        resolve_broker_binary()
+    except EmbeddedBrokerError as exc:
+        pytest.skip(f"embedded Tansu broker unavailable: {exc}")
+    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
+        monkeypatch.delenv(name)
+    port = free_loopback_port()
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "stream_dp", "demo", "--hours", "2", "--keep-running",
+         "--web-port", str(port)],  # fmt: skip
+        cwd=ROOT,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        shown = []
+        for line in demo.stdout:
+            shown.append(line)
+            if line.startswith("still running:"):
+                break
+        assert shown and shown[-1].startswith("still running:"), "".join(shown)
+        assert f"http://127.0.0.1:{port}/dashboard" in "".join(shown)
+        assert f"http://127.0.0.1:{port}/metrics" in "".join(shown)
+        time.sleep(1.0)  # well past the replay: the worker must still be up
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard", timeout=10) as page:
+            assert page.status == 200
+        children = _descendants(demo.pid)
+        assert len(children) >= 2  # the worker and the broker at least
+        demo.send_signal(stop)
+        status = demo.wait(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert status == (130 if stop == signal.SIGINT else 128 + signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in children if _alive(pid)]
+    assert not _listening(port)

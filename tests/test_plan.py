@@ -196,8 +196,11 @@ def test_bad_numbers(capsys: pytest.CaptureFixture[str], option: str, value: str
 
 
 def test_unreadable_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "no such file" in plan_error(capsys, str(tmp_path / "missing.csv"), "--epsilon", "1")
-    assert "is a directory" in plan_error(capsys, str(tmp_path), "--epsilon", "1")
+    missing = str(tmp_path / "missing.csv")
+    assert f"FILE: cannot read {missing}: No such file" in plan_error(
+        capsys, missing, "--epsilon", "1"
+    )
+    assert "Is a directory" in plan_error(capsys, str(tmp_path), "--epsilon", "1")
     fake = tmp_path / "occupancy.csv.gz"
     fake.write_text("cell,vehicle,count\na,b,1\n")
     assert "not a gzip file" in plan_error(capsys, str(fake), "--epsilon", "1")

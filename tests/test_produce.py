@@ -28,7 +28,7 @@ from stream_dp.producer import (
     encode_group,
     produce_readings,
 )
-from stream_dp.sources.sample import extract_path
+from stream_dp.sources.sample import sample_path
 
 VEHICLES = ("bus-1", "bus-2", "tram-9")
 
@@ -173,7 +173,7 @@ def test_the_total_of_a_file_is_known_before_sending(tmp_path: Path) -> None:
         readings, known = produce_command._iter_readings(str(tmp_path / name))
         assert known is None  # streamed: counted by reading through
         assert produce_command._count_lines(str(tmp_path / name)) == len(list(readings)) == 7
-    traj = str(extract_path())  # loaded whole: its length is known
+    traj = str(sample_path())  # loaded whole: its length is known
     readings, known = produce_command._iter_readings(traj)
     assert known == len(list(readings)) > 1000
 

@@ -1,8 +1,9 @@
 """`stream-dp demo`: the whole service on one machine, on real data, in about a minute.
 
 Starts the embedded broker, one worker (`stream-dp serve` in a child process), replays the
-bundled New York Harbor AIS sample (tracktable-data, BSD-2-Clause) into the readings topic,
-and prints each window's release as it is published, then a summary.
+bundled New York Harbor AIS week (tracktable-data, BSD-2-Clause) into the readings topic,
+and prints each window's release as it is published, then a summary. With --keep-running
+the broker, the worker and its dashboard stay up after the replay until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from stream_dp.cli import CliError
+from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.config import Settings
 
@@ -27,12 +29,21 @@ DEMO_DEFAULTS = {"resolution": 7, "min_vehicles": 3, "epsilon": 0.5, "idle_close
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("demo", help="embedded broker + worker + real sample replay")
-    parser.add_argument("--hours", type=int, help="replay only the first N hours of the sample")
+    parser = sub.add_parser(
+        "demo",
+        help="embedded broker + worker + real sample replay",
+        description=plain_text(__doc__),
+    )
+    parser.add_argument("--hours", type=int, help="replay only the first N hours of the week")
     parser.add_argument("--rate", type=float, help="replay rate, readings/s (default: max)")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
     parser.add_argument("--web-port", type=int, default=0, help="worker HTTP port (0: free)")
-    add_release_options(parser)
+    parser.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="after the replay keep the broker, the worker and its dashboard up until Ctrl-C",
+    )
+    add_release_options(parser, DEMO_DEFAULTS)
     parser.set_defaults(run=run)
 
 
@@ -43,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--rate must be positive")
     overrides = {k: v for k, v in DEMO_DEFAULTS.items() if getattr(args, k, None) is None}
     settings = settings_from_args(args, **overrides)
-    return asyncio.run(_demo(args, settings))
+    try:
+        return asyncio.run(_demo(args, settings))
+    except asyncio.CancelledError:  # SIGTERM: everything below was stopped on the way out
+        return 128 + signal.SIGTERM
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -53,6 +67,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from stream_dp.sources.sample import load_sample
     from stream_dp.worker.connection_settings import connection_from_settings
 
+    # SIGTERM cancels the demo like Ctrl-C does, so the worker and the broker are stopped.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _current_task().cancel)
     readings = load_sample(hours=args.hours)
     windows = {int(r["ts"] // settings.window_seconds) for r in readings}
     print(
@@ -65,7 +81,10 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         await asyncio.to_thread(ensure_service_topics, settings, conn)
         log_path = Path(tmp) / "worker.log"
         worker = _start_worker(settings, broker.bootstrap, web_port, log_path)
-        print(f"broker {broker.bootstrap} · worker http://127.0.0.1:{web_port}/dashboard")
+        base = f"http://127.0.0.1:{web_port}"
+        print(f"broker:    {broker.bootstrap}")
+        print(f"dashboard: {base}/dashboard")
+        print(f"metrics:   {base}/metrics")
         try:
             consumer = asyncio.create_task(_follow_releases(conn, settings, len(windows)))
             stats = await produce_readings(conn, settings.topic_readings, readings, 100, args.rate)
@@ -74,6 +93,14 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
                 f"({stats.readings / max(stats.seconds, 1e-9):,.0f} readings/s)"
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
+            _print_summary(summaries, settings)
+            if args.keep_running:
+                print(
+                    f"\nstill running: dashboard {base}/dashboard, metrics {base}/metrics "
+                    "(Ctrl-C to stop)",
+                    flush=True,
+                )
+                await _until_dead(worker)
         except TimeoutError:
             print(_tail(log_path), file=sys.stderr)
             raise CliError(f"not every window was released within {args.timeout:g} s") from None
@@ -86,8 +113,21 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
                 worker.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 worker.kill()
-    _print_summary(summaries, settings)
+                worker.wait()
     return 0
+
+
+def _current_task() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    return task
+
+
+async def _until_dead(worker: subprocess.Popen[bytes]) -> None:
+    """Wait for a signal (which cancels this), or raise WorkerDied if the worker exits."""
+    while worker.poll() is None:
+        await asyncio.sleep(0.5)
+    raise WorkerDied(worker.returncode)
 
 
 async def _unless_dead(task: asyncio.Task[Any], worker: subprocess.Popen[bytes]) -> Any:
@@ -122,6 +162,7 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
     summaries: list[dict[str, Any]] = []
     seen: set[str] = set()
     cells: dict[str, list[dict[str, Any]]] = {}
+    print(_legend(settings))
     print(
         f"{'window (UTC)':<17} {'cells':>5} {'vessels':>7} {'readings':>8} {'G1->K':>7} "
         f"{'K*eps':>6} {'eps spent':>9} {'error bound':>11}  busiest cell: mean km/h"
@@ -141,16 +182,40 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
                     continue
                 summaries.append(record)
                 spent += record["privacy_loss"]
-                print(
-                    _window_line(record, cells.pop(record["window_start"], []), spent), flush=True
-                )
+                line = _window_line(record, cells.pop(record["window_start"], []), spent, settings)
+                print(line, flush=True)
         await asyncio.sleep(0.5)
     return summaries
 
 
-def _window_line(record: dict[str, Any], cells: list[dict[str, Any]], spent: float) -> str:
+def _legend(settings: Settings) -> str:
+    """What each column of the live table means, with its unit."""
+    u = f"{settings.upper:g}"
+    return "\n".join(
+        [
+            "Columns (one row per released hour):",
+            "  window (UTC)  start of the one-hour event-time window",
+            "  cells         H3 cells released (count); vessels, readings: how many are in them",
+            "  G1->K         most cells one vessel was counted in, before -> after CLIP-USER",
+            "  K*eps         this window's worst-case privacy loss of one vessel (epsilon)",
+            "  eps spent     the same, summed over the windows so far (epsilon)",
+            "  error bound   CLIP-USER's per-cell worst-case error: mean error (km/h) plus",
+            "                variance error ((km/h)^2), the paper's combined metric",
+            f"  busiest cell  its released mean speed (km/h, bounds 0..{u}); a mean of exactly",
+            f"                0 or {u} (marked *) is Laplace noise clamped at a bound, not a speed",
+            "",
+        ]
+    )
+
+
+def _window_line(
+    record: dict[str, Any], cells: list[dict[str, Any]], spent: float, settings: Settings
+) -> str:
     busiest = max(cells, key=lambda r: r["n_readings"], default=None)
-    busy = f"{busiest['mean']:.1f} ({busiest['n_readings']} readings)" if busiest else "-"
+    busy = "-"
+    if busiest:
+        clamped = "*" if busiest["mean"] in (0.0, settings.upper) else ""
+        busy = f"{busiest['mean']:.1f}{clamped} ({busiest['n_readings']} readings)"
     return (
         f"{record['window_start'][:16].replace('T', ' '):<17} "
         f"{record['cells_released']:>5} {record['n_vehicles']:>7} "
@@ -170,6 +235,23 @@ def _print_summary(summaries: list[dict[str, Any]], settings: Settings) -> None:
         f"late readings dropped: {late}.\n"
         f"Worst-case privacy loss of one vessel over the replay: {k:.2f} "
         f"(without CLIP-USER: {g1:.2f}; eps = {settings.epsilon} per cell, basic composition)."
+    )
+    print(_plain_epsilon(k))
+
+
+def _plain_epsilon(epsilon: float) -> str:
+    """What a vessel's summed epsilon means, in words."""
+    if epsilon <= 1:
+        strength = "strong protection"
+    elif epsilon <= 10:
+        strength = "moderate protection"
+    else:
+        strength = "weak protection for the vessel that was everywhere all the time"
+    return (
+        f"In plain words: whatever one vessel's speeds were, all of these releases together "
+        f"make any conclusion about them at most e^{epsilon:.2f} times more likely than "
+        f"without its data ({strength}). Most vessels visit fewer cells and lose less; "
+        "the figure is the worst case over all vessels."
     )
 
 

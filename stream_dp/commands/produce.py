@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stream_dp.cli import CliError
+from stream_dp.cli import CliError, cannot_read
 
 if TYPE_CHECKING:
     from stream_dp.kafka.connection import KafkaConnection
@@ -77,7 +77,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.partitions is not None and args.partitions < 1:
         raise CliError(f"--partitions must be >= 1, got {args.partitions}")
     if not Path(args.file).is_file():
-        raise CliError(f"FILE: no such file: {args.file}")
+        raise cannot_read("FILE", args.file)
     if not args.topic:
         raise CliError("--topic must not be empty")
 
@@ -89,7 +89,7 @@ def _iter_readings(path: str) -> tuple[Iterator[dict[str, Any]], int | None]:
     try:
         from stream_dp.sources import SourceError, iter_readings
     except ImportError as exc:
-        raise CliError(f"FILE: cannot read readings files ({exc})") from exc
+        raise cannot_read("FILE", path, exc) from exc
 
     try:
         source = iter_readings(path)

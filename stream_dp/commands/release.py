@@ -8,31 +8,65 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
 
-from stream_dp.cli import CliError
+from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 
 
-def add_release_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared with the other commands that run the release (serve, demo)."""
+def add_release_options(
+    parser: argparse.ArgumentParser, defaults: Mapping[str, object] | None = None
+) -> None:
+    """Options shared with the other commands that run the release (serve, demo).
+
+    ``defaults`` are the command's own defaults where they differ from the settings' (the
+    demo's), shown in the help as what the command really uses.
+    """
+    from stream_dp.mean_mechanism import MEAN_MECHANISM_NAMES
+
+    shown = {name: field.default for name, field in Settings.model_fields.items()}
+    shown.update(defaults or {})
+
+    def default(name: str) -> str:
+        value = shown[name]
+        return (
+            "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+        )
+
     group = parser.add_argument_group("release parameters (override STREAM_DP_* settings)")
-    group.add_argument("--epsilon", type=float, help="per-cell budget (default 1.0)")
-    group.add_argument("--upper", type=float, help="public upper bound U (default 65)")
-    group.add_argument("--resolution", type=int, help="H3 resolution (default 8)")
-    group.add_argument("--window-seconds", type=int, help="window length (default 3600)")
-    group.add_argument("--grace-seconds", type=float, help="watermark grace (default 600)")
+    group.add_argument(
+        "--epsilon", type=float, help=f"per-cell budget (default {default('epsilon')})"
+    )
+    group.add_argument(
+        "--upper",
+        type=float,
+        help=f"public upper bound U of a reading (default {default('upper')})",
+    )
+    group.add_argument(
+        "--resolution", type=int, help=f"H3 resolution (default {default('resolution')})"
+    )
+    group.add_argument(
+        "--window-seconds", type=int, help=f"window length (default {default('window_seconds')})"
+    )
+    group.add_argument(
+        "--grace-seconds", type=float, help=f"watermark grace (default {default('grace_seconds')})"
+    )
     group.add_argument(
         "--max-future-seconds",
         type=float,
         help="serve: readings stamped more than this ahead of the wall clock are invalid "
-        "(default 3600; the offline release ignores the clock)",
+        f"(default {default('max_future_seconds')}; the offline release ignores the clock)",
     )
-    group.add_argument("--error-bound", type=float, help="error bound E* for CLIP-USER")
+    group.add_argument(
+        "--error-bound",
+        type=float,
+        help=f"error bound E* for CLIP-USER (default {default('error_bound')})",
+    )
     group.add_argument(
         "--no-pseudo-user",
         dest="pseudo_user",
@@ -40,12 +74,36 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="skip the pseudo-user cap step",
     )
-    group.add_argument("--min-vehicles", type=int, help="release cells with >= N vehicles")
-    group.add_argument("--top-cells", type=int, help="release only the N busiest cells")
-    group.add_argument("--mean-mechanism", help="per-cell mean mechanism (default clip)")
-    group.add_argument("--delta", type=float, help="delta for (eps, delta) mechanisms")
-    group.add_argument("--prefix-limit", type=int, help="C: stored readings per pair")
-    group.add_argument("--partitions", type=int, help="input partitions (default 4)")
+    group.add_argument(
+        "--min-vehicles",
+        type=int,
+        help=f"release cells with >= N vehicles (default {default('min_vehicles')})",
+    )
+    group.add_argument(
+        "--top-cells",
+        type=int,
+        help=f"release only the N busiest cells (default {default('top_cells')})",
+    )
+    group.add_argument(
+        "--mean-mechanism",
+        choices=MEAN_MECHANISM_NAMES,
+        metavar="NAME",
+        help=f"per-cell mean mechanism, one of: {', '.join(MEAN_MECHANISM_NAMES)} "
+        f"(default {default('mean_mechanism')})",
+    )
+    group.add_argument(
+        "--delta",
+        type=float,
+        help=f"delta for (eps, delta) mechanisms (default {default('delta')})",
+    )
+    group.add_argument(
+        "--prefix-limit",
+        type=int,
+        help=f"C: stored readings per pair (default {default('prefix_limit')})",
+    )
+    group.add_argument(
+        "--partitions", type=int, help=f"input partitions (default {default('partitions')})"
+    )
 
 
 def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
@@ -66,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "release",
         help="run the release offline on a readings file (no Kafka)",
-        description=__doc__,
+        description=plain_text(__doc__),
     )
     parser.add_argument("file", type=Path, help="readings: CSV, JSONL, .gz of either, or .traj")
     parser.add_argument("--out", type=Path, required=True, help="output JSONL of records")
@@ -79,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     if not args.file.is_file():
-        raise CliError(f"FILE: cannot read {args.file}")
+        raise cannot_read("FILE", args.file)
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 

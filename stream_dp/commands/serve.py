@@ -12,7 +12,7 @@ import asyncio
 import logging
 import sys
 
-from stream_dp.cli import CliError
+from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.config import ConfigError, Settings
 from stream_dp.kafka.connection import KafkaConnection
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("serve", help="run a worker", description=__doc__)
+    parser = sub.add_parser("serve", help="run a worker", description=plain_text(__doc__))
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
     parser.add_argument("--web-port", type=int, help="HTTP port of /metrics etc. (default 8000)")
     parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")

@@ -197,7 +197,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream_dp.cli import CliError
+    from stream_dp.cli import CliError, require_extra
+
+    require_extra("matplotlib", "experiments")
 
     seed = _parse_int("seed", args.seed, minimum=0)
     if args.quick:

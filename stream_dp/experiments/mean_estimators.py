@@ -239,10 +239,12 @@ def _pipelinedp(
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``stream-dp experiment mean-estimators``."""
+    from stream_dp.cli import plain_text
+
     parser = subparsers.add_parser(
         "mean-estimators",
         help="003 Figs 1-5, 001 worst-case errors, AIS hexagon-hours: MAE of every mean mechanism",
-        description=__doc__,
+        description=plain_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
@@ -262,7 +264,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream_dp.cli import CliError
+    from stream_dp.cli import CliError, require_extra
+
+    require_extra("matplotlib", "experiments")
 
     seed = _parse_int("seed", args.seed, minimum=0)
     runs = None if args.runs is None else _parse_int("runs", args.runs, minimum=2)

@@ -1,7 +1,8 @@
 """The real sample: AIS vessel tracks of New York Harbor, 1-7 December 2020 (tracktable-data).
 
-The full week comes from the PyPI package ``tracktable-data`` when it is installed; otherwise the
-first-day extract shipped in ``stream_dp/data`` is used (see ``stream_dp/data/NOTICE.md``).
+The week ships inside the package as ``stream_dp/data/nyharbor_2020-12_week.traj.gz``: the
+``tracktable-data`` file gzipped, byte for byte (licence in ``stream_dp/data/NOTICE.md``), so a
+slim ``pip install .`` replays it without the 279 MB ``tracktable-data`` package.
 """
 
 from __future__ import annotations
@@ -12,29 +13,12 @@ from pathlib import Path
 
 from stream_dp.sources.traj import read_traj
 
-PACKAGE = "tracktable_data"
-PACKAGE_FILE = "python_example_data/NYHarbor_2020_12_first_week.traj"
-EXTRACT_FILE = "nyharbor_2020-12-01.traj.gz"
-
-
-def package_sample_path() -> Path | None:
-    """The full-week file of the ``tracktable-data`` package, or ``None`` if not installed."""
-    try:
-        root = importlib.resources.files(PACKAGE)
-    except ModuleNotFoundError:
-        return None
-    path = Path(str(root.joinpath(PACKAGE_FILE)))
-    return path if path.is_file() else None
-
-
-def extract_path() -> Path:
-    """The first-day extract shipped with stream-dp."""
-    return Path(str(importlib.resources.files("stream_dp").joinpath("data", EXTRACT_FILE)))
+SAMPLE_FILE = "nyharbor_2020-12_week.traj.gz"
 
 
 def sample_path() -> Path:
-    """The full-week package file when installed, else the shipped extract."""
-    return package_sample_path() or extract_path()
+    """The shipped week of New York Harbor AIS tracks."""
+    return Path(str(importlib.resources.files("stream_dp").joinpath("data", SAMPLE_FILE)))
 
 
 def load_sample(hours: int | None = None) -> list[dict]:

@@ -1,0 +1,136 @@
+"""What a Python user expects of the command line: `python -m stream_dp`, `--version`, plain
+help texts, the demo's own defaults in its help, one wording for an unreadable file, a typo in
+a STREAM_DP_* variable stopping every command, and a missing extra named in one line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import stream_dp
+from stream_dp import cli
+from stream_dp.config import ConfigError, check_environment, known_environment_variables
+from stream_dp.mean_mechanism import MEAN_MECHANISM_NAMES
+
+ROOT = Path(__file__).parent.parent
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                found += _all_parsers(child)
+    return found
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("STREAM_DP_")}
+    return subprocess.run(
+        [sys.executable, "-m", "stream_dp", *args],
+        cwd=ROOT,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_python_dash_m_prints_the_version() -> None:
+    done = _run("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"stream-dp {stream_dp.__version__}"
+
+
+def test_help_texts_have_no_rest_markup() -> None:
+    parsers = _all_parsers(cli.build_parser())
+    assert len(parsers) > len(cli.COMMANDS)  # the commands and the experiments
+    for parser in parsers:
+        text = parser.format_help()
+        for markup in ("``", ":mod:", ":func:", ":class:", ":meth:"):
+            assert markup not in text, f"{parser.prog}: {markup!r} in its help"
+
+
+def test_mean_mechanism_help_lists_every_choice_and_argparse_refuses_others(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stream_dp.dp.mechanisms import MEAN_MECHANISMS
+
+    monkeypatch.setenv("COLUMNS", "1000")  # no line wrapping inside hyphenated names
+    assert set(MEAN_MECHANISM_NAMES) == set(MEAN_MECHANISMS)
+    release = next(p for p in _all_parsers(cli.build_parser()) if p.prog.endswith(" release"))
+    text = " ".join(release.format_help().split())
+    for name in MEAN_MECHANISM_NAMES:
+        assert name in text
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["release", "x.csv", "--out", "y", "--mean-mechanism", "clipp"])
+    assert stopped.value.code == 2
+    assert "invalid choice: 'clipp'" in capsys.readouterr().err
+
+
+def _option_help(parser: argparse.ArgumentParser, option: str) -> str:
+    action = next(a for a in parser._actions if option in a.option_strings)
+    return str(action.help)
+
+
+def test_demo_help_shows_the_demos_defaults_and_serve_the_services() -> None:
+    from stream_dp.commands.demo import DEMO_DEFAULTS
+    from stream_dp.config import Settings
+
+    parsers = {p.prog.split()[-1]: p for p in _all_parsers(cli.build_parser())}
+    for name in ("epsilon", "resolution", "min_vehicles"):
+        option = "--" + name.replace("_", "-")
+        demo_default, serve_default = DEMO_DEFAULTS[name], Settings.model_fields[name].default
+        assert demo_default != serve_default
+        assert _option_help(parsers["demo"], option).endswith(f"(default {demo_default:g})")
+        assert _option_help(parsers["serve"], option).endswith(f"(default {serve_default:g})")
+    assert "(default 0.5)" in parsers["demo"].format_help()
+
+
+@pytest.mark.parametrize("command", ["release", "produce", "plan"])
+def test_one_wording_for_an_unreadable_file(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.csv"
+    extra = {"release": ["--out", str(tmp_path / "o")], "produce": [], "plan": ["--epsilon", "1"]}
+    status = cli.main([command, str(missing), *extra[command]])
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"stream-dp {command}: error: FILE: cannot read {missing}: No such file or directory"
+
+
+def test_unknown_stream_dp_variable_stops_every_command_naming_the_closest_setting() -> None:
+    done = _run("release", "x.csv", "--out", "y", env={"STREAM_DP_EPSILONN": "0.5"})
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "STREAM_DP_EPSILONN" in lines[0] and "did you mean STREAM_DP_EPSILON?" in lines[0]
+
+
+def test_check_environment_accepts_settings_and_the_documented_extras() -> None:
+    known = known_environment_variables()
+    assert "STREAM_DP_EPSILON" in known and "STREAM_DP_KAFKA_SSL_CAFILE" in known
+    check_environment({name: "x" for name in known} | {"PATH": "/bin", "stream_dp_epsilon": "1"})
+    with pytest.raises(ConfigError, match="STREAM_DP_NOPE: unknown environment variable"):
+        check_environment({"STREAM_DP_NOPE": "1"})
+    with pytest.raises(ConfigError, match="stream_dp_upperr.*did you mean STREAM_DP_UPPER"):
+        check_environment({"stream_dp_upperr": "1"})
+
+
+def test_a_command_that_needs_a_missing_extra_says_which_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    status = cli.main(["experiment", "clip-user", "--quick", "--out", str(tmp_path / "o")])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "stream-dp experiment: error: matplotlib is not installed; this command needs the "
+        "'experiments' extra: pip install \"stream-dp[experiments]\""
+    ]
+    assert not (tmp_path / "o").exists()
