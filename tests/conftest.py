@@ -42,3 +42,14 @@ def topic_prefix(request: pytest.FixtureRequest) -> str:
     """A prefix unique to this test, valid in Kafka topic and group names."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80].strip("-.")
     return f"t.{name}.{uuid.uuid4().hex[:8]}"
+
+
+# Fixtures that start (or need) the embedded broker: a test using any of them, directly or
+# through another fixture, is a broker test whatever its module marks.
+BROKER_FIXTURES = frozenset({"broker", "kafka", "tansu"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.broker)
