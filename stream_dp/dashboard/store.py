@@ -58,7 +58,8 @@ class ReleaseStore:
         self.version = 0
         self.duplicates = 0
         self.invalid = 0
-        self._forgotten_loss = 0.0  # privacy_loss of summaries no longer held
+        #: (window start epoch, privacy_loss) of summaries no longer held.
+        self._forgotten: list[tuple[float, float]] = []
 
     def add(self, records: list[Any]) -> bool:
         """Add decoded records; True when anything new was stored."""
@@ -105,7 +106,7 @@ class ReleaseStore:
         for start in sorted(self.windows)[:excess]:
             summary = self.windows.pop(start).summary
             if summary is not None:
-                self._forgotten_loss += float(summary.get("privacy_loss", 0.0))
+                self._forgotten.append((_epoch(start), float(summary.get("privacy_loss", 0.0))))
 
     def index(self) -> list[dict[str, Any]]:
         """The released windows (those whose summary arrived), oldest first, each with its
@@ -121,8 +122,8 @@ class ReleaseStore:
             (w for w in self.windows.values() if w.summary is not None), key=lambda w: w.start
         )
         out: list[dict[str, Any]] = []
-        cumulative = self._forgotten_loss
-        ends: list[tuple[float, float]] = []  # (window start epoch, privacy_loss)
+        ends = sorted(self._forgotten)  # (window start epoch, privacy_loss)
+        cumulative = sum(loss for _, loss in ends)
         for window in released:
             summary = window.summary or {}
             loss = float(summary.get("privacy_loss", 0.0))

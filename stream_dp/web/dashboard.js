@@ -163,6 +163,7 @@ function showBudget(w) {
   const panel = $("budget");
   panel.dataset.cumulativeEpsilon = w ? String(w.cumulative_epsilon) : "";
   panel.dataset.window = w ? w.window_start : "";
+  showParams(w);
   $("b-cumulative").textContent = w ? fmt(w.cumulative_epsilon, 2) : "—";
   $("b-period").textContent = w && typeof w.period_loss_bound === "number"
     ? `≤ ${fmt(w.period_loss_bound, 2)} (${fmt(w.budget_period_seconds / 3600, 0)} h)` : "—";
@@ -238,13 +239,18 @@ function showLegend() {
     err.append(sw, document.createTextNode(e ? `${fmt(e, 0)}` : "0"));
   }
   err.append(document.createTextNode(` ${c.units}`));
-  const p = c.settings;
-  if (p.epsilon) {
-    $("params").textContent = `ε=${p.epsilon} per cell · U=${c.upper} ${c.units}` +
-      ` · window ${p.window_seconds}s · ${c.source}`;
-  } else {
-    $("params").textContent = `U=${c.upper} ${c.units} · ${c.source}`;
-  }
+  showParams(null);
+}
+
+// The release parameters as the selected window's records state them (a standalone
+// dashboard's own settings need not match the workers'); U is configuration.
+function showParams(w) {
+  const c = state.config;
+  const parts = [];
+  if (w && w.epsilon !== undefined) parts.push(`ε=${w.epsilon} per cell`, w.mechanism);
+  if (w && w.resolution !== undefined) parts.push(`H3 res ${w.resolution}`);
+  parts.push(`U=${c.upper} ${c.units}`, `from the ${c.source}`);
+  $("params").textContent = parts.join(" · ");
 }
 
 function connect() {
