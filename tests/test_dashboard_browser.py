@@ -118,9 +118,7 @@ def assert_drawn_equals_released(drawn: dict[str, Any], records: list[dict[str, 
 
 def cumulative(records: list[dict[str, Any]], through: str) -> float:
     return sum(
-        r["privacy_loss"]
-        for r in records
-        if r["type"] == "window" and r["window_start"] <= through
+        r["privacy_loss"] for r in records if r["type"] == "window" and r["window_start"] <= through
     )
 
 
@@ -287,16 +285,31 @@ def many_cells_window(count: int) -> list[dict[str, Any]]:
               "window_end": "2020-12-01T11:00:00Z", "resolution": 8, "epsilon": 1.0,
               "mechanism": "clip", "K": 3}  # fmt: skip
     records = [
-        {**common, "type": "cell", "release_id": f"cell-{i}", "cell": cell,
-         "mean": round(65.0 * ((i * 7919) % 1000) / 1000, 3), "mean_error": (i % 17) * 1.0,
-         "variance": 10.0, "n_vehicles": 3 + i % 5, "n_readings": 10 + i % 50,
-         "error_bound": 5.0}  # fmt: skip
+        {
+            **common,
+            "type": "cell",
+            "release_id": f"cell-{i}",
+            "cell": cell,
+            "mean": round(65.0 * ((i * 7919) % 1000) / 1000, 3),
+            "mean_error": (i % 17) * 1.0,
+            "variance": 10.0,
+            "n_vehicles": 3 + i % 5,
+            "n_readings": 10 + i % 50,
+            "error_bound": 5.0,
+        }  # fmt: skip
         for i, cell in enumerate(cells)
     ]
     records.append(
-        {**common, "type": "window", "release_id": "window", "privacy_loss": 3.0,
-         "privacy_loss_unclipped": 5.0, "cells_released": count, "cells_withheld": 12,
-         "budget_period_seconds": 86400}  # fmt: skip
+        {
+            **common,
+            "type": "window",
+            "release_id": "window",
+            "privacy_loss": 3.0,
+            "privacy_loss_unclipped": 5.0,
+            "cells_released": count,
+            "cells_withheld": 12,
+            "budget_period_seconds": 86400,
+        }  # fmt: skip
     )
     return records
 

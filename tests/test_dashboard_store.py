@@ -25,13 +25,29 @@ def window_records(hour: int, cells: dict[str, float], loss: float, **summary) -
     common = {"schema_version": 1, "window_start": _stamp(hour), "window_end": _stamp(hour + 1),
               "resolution": 8, "epsilon": 0.5, "mechanism": "clip", "K": 2}  # fmt: skip
     out = [
-        {**common, "type": "cell", "release_id": str(uuid.uuid4()), "cell": cell, "mean": mean,
-         "variance": 1.0, "n_vehicles": 3, "n_readings": 9, "error_bound": 4.0}  # fmt: skip
+        {
+            **common,
+            "type": "cell",
+            "release_id": str(uuid.uuid4()),
+            "cell": cell,
+            "mean": mean,
+            "variance": 1.0,
+            "n_vehicles": 3,
+            "n_readings": 9,
+            "error_bound": 4.0,
+        }  # fmt: skip
         for cell, mean in cells.items()
     ]
     out.append(
-        {**common, "type": "window", "release_id": str(uuid.uuid4()), "privacy_loss": loss,
-         "cells_released": len(cells), "budget_period_seconds": 3 * HOUR, **summary}  # fmt: skip
+        {
+            **common,
+            "type": "window",
+            "release_id": str(uuid.uuid4()),
+            "privacy_loss": loss,
+            "cells_released": len(cells),
+            "budget_period_seconds": 3 * HOUR,
+            **summary,
+        }  # fmt: skip
     )
     return out
 
