@@ -62,8 +62,9 @@ def test_records_are_grouped_by_window_and_duplicates_dropped() -> None:
     version = store.version
     assert not store.add(first)  # the same window re-published: nothing new
     assert store.duplicates == len(first) and store.version == version
-    assert not store.add([{"type": "cell"}, "not a record", {"window_start": 3}])
-    assert store.invalid == 3
+    bad_start = {"type": "window", "release_id": "x", "window_start": "yesterday"}
+    assert not store.add([{"type": "cell"}, "not a record", {"window_start": 3}, bad_start])
+    assert store.invalid == 4
     cells = store.cells(_stamp(0))
     assert cells is not None
     assert sorted((c["cell"], c["mean"]) for c in cells) == sorted(

@@ -8,9 +8,11 @@ the file loader feed it, the pages read it.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 import h3
@@ -41,6 +43,10 @@ class ReleasedWindow:
     cells: dict[str, dict[str, Any]] = field(default_factory=dict)  # release_id -> record
     summary: dict[str, Any] | None = None
     version: int = 0
+
+    @property
+    def epoch(self) -> float:
+        return _epoch(self.start)
 
 
 def _epoch(timestamp: str) -> float:
@@ -82,6 +88,11 @@ class ReleaseStore:
             self.invalid += 1
             return False
         start = record["window_start"]
+        try:
+            _epoch(start)
+        except ValueError:
+            self.invalid += 1
+            return False
         window = self.windows.get(start)
         if window is None:
             window = self.windows[start] = ReleasedWindow(start)
@@ -118,28 +129,30 @@ class ReleaseStore:
           ending with this one (K·ε bounds any one vehicle's loss in a window), or the
           per-vehicle cap when that is smaller.
         """
-        released = sorted(
-            (w for w in self.windows.values() if w.summary is not None), key=lambda w: w.start
+        held = [w for w in self.windows.values() if w.summary is not None]
+        losses = sorted(
+            [(began, lost, None) for began, lost in self._forgotten]
+            + [(w.epoch, float((w.summary or {}).get("privacy_loss", 0.0)), w) for w in held],
+            key=lambda item: item[0],
         )
+        starts = [began for began, _, _ in losses]
+        prefix = list(accumulate((lost for _, lost, _ in losses), initial=0.0))
         out: list[dict[str, Any]] = []
-        ends = sorted(self._forgotten)  # (window start epoch, privacy_loss)
-        cumulative = sum(loss for _, loss in ends)
-        for window in released:
+        for i, (began, _, window) in enumerate(losses):
+            if window is None:
+                continue
             summary = window.summary or {}
-            loss = float(summary.get("privacy_loss", 0.0))
-            cumulative += loss
-            start = _epoch(window.start)
-            ends.append((start, loss))
             entry: dict[str, Any] = {
                 "window_start": window.start,
                 "version": window.version,
                 "cells_received": len(window.cells),
-                "cumulative_epsilon": round(cumulative, 9),
+                "cumulative_epsilon": round(prefix[i + 1], 9),
             }
             entry.update({k: summary[k] for k in SUMMARY_FIELDS if k in summary})
             period = summary.get("budget_period_seconds")
             if isinstance(period, int | float) and period > 0:
-                bound = sum(lost for began, lost in ends if began > start - period)
+                first = bisect_right(starts, began - period)  # windows inside the period
+                bound = prefix[i + 1] - prefix[first]
                 cap = summary.get("budget_cap")
                 if isinstance(cap, int | float):
                     bound = min(bound, float(cap))
