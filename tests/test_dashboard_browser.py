@@ -152,6 +152,11 @@ def test_worker_dashboard_draws_the_released_cells(
     worker, settings, records = worker_with_releases
     windows = sorted(r["window_start"] for r in records if r["type"] == "window")
     assert len(windows) == 2
+    # The releaser's memory (/api/releases) holds the same records as the topic.
+    status, body = worker.get("/api/releases")
+    assert status == 200
+    api_ids = sorted(r["release_id"] for r in orjson.loads(body)["records"])
+    assert api_ids == sorted(r["release_id"] for r in records)
     browser.navigate(worker.url("/dashboard"))
     drawn = wait_drawn(browser, windows[-1])  # the newest window by default
     context = f"\n--- worker log ---\n{worker.log()}"
@@ -271,6 +276,22 @@ def test_standalone_dashboard_follows_the_releases_topic(
     )
     print(f"new window drawn {live['drawn_at'] / 1000 - published_at:.2f} s after publishing")
     assert dashboard.process.poll() is None, dashboard.log()
+
+    # Another instance reads the whole topic too (no consumer group shares it out).
+    second = start_dashboard(
+        "--bootstrap",
+        kafka.bootstrap_servers,
+        env={"STREAM_DP_TOPIC_RELEASES": settings.topic_releases, "STREAM_DP_KAFKA_EMBEDDED": "1"},
+    )
+    expected = [first[-1]["window_start"], later[-1]["window_start"]]
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(second.url("/api/dashboard/windows"), timeout=5) as answer:
+            listed = [w["window_start"] for w in orjson.loads(answer.read())["windows"]]
+        if listed == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert listed == expected, second.log()
 
 
 # --- 5,000 cells -------------------------------------------------------------------------

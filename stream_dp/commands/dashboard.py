@@ -15,8 +15,15 @@ import signal
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from stream_dp.cli import CliError, parse_int_option
 from stream_dp.config import ConfigError, load_settings
+
+if TYPE_CHECKING:
+    from stream_dp.config import Settings
+    from stream_dp.dashboard.routes import ReleaseFeed
+    from stream_dp.kafka.connection import KafkaConnection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(settings, conn, feed) -> None:  # type: ignore[no-untyped-def]
+async def _serve(settings: Settings, conn: KafkaConnection | None, feed: ReleaseFeed) -> None:
     from aiohttp import web
 
     from stream_dp.dashboard.app import add_dashboard
