@@ -40,6 +40,7 @@ const Coordinates = L.Control.extend({
   onAdd() {
     const div = L.DomUtil.create("div", "coordinates");
     div.id = "coordinates";
+    div.textContent = "lat, lng under the pointer";
     map.on("mousemove", (e) => {
       div.textContent = `${e.latlng.lat.toFixed(5)}°, ${e.latlng.lng.toFixed(5)}°`;
     });
