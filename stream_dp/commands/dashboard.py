@@ -14,7 +14,6 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from stream_dp.cli import CliError, parse_int_option
