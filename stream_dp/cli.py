@@ -11,7 +11,7 @@ from pathlib import Path
 
 from stream_dp import __version__
 
-COMMANDS = ("plan", "experiment", "release", "produce", "serve", "demo")
+COMMANDS = ("plan", "experiment", "release", "produce", "serve", "demo", "dashboard", "map")
 
 
 class CliError(Exception):

@@ -116,6 +116,12 @@ class Settings(BaseSettings):
     # --- web ---------------------------------------------------------------------------
     web_host: str = "127.0.0.1"
     web_port: int = Field(8000, ge=0, le=65535)
+    dashboard_tile_url: str | None = Field(
+        None,
+        description="XYZ tile URL template ({z}/{x}/{y}) of a basemap under the dashboard's "
+        "hexagons; unset: a plain background, and the page loads nothing from elsewhere.",
+    )
+    dashboard_tile_attribution: str = Field("", description="Attribution of those tiles.")
 
     @field_validator("mean_mechanism")
     @classmethod

@@ -101,7 +101,9 @@ def test_one_wording_for_an_unreadable_file(
     status = cli.main([command, str(missing), *extra[command]])
     assert status == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"stream-dp {command}: error: FILE: cannot read {missing}: No such file or directory"
+    assert (
+        err == f"stream-dp {command}: error: FILE: cannot read {missing}: No such file or directory"
+    )
 
 
 def test_unknown_stream_dp_variable_stops_every_command_naming_the_closest_setting() -> None:

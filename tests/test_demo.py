@@ -166,8 +166,17 @@ def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
         monkeypatch.delenv(name)
     port = free_loopback_port()
     demo = subprocess.Popen(
-        [sys.executable, "-m", "stream_dp", "demo", "--hours", "2", "--keep-running",
-         "--web-port", str(port)],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "stream_dp",
+            "demo",
+            "--hours",
+            "2",
+            "--keep-running",
+            "--web-port",
+            str(port),
+        ],  # fmt: skip
         cwd=ROOT,
         env=dict(os.environ),
         stdout=subprocess.PIPE,

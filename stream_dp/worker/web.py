@@ -1,21 +1,21 @@
-"""HTTP pages of a worker: ``/metrics``, ``/healthz``, ``/readyz``, ``/dashboard``, and
-``/api/releases`` (the latest released records this worker published, for the dashboard).
+"""HTTP pages of a worker: ``/metrics``, ``/healthz``, ``/readyz``, ``/api/releases`` (the
+latest released records this worker published), and the live map ``/dashboard`` (the
+routes of :mod:`stream_dp.dashboard`, fed by a follower of the releases topic that starts
+when the dashboard is first opened).
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import faust
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from stream_dp.dashboard.app import add_dashboard
+from stream_dp.dashboard.routes import ReleaseFeed
+
 if TYPE_CHECKING:
     from stream_dp.worker.app import WorkerRuntime
-
-
-def _dashboard_html() -> str:
-    return resources.files("stream_dp.web").joinpath("dashboard.html").read_text()
 
 
 def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:
@@ -37,10 +37,6 @@ def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:
             return web.json({"status": "ready"})
         return web.json({"status": "recovering"}, status=503)
 
-    @app.page("/dashboard")
-    async def dashboard(web: Any, request: Any) -> Any:
-        return web.html(_dashboard_html())
-
     @app.page("/api/releases")
     async def releases(web: Any, request: Any) -> Any:
         recent = list(runtime.releaser.recent) if runtime.releaser is not None else []
@@ -51,3 +47,13 @@ def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:
                 "records": recent[-100:],
             }
         )
+
+    # Faust's web server is aiohttp: the dashboard's routes go straight on its application.
+    add_dashboard(
+        app.web.web_app,
+        runtime.settings,
+        runtime.conn,
+        ReleaseFeed(),
+        source="worker",
+        lazy=True,
+    )

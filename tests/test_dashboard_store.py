@@ -1,0 +1,128 @@
+"""The dashboard's release store: grouping, duplicates, the budget it derives, hexagons."""
+
+from __future__ import annotations
+
+import uuid
+
+import h3
+import pytest
+
+from stream_dp.dashboard.colour_scale import (
+    OPACITY_CERTAIN,
+    OPACITY_UNCERTAIN,
+    error_opacity,
+)
+from stream_dp.dashboard.store import ReleaseStore, cell_boundary
+
+HOUR = 3600
+
+
+def _stamp(hour: int) -> str:
+    return f"2020-12-01T{hour:02d}:00:00Z"
+
+
+def window_records(hour: int, cells: dict[str, float], loss: float, **summary) -> list[dict]:
+    common = {"schema_version": 1, "window_start": _stamp(hour), "window_end": _stamp(hour + 1),
+              "resolution": 8, "epsilon": 0.5, "mechanism": "clip", "K": 2}  # fmt: skip
+    out = [
+        {
+            **common,
+            "type": "cell",
+            "release_id": str(uuid.uuid4()),
+            "cell": cell,
+            "mean": mean,
+            "variance": 1.0,
+            "n_vehicles": 3,
+            "n_readings": 9,
+            "error_bound": 4.0,
+        }  # fmt: skip
+        for cell, mean in cells.items()
+    ]
+    out.append(
+        {
+            **common,
+            "type": "window",
+            "release_id": str(uuid.uuid4()),
+            "privacy_loss": loss,
+            "cells_released": len(cells),
+            "budget_period_seconds": 3 * HOUR,
+            **summary,
+        }  # fmt: skip
+    )
+    return out
+
+
+NYC = h3.latlng_to_cell(40.70, -74.00, 8)
+
+
+def test_records_are_grouped_by_window_and_duplicates_dropped() -> None:
+    store = ReleaseStore()
+    first = window_records(0, {NYC: 30.0, h3.cell_to_parent(NYC, 6): 50.0}, 1.0)
+    assert store.add(first)
+    version = store.version
+    assert not store.add(first)  # the same window re-published: nothing new
+    assert store.duplicates == len(first) and store.version == version
+    bad_start = {"type": "window", "release_id": "x", "window_start": "yesterday"}
+    assert not store.add([{"type": "cell"}, "not a record", {"window_start": 3}, bad_start])
+    assert store.invalid == 4
+    cells = store.cells(_stamp(0))
+    assert cells is not None
+    assert sorted((c["cell"], c["mean"]) for c in cells) == sorted(
+        (r["cell"], r["mean"]) for r in first if r["type"] == "cell"
+    )
+    # Mixed resolutions: each cell's own hexagon and resolution.
+    by_cell = {c["cell"]: c for c in cells}
+    assert by_cell[NYC]["resolution"] == 8
+    assert by_cell[h3.cell_to_parent(NYC, 6)]["resolution"] == 6
+    assert len(by_cell[NYC]["boundary"]) == 6
+    assert store.cells(_stamp(5)) is None
+
+
+def test_a_window_is_listed_once_its_summary_arrived() -> None:
+    store = ReleaseStore()
+    records = window_records(0, {NYC: 30.0}, 1.0)
+    store.add(records[:-1])
+    assert store.index() == []
+    store.add(records[-1:])
+    [entry] = store.index()
+    assert entry["window_start"] == _stamp(0) and entry["cells_received"] == 1
+    assert "cells_withheld" not in entry  # absent from the record: the page shows "—"
+
+
+def test_cumulative_epsilon_and_the_rolling_period_bound() -> None:
+    store = ReleaseStore(max_windows=3)
+    losses = {0: 1.0, 1: 2.0, 2: 0.5, 3: 4.0, 4: 0.25}
+    for hour in (3, 0, 4, 2, 1):  # arrival order does not matter
+        store.add(window_records(hour, {NYC: 10.0}, losses[hour]))
+    index = store.index()
+    # Only the newest three windows are kept, the older ones' loss still counts.
+    assert [w["window_start"] for w in index] == [_stamp(h) for h in (2, 3, 4)]
+    assert [w["cumulative_epsilon"] for w in index] == [3.5, 7.5, 7.75]
+    # The period (3 h) ending with each window: its window and the two before.
+    assert [w["period_loss_bound"] for w in index] == [3.5, 6.5, 4.75]
+
+
+def test_the_budget_cap_bounds_the_period_loss() -> None:
+    store = ReleaseStore()
+    for hour in range(3):
+        store.add(window_records(hour, {NYC: 10.0}, 2.0, budget_cap=5.0, cells_withheld=4))
+    index = store.index()
+    assert [w["period_loss_bound"] for w in index] == [2.0, 4.0, 5.0]
+    assert index[-1]["cells_withheld"] == 4
+
+
+def test_cell_boundary_is_the_h3_hexagon() -> None:
+    ring = cell_boundary(NYC)
+    expected = h3.cell_to_boundary(NYC)
+    assert len(ring) == len(expected) == 6
+    for (lat, lng), (elat, elng) in zip(ring, expected, strict=True):
+        assert lat == pytest.approx(elat, abs=1e-6) and lng == pytest.approx(elng, abs=1e-6)
+    pentagon = h3.get_pentagons(3)[0]
+    assert len(cell_boundary(pentagon)) >= 5
+
+
+def test_error_opacity_fades_with_the_mean_error() -> None:
+    assert error_opacity(None, 65.0) == OPACITY_CERTAIN
+    assert error_opacity(0.0, 65.0) == OPACITY_CERTAIN
+    assert error_opacity(65.0 / 8, 65.0) == pytest.approx((OPACITY_CERTAIN + OPACITY_UNCERTAIN) / 2)
+    assert error_opacity(100.0, 65.0) == pytest.approx(OPACITY_UNCERTAIN)

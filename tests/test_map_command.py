@@ -1,0 +1,73 @@
+"""`stream-dp map`: one released window as a PNG, on the live map's colour scale."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import h3
+import numpy as np
+import orjson
+import pytest
+
+from stream_dp.cli import main
+from stream_dp.dashboard.colour_scale import OPACITY_CERTAIN, VIRIDIS_STOPS
+from tests.test_dashboard_store import window_records
+
+BACKGROUND = (0xF3, 0xF3, 0xEF)
+
+
+def _rgb(hex_colour: str) -> np.ndarray:
+    return np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+def _shown(colour: str) -> np.ndarray:
+    """The colour of a cell without a known error over the plain background."""
+    return OPACITY_CERTAIN * _rgb(colour) + (1 - OPACITY_CERTAIN) * np.array(BACKGROUND)
+
+
+@pytest.fixture
+def releases(tmp_path: Path) -> Path:
+    nyc = h3.latlng_to_cell(40.70, -74.00, 8)
+    far = h3.latlng_to_cell(40.75, -73.95, 7)  # another resolution
+    records = window_records(1, {nyc: 0.0, far: 65.0}, 1.0)
+    records += window_records(2, {nyc: 30.0}, 1.0)
+    path = tmp_path / "releases.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def test_map_draws_the_window_on_the_colour_scale(releases: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    out = tmp_path / "map.png"
+    assert main(["map", str(releases), "--window", "2020-12-01T01", "--out", str(out)]) == 0
+    pixels = imread(out)[:, :, :3].reshape(-1, 3) * 255
+    # Both cells are drawn in their colours: 0 -> the first stop, U -> the last.
+    for colour in (VIRIDIS_STOPS[0], VIRIDIS_STOPS[-1]):
+        distance = np.abs(pixels - _shown(colour)).max(axis=1)
+        assert (distance < 4).sum() > 500, colour
+    # The other window's mean (30) is not in this picture.
+    middle = _shown(VIRIDIS_STOPS[5])
+    assert (np.abs(pixels - middle).max(axis=1) < 2).sum() < 50
+
+
+def test_map_names_a_missing_window(releases: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "map.png"
+    assert main(["map", str(releases), "--window", "2021", "--out", str(out)]) == 2
+    assert "--window '2021' must match one released window" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_map_without_matplotlib_names_the_extra(
+    releases: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
+    assert main(["map", str(releases), "--out", str(tmp_path / "m.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "stream-dp map: error: matplotlib is not installed; this command needs the 'plot' "
+        'extra: pip install "stream-dp[plot]"'
+    ]
