@@ -38,9 +38,7 @@ from stream_dp.dp.clip_user import clip_user
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.synthetic import city_occupancy, paper_synthetic_occupancy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.reference_clip_user import reference_clip_user  # noqa: E402
+from stream_dp.testing.clip_user_reference import reference_clip_user
 
 UPPER = 65.0
 T = TypeVar("T")

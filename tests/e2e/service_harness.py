@@ -23,6 +23,7 @@ from stream_dp.config import Settings, load_settings
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.kafka.partition_reader import read_partition_to_end
+from stream_dp.testing.readings import START, hourly_readings
 
 HOUR = 3600
 
@@ -235,28 +236,13 @@ def wait_for_windows(
 
 
 def synthetic_readings(
-    n_vehicles: int, hours: int, per_hour: int, start: int = 1_700_000_000 // HOUR * HOUR,
-    seed: int = 1,
-) -> list[dict[str, Any]]:  # fmt: skip
-    """Vehicles moving around a few H3 res-7 cells of New York, in event-time order."""
-    import random
-
-    rng = random.Random(seed)
-    out = []
-    for h in range(hours):
-        for i in range(per_hour):
-            ts = start + h * HOUR + i * (HOUR / per_hour)
-            v = rng.randrange(n_vehicles)
-            out.append(
-                {
-                    "vehicle_id": f"veh-{v}",
-                    "ts": ts,
-                    "lat": 40.70 + 0.01 * (v % 5) + rng.uniform(0, 0.02),
-                    "lon": -74.02 + 0.01 * (v % 3) + rng.uniform(0, 0.02),
-                    "speed": rng.uniform(0, 80),
-                }
-            )
-    return out
+    n_vehicles: int, hours: int, per_hour: int, start: int = START, seed: int = 1
+) -> list[dict[str, Any]]:
+    """Vehicles keeping to a few H3 res-7 cells of New York each, in event-time order."""
+    return hourly_readings(
+        n_vehicles, hours, per_hour, start=start, seed=seed, spread=0.02, speeds=(0.0, 80.0),
+        lanes=True,
+    )  # fmt: skip
 
 
 def non_noise(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple]:

@@ -12,7 +12,7 @@ import pytest
 
 from stream_dp.cli import main
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "occupancy.csv"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "occupancy.csv"
 
 
 def read_triples(path: Path) -> dict[tuple[str, str], int]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 
@@ -11,28 +9,12 @@ from stream_dp.config import ConfigError, load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-
-HOUR = 3600
-START = 1_700_000_000 // HOUR * HOUR
+from stream_dp.testing.readings import HOUR, START, hourly_readings
 
 
 def readings(hours: int, n_vehicles: int = 20, per_hour: int = 300, seed: int = 5):
     """Vehicles wandering over a handful of resolution-7 cells, hour after hour."""
-    rng = random.Random(seed)
-    out = []
-    for h in range(hours):
-        for i in range(per_hour):
-            v = rng.randrange(n_vehicles)
-            out.append(
-                {
-                    "vehicle_id": f"veh-{v}",
-                    "ts": START + h * HOUR + i * HOUR / per_hour,
-                    "lat": 40.70 + rng.uniform(0, 0.08),
-                    "lon": -74.02 + rng.uniform(0, 0.08),
-                    "speed": rng.uniform(0, 65),
-                }
-            )
-    return out
+    return hourly_readings(n_vehicles, hours, per_hour, start=START, seed=seed)
 
 
 def run(settings, data):

@@ -17,7 +17,7 @@ from stream_dp import cli
 from stream_dp.config import ConfigError, check_environment, known_environment_variables
 from stream_dp.mean_mechanism import MEAN_MECHANISM_NAMES
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

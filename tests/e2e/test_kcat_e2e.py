@@ -2,7 +2,7 @@
 
 kcat 1.7.1 (librdkafka 2.0.2) cannot parse Tansu 0.6.0's ApiVersions v3 response, so the
 broker here advertises a test-only relay that strips that response's tagged fields; see
-:mod:`tests.kafka_protocol_relay` for the measured cause. Against Apache Kafka, kcat
+:mod:`tests.e2e.kafka_protocol_relay` for the measured cause. Against Apache Kafka, kcat
 connects directly.
 """
 
@@ -31,14 +31,14 @@ from stream_dp.kafka.embedded_broker import (
     resolve_broker_binary,
 )
 from stream_dp.kafka.topics import TopicSpec, ensure_topics
-from tests.kafka_protocol_relay import (
+from tests.e2e.kafka_protocol_relay import (
     API_VERSIONS_TAG_DEFAULTS,
     KafkaProtocolRelay,
     read_tag_buffer,
     read_uvarint,
     strip_api_versions_tags,
 )
-from tests.service_harness import (
+from tests.e2e.service_harness import (
     create_topics,
     produce,
     read_releases,

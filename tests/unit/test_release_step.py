@@ -18,9 +18,10 @@ from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine, partition_for
 from stream_dp.release import WindowColumns, kept_sums, release_window
+from stream_dp.testing.readings import unclamped_readings
 
 SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
+    (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
 CELLS = ["872a10701ffffff", "872a10703ffffff", "872a10705ffffff", "872a10707ffffff"]
 
@@ -137,22 +138,8 @@ def test_unknown_mechanism_fails_naming_the_field():
         load_settings(mean_mechanism="cummings")
 
 
-def readings(n: int, seed: int = 0):
-    rng = random.Random(seed)
-    return [
-        {
-            "vehicle_id": f"veh-{rng.randrange(20)}",
-            "ts": 1_700_000_000 + i * 3,
-            "lat": 40.7 + rng.uniform(0, 0.05),
-            "lon": -74.0 + rng.uniform(0, 0.05),
-            "speed": rng.uniform(-5, 90),
-        }
-        for i in range(n)
-    ]
-
-
 def test_offline_engine_partitioning_does_not_change_the_release():
-    data = readings(6000)
+    data = unclamped_readings(6000)
     results = []
     for partitions in (1, 4):
         settings = load_settings(resolution=7, partitions=partitions)
@@ -184,7 +171,7 @@ def test_release_cli_writes_valid_records(tmp_path):
     from stream_dp.cli import main
 
     source = tmp_path / "readings.jsonl"
-    source.write_text("\n".join(json.dumps(r) for r in readings(2000, seed=2)))
+    source.write_text("\n".join(json.dumps(r) for r in unclamped_readings(2000, seed=2)))
     out = tmp_path / "releases.jsonl"
     assert main(["release", str(source), "--out", str(out), "--resolution", "7"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -275,7 +262,7 @@ def test_the_offline_engine_does_not_read_the_wall_clock():
     import time
 
     later = (int(time.time()) // 3600 + 48) * 3600  # two days from now
-    data = [{**r, "ts": later + i} for i, r in enumerate(readings(50))]
+    data = [{**r, "ts": later + i} for i, r in enumerate(unclamped_readings(50))]
     engine = OfflineEngine(load_settings(resolution=7, max_future_seconds=60), seeded_noise())
     out = [r for rr in (engine.feed(data), engine.finish()) for r in rr]
     assert engine.counts.accepted == 50 and engine.counts.invalid == 0

@@ -29,7 +29,7 @@ from prometheus_client import generate_latest
 
 from stream_dp.metrics import ServiceMetrics
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"
 GRAFANA = DEPLOY / "grafana"
@@ -523,7 +523,7 @@ def test_dockerignore_keeps_what_the_build_needs_and_nothing_else() -> None:
         assert not dockerignore_excludes(needed), needed
     for unwanted in (
         ".git/config",
-        "tests/test_deploy.py",
+        "tests/e2e/test_deploy.py",
         "deploy/prometheus/alerts.yml",
         "stream_dp/__pycache__/metrics.cpython-311.pyc",
         "stream_dp.egg-info/PKG-INFO",

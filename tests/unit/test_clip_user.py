@@ -14,7 +14,7 @@ from stream_dp.dp.clip_user_kernel import candidate_error as compiled_candidate_
 from stream_dp.dp.grid_error import grid_error
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.synthetic import city_occupancy
-from tests.reference_clip_user import reference_clip_user
+from stream_dp.testing.clip_user_reference import reference_clip_user
 
 # "auto" is "compiled" (the numba kernel); "numpy", "batched" and "sequential" are uncompiled.
 STRATEGIES = ("auto", "compiled", "numpy", "batched", "sequential")

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from stream_dp.kafka.embedded_broker import free_loopback_port
-from tests.service_harness import (
+from tests.e2e.service_harness import (
     create_topics,
     produce,
     service_settings,

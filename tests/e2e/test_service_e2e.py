@@ -19,7 +19,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.worker import internal_records as rec
-from tests.service_harness import (
+from tests.e2e.service_harness import (
     create_topics,
     end_offsets,
     non_noise,
@@ -38,7 +38,7 @@ from tests.service_harness import (
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
+    (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
 
 

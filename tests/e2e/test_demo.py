@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 # Hours 5-8 of the sample have the first cells with >= 3 vessels: 8 hours gives windows
 # with and without released cells, in about 15 s.
 HOURS = 8
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 # One line of the live table: window, cells, vessels, readings, G1->K, K*eps, eps spent,
 # error bound; the busiest cell's mean (noisy) follows and is not parsed.

@@ -33,8 +33,8 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.embedded_broker import free_loopback_port
-from tests.cdp_browser import Browser
-from tests.service_harness import (
+from tests.e2e.cdp_browser import Browser
+from tests.e2e.service_harness import (
     create_topics,
     produce,
     produce_raw,

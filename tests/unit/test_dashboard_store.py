@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import h3
 import pytest
 
@@ -13,44 +11,8 @@ from stream_dp.dashboard.colour_scale import (
     error_opacity,
 )
 from stream_dp.dashboard.store import ReleaseStore, cell_boundary
-
-HOUR = 3600
-
-
-def _stamp(hour: int) -> str:
-    return f"2020-12-01T{hour:02d}:00:00Z"
-
-
-def window_records(hour: int, cells: dict[str, float], loss: float, **summary) -> list[dict]:
-    common = {"schema_version": 1, "window_start": _stamp(hour), "window_end": _stamp(hour + 1),
-              "resolution": 8, "epsilon": 0.5, "mechanism": "clip", "K": 2}  # fmt: skip
-    out = [
-        {
-            **common,
-            "type": "cell",
-            "release_id": str(uuid.uuid4()),
-            "cell": cell,
-            "mean": mean,
-            "variance": 1.0,
-            "n_vehicles": 3,
-            "n_readings": 9,
-            "error_bound": 4.0,
-        }  # fmt: skip
-        for cell, mean in cells.items()
-    ]
-    out.append(
-        {
-            **common,
-            "type": "window",
-            "release_id": str(uuid.uuid4()),
-            "privacy_loss": loss,
-            "cells_released": len(cells),
-            "budget_period_seconds": 3 * HOUR,
-            **summary,
-        }  # fmt: skip
-    )
-    return out
-
+from stream_dp.testing.records import hour_stamp as _stamp
+from stream_dp.testing.records import window_records
 
 NYC = h3.latlng_to_cell(40.70, -74.00, 8)
 
