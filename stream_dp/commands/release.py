@@ -15,8 +15,6 @@ import orjson
 
 from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
-from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.engine import OfflineEngine
 
 
 def add_release_options(
@@ -133,6 +131,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.engine import OfflineEngine
     from stream_dp.sources import SourceError, iter_readings
 
     settings = settings_from_args(args)

@@ -11,11 +11,14 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.config import ConfigError, Settings
-from stream_dp.kafka.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from stream_dp.kafka.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 

@@ -30,13 +30,6 @@ if TYPE_CHECKING:
 UPPER = 65.0
 Q = 0.01
 CSV_NAME = "clip_user.csv"
-DESCRIPTION = (
-    "Reproduce Sec. VI of the composition paper on its synthetic generator (12 cells, 4095"
-    " users, Geo(0.01) counts, one heavy hitter per cell scaled by 1+gamma, gamma in 3, 6, 9;"
-    " 10 epsilons from 0.1 to 1). Writes privacy_loss_gamma*.png (P = mean K*eps against"
-    " G*eps), worst_case_error_gamma*.png (error after the pseudo-user step against the"
-    " original E) and clip_user.csv with every plotted number. Same seed, same CSV."
-)
 
 
 @dataclass(frozen=True)
@@ -176,24 +169,6 @@ def _save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``stream-dp experiment clip-user``."""
-    parser = subparsers.add_parser(
-        "clip-user",
-        help="Sec. VI of the composition paper: privacy loss and error of CLIP-USER",
-        description=DESCRIPTION,
-    )
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--draws", metavar="N", help="occupancy draws per gamma (default 10; 3 with --quick)"
-    )
-    parser.add_argument("--seed", default="0", metavar="S", help="seed (default 0)")
-    parser.add_argument(
-        "--quick", action="store_true", help="reduced size: 255 users, 4 epsilons, 3 draws"
-    )
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stream_dp.commands.experiment import DEFAULT_RUNS, QUICK_RUNS
 from stream_dp.dp.mechanisms import array_length, get_mean_mechanism
 from stream_dp.experiments import itms_synthetic as itms
 from stream_dp.experiments.ais_cells import (
@@ -44,8 +44,6 @@ from stream_dp.experiments.mean_estimators_output import (
 )
 from stream_dp.experiments.worst_case_001 import COLLECTIONS, worst_case_point
 
-DEFAULT_RUNS = 10_000  # the papers; ~1 h on 2 cores (--runs 1000: ~7 min)
-QUICK_RUNS = 200
 DELTA = 1e-6
 PIPELINEDP_RUNS = 1000
 
@@ -235,32 +233,6 @@ def _pipelinedp(
         for cell in cells
         for eps in config.epsilons
     ]
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``stream-dp experiment mean-estimators``."""
-    from stream_dp.cli import plain_text
-
-    parser = subparsers.add_parser(
-        "mean-estimators",
-        help="003 Figs 1-5, 001 worst-case errors, AIS hexagon-hours: MAE of every mean mechanism",
-        description=plain_text(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--runs",
-        metavar="N",
-        help=f"releases per point (default {DEFAULT_RUNS}; {QUICK_RUNS} with --quick; "
-        "as in the papers; --runs 1000 takes ~7 min)",
-    )
-    parser.add_argument("--seed", default="0", metavar="S", help="seed (default 0)")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="reduced size: 200 runs, 3 epsilons, lambda = 3, 3 AIS cells",
-    )
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

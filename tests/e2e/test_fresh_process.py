@@ -1,4 +1,5 @@
-"""Behaviour only a fresh Python process shows: the allocator setting and one-line errors."""
+"""Behaviour only a fresh Python process shows: start-up imports, the allocator setting and
+one-line errors."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import subprocess
 import sys
 
 from stream_dp.testing.readings import unclamped_readings
+
+#: Top-level packages that ``stream-dp --help`` must not import (each costs a large part of a
+#: second at start-up).
+HEAVY = ("numba", "llvmlite", "faust", "matplotlib")
 
 
 def test_the_allocator_setting_takes_on_glibc_linux_in_a_fresh_process():
@@ -34,3 +39,20 @@ def test_python_dash_m_cli_reports_a_bad_value_in_one_line(tmp_path):
     assert "invalid configuration: epsilon: " in done.stderr
     assert "Traceback" not in done.stderr
     assert done.returncode == 2
+
+
+def test_help_imports_neither_numba_nor_faust_nor_matplotlib():
+    """``stream-dp --help`` builds every command's parser; none may load a heavy module
+    (the compiled kernels, the Kafka worker, the plots load when a command runs)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "stream_dp", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "usage: stream-dp" in done.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "stream_dp.cli" in imported  # the check reads importtime's output at all
+    heavy = {name for name in imported if name.split(".")[0] in HEAVY}
+    assert not heavy, sorted(heavy)
