@@ -39,6 +39,7 @@ from tests.service_harness import (
     produce,
     produce_raw,
     service_settings,
+    start_keep_running_demo,
     start_worker,
     synthetic_readings,
     wait_for_windows,
@@ -359,44 +360,18 @@ DEMO_ROW = r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +\d+ +\d+ +\d+->\d+ +\d+\.\d\d 
 
 
 @pytest.mark.timeout(300)
-def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(
-    browser: Browser, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Browser) -> None:
     """`stream-dp demo --hours 6 --keep-running`: after the replay the map draws one
     [data-cell] element (with data-mean-error) per released cell of the newest window, and
     the budget panel holds the cumulative epsilon the demo printed."""
     import re
     import signal
 
-    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
-        monkeypatch.delenv(name)
     port = free_loopback_port()
-    demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stream_dp",
-            "demo",
-            "--hours",
-            "6",
-            "--keep-running",
-            "--web-port",
-            str(port),
-        ],  # fmt: skip
-        cwd=Path(__file__).parent.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    demo, out = start_keep_running_demo(6, port)
     try:
-        assert demo.stdout is not None
-        out = ""
-        for line in demo.stdout:
-            out += line
-            if line.startswith("still running:"):
-                break
         rows = re.findall(DEMO_ROW, out, re.MULTILINE)
-        assert rows and line.startswith("still running:"), out
+        assert rows and out.splitlines()[-1].startswith("still running:"), out
         newest = max(rows)  # rows are (window, cells, eps spent); windows sort as text
         browser.navigate(f"http://127.0.0.1:{port}/dashboard")
         drawn = wait_drawn(browser, newest[0].replace(" ", "T") + ":00Z", timeout=60)
