@@ -459,7 +459,9 @@ def _release_window(
     n_vehicles = np.diff(occupancy.cell_start)
     n_readings = occupancy.total_per_cell()
 
-    mean_mechanism = _mean_mechanism(settings)
+    mean_mechanism = (
+        None if settings.mean_mechanism == "clip" else configured_mean_mechanism(settings)
+    )
     bounds = occupancy.cell_start
     var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
     # Per cell, the mean and the variance of the kept readings, each with eps/2; all draws of
@@ -537,13 +539,14 @@ def _budget_summary(summary: dict[str, Any], settings: Settings, withheld: tuple
     summary["vehicles_budget_limited"], summary["pairs_withheld_budget"] = withheld
 
 
-def _mean_mechanism(settings: Settings) -> Any:
-    """None for the built-in CLIP mean, else the configured mechanism of issue 4."""
-    if settings.mean_mechanism == "clip":
-        return None
+def configured_mean_mechanism(settings: Settings) -> Any:
+    """The settings' mean mechanism (a ``MeanMechanism``) with its parameters; the release
+    uses the built-in CLIP mean instead of the object for ``clip``."""
     from stream_dp.dp.mechanisms import get_mean_mechanism
 
-    params = {"delta": settings.delta} if settings.mean_mechanism == "cummings" else {}
+    params: dict[str, Any] = {}
+    if settings.mean_mechanism == "cummings":
+        params = {"delta": settings.delta, "prefix_limit": settings.prefix_limit}
     return get_mean_mechanism(settings.mean_mechanism, **params)
 
 
