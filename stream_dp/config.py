@@ -19,6 +19,8 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 CONFIG_FILE_ENV = "STREAM_DP_CONFIG_FILE"
+#: ``STREAM_DP_*`` variables that are not settings (the tests' fault points).
+EXTRA_ENV_VARS: tuple[str, ...] = ("STREAM_DP_FAULT_INJECTION",)
 
 
 class ConfigError(ValueError):

@@ -276,7 +276,9 @@ def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)[:3000]
 
 
-def depot_readings(start: int = 1_700_000_000 // HOUR * HOUR, seed: int = 2) -> list[dict[str, Any]]:
+def depot_readings(
+    start: int = 1_700_000_000 // HOUR * HOUR, seed: int = 2
+) -> list[dict[str, Any]]:
     """Issue 21's depot: in hour 1 one cell holds 8 buses reporting every 30 s (100-121
     readings each) among 20 cars with 3 readings each; then three ordinary hours of the same
     28 vehicles moving around (:func:`synthetic_readings`). In event-time order."""
