@@ -32,8 +32,8 @@ class ServiceMetrics:
         )
         self.release_failures = Counter(
             "stream_dp_release_failures_total",
-            "Windows whose release computation raised: published as failed (summary only, "
-            "no cells) and charged to the budget as if released.",
+            "Windows whose release computation raised, stored by this process: published as "
+            "failed (summary only, no cells) and charged to the budget as if released.",
             registry=r,
         )
         self.cells_released = Counter(

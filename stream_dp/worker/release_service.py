@@ -252,15 +252,16 @@ class ReleaseService:
 
     def _observe(self, release: WindowRelease, seconds: float, ours: bool) -> None:
         """Export a published window; the spend counter counts only the copy this process
-        stored (a rival releaser that stored first counts its own). A failed window counts
-        in the failures and, with its conservative charge, in the spend; the per-window
+        stored (a rival releaser that stored first counts its own); so does the failures
+        counter. A failed window's conservative charge counts in the spend; the per-window
         gauges keep describing the last released window."""
         summary = release.summary
         m = self.metrics
         if ours:
             m.privacy_budget_spent.inc(summary["privacy_loss"])
         if release.failed:  # charged to the budget (above), but nothing was released
-            m.release_failures.inc()
+            if ours:
+                m.release_failures.inc()
             return
         m.windows_released.inc()
         m.cells_released.inc(len(release.cells))
