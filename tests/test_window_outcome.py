@@ -71,6 +71,9 @@ def test_an_injected_failure_fails_only_its_window(fault):
     assert summary["status"] == FAILED and summary["error"] == "InjectedReleaseError"
     assert set(summary) <= FAILED_FIELDS
     jsonschema.validate(summary, SCHEMA)
+    for leak in ({"mean": 1.0}, {"n_vehicles": 20}, {"status": RELEASED}):
+        with pytest.raises(jsonschema.ValidationError):  # the schema admits no data in it
+            jsonschema.validate({**summary, **leak}, SCHEMA)
     assert summary["release_id"] == clean[1].summary["release_id"]
     for ok, reference in zip(
         [releases[i] for i in (0, 2, 3)], [clean[i] for i in (0, 2, 3)], strict=True
