@@ -2,6 +2,9 @@
 
 For backfills, audits and tests: the same windowing, CLIP-USER, pseudo-user step and
 noise as the service, with input partitions emulated by Kafka's default partitioner.
+A window whose release computation raises is written as a failed window summary (as the
+service publishes it), reported on stderr in one line, and the replay goes on; the exit
+status is 1 when any window failed, after everything else is written.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import orjson
 
 from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.window_outcome import failure_line
 
 
 def add_release_options(
@@ -37,34 +41,9 @@ def add_release_options(
         )
 
     group = parser.add_argument_group("release parameters (override STREAM_DP_* settings)")
-    group.add_argument(
-        "--epsilon", type=float, help=f"per-cell budget (default {default('epsilon')})"
-    )
-    group.add_argument(
-        "--upper",
-        type=float,
-        help=f"public upper bound U of a reading (default {default('upper')})",
-    )
-    group.add_argument(
-        "--resolution", type=int, help=f"H3 resolution (default {default('resolution')})"
-    )
-    group.add_argument(
-        "--window-seconds", type=int, help=f"window length (default {default('window_seconds')})"
-    )
-    group.add_argument(
-        "--grace-seconds", type=float, help=f"watermark grace (default {default('grace_seconds')})"
-    )
-    group.add_argument(
-        "--max-future-seconds",
-        type=float,
-        help="serve: readings stamped more than this ahead of the wall clock are invalid "
-        f"(default {default('max_future_seconds')}; the offline release ignores the clock)",
-    )
-    group.add_argument(
-        "--error-bound",
-        type=float,
-        help=f"error bound E* for CLIP-USER (default {default('error_bound')})",
-    )
+    for name, kind, text in _NUMERIC_OPTIONS:
+        option = "--" + name.replace("_", "-")
+        group.add_argument(option, type=kind, help=f"{text} (default {default(name)})")
     group.add_argument(
         "--no-pseudo-user",
         dest="pseudo_user",
@@ -73,35 +52,34 @@ def add_release_options(
         help="skip the pseudo-user cap step",
     )
     group.add_argument(
-        "--min-vehicles",
-        type=int,
-        help=f"release cells with >= N vehicles (default {default('min_vehicles')})",
-    )
-    group.add_argument(
-        "--top-cells",
-        type=int,
-        help=f"release only the N busiest cells (default {default('top_cells')})",
-    )
-    group.add_argument(
         "--mean-mechanism",
         choices=MEAN_MECHANISM_NAMES,
         metavar="NAME",
         help=f"per-cell mean mechanism, one of: {', '.join(MEAN_MECHANISM_NAMES)} "
         f"(default {default('mean_mechanism')})",
     )
-    group.add_argument(
-        "--delta",
-        type=float,
-        help=f"delta for (eps, delta) mechanisms (default {default('delta')})",
-    )
-    group.add_argument(
-        "--prefix-limit",
-        type=int,
-        help=f"C: stored readings per pair (default {default('prefix_limit')})",
-    )
-    group.add_argument(
-        "--partitions", type=int, help=f"input partitions (default {default('partitions')})"
-    )
+
+
+#: (setting, type, help) of the numeric release options, in the order of the help.
+_NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("epsilon", float, "per-cell budget"),
+    ("upper", float, "public upper bound U of a reading"),
+    ("resolution", int, "H3 resolution"),
+    ("window_seconds", int, "window length"),
+    ("grace_seconds", float, "watermark grace"),
+    (
+        "max_future_seconds",
+        float,
+        "serve: readings stamped more than this ahead of the wall clock are invalid; "
+        "the offline release ignores the clock",
+    ),
+    ("error_bound", float, "error bound E* for CLIP-USER"),
+    ("min_vehicles", int, "release cells with >= N vehicles"),
+    ("top_cells", int, "release only the N busiest cells"),
+    ("delta", float, "delta for (eps, delta) mechanisms"),
+    ("prefix_limit", int, "C: stored readings per pair"),
+    ("partitions", int, "input partitions"),
+)
 
 
 def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
@@ -143,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
         keep_freed_memory()
     engine = OfflineEngine(settings, LaplaceNoise())
-    windows = cells = 0
+    windows = cells = failed = 0
     try:
         with args.out.open("wb") as out:
             for releases in (engine.feed(iter_readings(args.file)), engine.finish()):
@@ -152,14 +130,18 @@ def run(args: argparse.Namespace) -> int:
                     cells += len(release.cells)
                     for record in release.records:
                         out.write(orjson.dumps(record) + b"\n")
+                    if release.failed:
+                        failed += 1
+                        print(failure_line(release, "continuing"), file=sys.stderr)
     except SourceError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"--out: cannot write {args.out}: {exc.strerror}") from None
     counts = engine.counts
     print(
-        f"released {windows} windows, {cells} cell records -> {args.out} "
-        f"(readings accepted {counts.accepted}, invalid {counts.invalid}, late {counts.late})",
+        f"released {windows - failed} windows, {cells} cell records, {failed} windows failed "
+        f"-> {args.out} (readings accepted {counts.accepted}, invalid {counts.invalid}, "
+        f"late {counts.late})",
         file=sys.stderr,
     )
-    return 0
+    return 1 if failed else 0

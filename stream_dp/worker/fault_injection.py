@@ -6,7 +6,10 @@ release log, before it is published. ``after-published``: right after it is publ
 (without blocking the event loop) until ``PATH`` exists — a test can store a rival copy of
 the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-th ingest
 batch's state is acknowledged, before that batch's offsets are committed (a kill in the
-middle of ingestion). Unset (always, in production) it does nothing.
+middle of ingestion). ``release-error:N``: raise :class:`InjectedReleaseError` inside the
+release computation of the N-th window this process computes (offline or in the service;
+the failed-window containment of :mod:`stream_dp.window_outcome` must absorb it). Unset
+(always, in production) it does nothing.
 """
 
 from __future__ import annotations
@@ -27,14 +30,29 @@ def crash_point(name: str) -> None:
 _calls: dict[str, int] = {}
 
 
-def crash_point_counted(name: str) -> None:
-    """SIGKILL on the N-th call when the setting is ``name:N``."""
+def _count_reached(name: str) -> bool:
+    """Count a call of the point ``name``: True on the N-th when the setting is ``name:N``."""
     value = os.environ.get(ENV, "")
     if not value.startswith(name + ":"):
-        return
+        return False
     _calls[name] = _calls.get(name, 0) + 1
-    if _calls[name] == int(value.split(":", 1)[1]):
+    return _calls[name] == int(value.split(":", 1)[1])
+
+
+def crash_point_counted(name: str) -> None:
+    """SIGKILL on the N-th call when the setting is ``name:N``."""
+    if _count_reached(name):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InjectedReleaseError(RuntimeError):
+    """The failure ``release-error:N`` injects."""
+
+
+def error_point_counted(name: str) -> None:
+    """Raise :class:`InjectedReleaseError` on the N-th call when the setting is ``name:N``."""
+    if _count_reached(name):
+        raise InjectedReleaseError(f"fault injected at {name}")
 
 
 _paused: set[str] = set()

@@ -23,7 +23,6 @@ from stream_dp.config import Settings, load_settings
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.kafka.partition_reader import read_partition_to_end
-from stream_dp.testing.readings import START, hourly_readings
 
 HOUR = 3600
 
@@ -235,16 +234,6 @@ def wait_for_windows(
     raise AssertionError(f"only {len(records)} records after {timeout} s\n{log}")
 
 
-def synthetic_readings(
-    n_vehicles: int, hours: int, per_hour: int, start: int = START, seed: int = 1
-) -> list[dict[str, Any]]:
-    """Vehicles keeping to a few H3 res-7 cells of New York each, in event-time order."""
-    return hourly_readings(
-        n_vehicles, hours, per_hour, start=start, seed=seed, spread=0.02, speeds=(0.0, 80.0),
-        lanes=True,
-    )  # fmt: skip
-
-
 def non_noise(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple]:
     """The fields of each record that do not depend on the noise."""
     keep = ("n_vehicles", "n_readings", "n_readings_used", "K", "error_bound", "cap", "G1",
@@ -260,3 +249,34 @@ def non_noise(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)[:3000]
+
+
+def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str], str]:
+    """`stream-dp demo --hours N --keep-running` on ``port``, read up to its "still running:"
+    line: the process and everything it printed (the caller stops it)."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("STREAM_DP_")}
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stream_dp",
+            "demo",
+            "--hours",
+            str(hours),
+            "--keep-running",
+            "--web-port",
+            str(port),
+        ],  # fmt: skip
+        cwd=Path(__file__).parent.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert demo.stdout is not None
+    shown = ""
+    for line in demo.stdout:
+        shown += line
+        if line.startswith("still running:"):
+            break
+    return demo, shown

@@ -13,12 +13,12 @@ import urllib.request
 import pytest
 
 from stream_dp.kafka.embedded_broker import free_loopback_port
+from stream_dp.testing.readings import synthetic_readings
 from tests.e2e.service_harness import (
     create_topics,
     produce,
     service_settings,
     start_worker,
-    synthetic_readings,
     wait_for_windows,
 )
 
