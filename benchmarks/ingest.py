@@ -377,9 +377,9 @@ class _NullProducer:
 def cpu_profile(readings: list[dict[str, Any]], per_message: int, partitions: int) -> None:
     """Feed ``IngestProcessor.process`` batches of fake events; print readings/s and a profile."""
     from stream_dp.engine import new_partition_state, partition_for
-    from stream_dp.metrics import ServiceMetrics
     from stream_dp.producer import ReadingGrouper, encode_group
     from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
+    from stream_dp.worker.metrics import ServiceMetrics
 
     settings = service_settings("cpu", "cpu.readings", partitions)
     grouper = ReadingGrouper(per_message)

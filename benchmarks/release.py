@@ -150,11 +150,11 @@ def stream_dp_release(
     """Everything from "the window is closed" to the release records, as the service does
     it: each partition's state to a partial, the partial through its wire format (binary
     parts, encoded and decoded), the coordinator's merge, then ``release_window``."""
-    from stream_dp.coordinator import ReleaseCoordinator
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import new_ledger
-    from stream_dp.release import release_window
-    from stream_dp.worker import internal_records as rec
+    from stream_dp.release.step import release_window
+    from stream_dp.windows.coordinator import ReleaseCoordinator
+    from stream_dp.wire import internal_records as rec
 
     settings = _service_settings(epsilon)  # loaded once, as the worker does at start
     marks = [time.perf_counter()]

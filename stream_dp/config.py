@@ -126,7 +126,7 @@ class Settings(BaseSettings):
     @field_validator("mean_mechanism")
     @classmethod
     def _known_mechanism(cls, value: str) -> str:
-        from stream_dp.mean_mechanism import known_mean_mechanisms
+        from stream_dp.dp.mechanism_names import known_mean_mechanisms
 
         known = known_mean_mechanisms()
         if value not in known:

@@ -15,13 +15,13 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 
 from stream_dp.config import Settings
-from stream_dp.coordinator import ReleaseCoordinator
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator
-from stream_dp.release import WindowRelease
-from stream_dp.window_outcome import release_ready_window
-from stream_dp.window_state import PartitionState
+from stream_dp.release.outcome import release_ready_window
+from stream_dp.release.step import WindowRelease
+from stream_dp.windows.coordinator import ReleaseCoordinator
+from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator
+from stream_dp.windows.state import PartitionState
 
 
 def partition_for(vehicle_id: str, partitions: int) -> int:

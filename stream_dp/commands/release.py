@@ -18,7 +18,7 @@ import orjson
 
 from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
-from stream_dp.window_outcome import failure_line
+from stream_dp.release.outcome import failure_line
 
 
 def add_release_options(
@@ -29,7 +29,7 @@ def add_release_options(
     ``defaults`` are the command's own defaults where they differ from the settings' (the
     demo's), shown in the help as what the command really uses.
     """
-    from stream_dp.mean_mechanism import MEAN_MECHANISM_NAMES
+    from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
 
     shown = {name: field.default for name, field in Settings.model_fields.items()}
     shown.update(defaults or {})

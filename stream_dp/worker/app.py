@@ -24,9 +24,9 @@ from faust.types import TP
 from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.connection import KafkaConnection
-from stream_dp.metrics import ServiceMetrics
 from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.ingest import IngestProcessor
+from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.web import register_pages
 

@@ -29,13 +29,13 @@ from aiokafka import AIOKafkaProducer
 
 from stream_dp.config import Settings
 from stream_dp.engine import new_partition_state
+from stream_dp.fault_injection import crash_point_counted
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
-from stream_dp.metrics import ServiceMetrics
-from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
-from stream_dp.window_state import PartitionState
-from stream_dp.worker import internal_records as rec
-from stream_dp.worker.fault_injection import crash_point_counted
+from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
+from stream_dp.windows.state import PartitionState
+from stream_dp.wire import internal_records as rec
+from stream_dp.worker.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 #: A quiet partition whose input is fetched but not all applied (offsets without records, such

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from stream_dp.metrics import ServiceMetrics
+from stream_dp.worker.metrics import ServiceMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -519,7 +519,12 @@ def dockerignore_excludes(path: str) -> bool:
 
 def test_dockerignore_keeps_what_the_build_needs_and_nothing_else() -> None:
     readme = "README.md"
-    for needed in ("pyproject.toml", readme, "stream_dp/__init__.py", "stream_dp/metrics.py"):
+    for needed in (
+        "pyproject.toml",
+        readme,
+        "stream_dp/__init__.py",
+        "stream_dp/worker/metrics.py",
+    ):
         assert not dockerignore_excludes(needed), needed
     for unwanted in (
         ".git/config",

@@ -19,7 +19,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.testing.readings import depot_readings, synthetic_readings
-from stream_dp.worker import internal_records as rec
+from stream_dp.wire import internal_records as rec
 from tests.e2e.service_harness import (
     create_topics,
     end_offsets,

@@ -11,12 +11,12 @@ from pathlib import Path
 import jsonschema
 import orjson
 
+from stream_dp import fault_injection
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-from stream_dp.release import FAILED, RELEASED
+from stream_dp.release.step import FAILED, RELEASED
 from stream_dp.testing.readings import depot_readings, synthetic_readings
-from stream_dp.worker import fault_injection
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import orjson
 
 from stream_dp.config import load_settings
-from stream_dp.metrics import ServiceMetrics
 from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.ingest import IngestProcessor
+from stream_dp.worker.metrics import ServiceMetrics
 
 
 class _Producer:
@@ -145,7 +145,7 @@ def test_revocation_commits_durable_offsets_after_the_batch_in_flight_then_drops
 def _state_records(settings, batches):
     """State-topic records (as ``iter_partition_to_end`` yields them) of deltas."""
     from stream_dp.engine import new_partition_state
-    from stream_dp.worker import internal_records as rec
+    from stream_dp.wire import internal_records as rec
 
     state = new_partition_state(settings)
     records = []

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from stream_dp.coordinator import ReleaseCoordinator
-from stream_dp.window_state import PartialColumns
+from stream_dp.windows.coordinator import ReleaseCoordinator
+from stream_dp.windows.state import PartialColumns
 
 
 def pairs(vehicle: str, count: int, cell: str = "cell", also: tuple = ()) -> PartialColumns:

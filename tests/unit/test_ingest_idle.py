@@ -8,8 +8,8 @@ import time
 
 from stream_dp.config import load_settings
 from stream_dp.engine import new_partition_state
-from stream_dp.metrics import ServiceMetrics
 from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
+from stream_dp.worker.metrics import ServiceMetrics
 
 
 def processor(applied_offset: int, quiet_for: float, with_open_window: bool):

@@ -8,9 +8,9 @@ import numpy as np
 import orjson
 import pytest
 
-from stream_dp import column_codec
-from stream_dp.window_state import PartialColumns, PartitionState
-from stream_dp.worker import internal_records as rec
+from stream_dp.windows.state import PartialColumns, PartitionState
+from stream_dp.wire import column_codec
+from stream_dp.wire import internal_records as rec
 
 
 def many_pairs(n: int) -> PartialColumns:

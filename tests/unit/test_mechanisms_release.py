@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
 from stream_dp.dp.mechanisms import (
     MEAN_MECHANISMS,
     CellData,
@@ -29,7 +30,6 @@ from stream_dp.dp.mechanisms.worst_case_optimal import (
     projection_bounds,
 )
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.mean_mechanism import MEAN_MECHANISM_NAMES
 
 U = 65.0
 DELTA = 1e-6

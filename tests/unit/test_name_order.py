@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import stream_dp.release as release_module
+import stream_dp.release.step as release_module
 from stream_dp.dp.occupancy import factorize
-from stream_dp.name_order import NameSort, merged_order
+from stream_dp.windows.name_order import NameSort, merged_order
 
 names = st.text(st.sampled_from("ab9Zé\U0001f697-"), min_size=1, max_size=4)
 lists = st.lists(st.lists(names, max_size=12, unique=True), min_size=1, max_size=4)

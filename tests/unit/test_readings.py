@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.readings import (
+from stream_dp.windows.readings import (
     InvalidReading,
     ParsedBatch,
     ReadingValidator,
@@ -179,8 +179,8 @@ def test_readings_far_ahead_of_the_wall_clock_are_invalid_on_both_paths():
 
 def test_every_accepted_time_formats_as_a_window_bound():
     """A window's end is formatted as RFC 3339 at release; no accepted time may break it."""
-    from stream_dp.release import rfc3339
-    from stream_dp.window_state import window_start_of
+    from stream_dp.release.step import rfc3339
+    from stream_dp.windows.state import window_start_of
 
     batch = ParsedBatch()
     validator = ReadingValidator(65.0, 8)  # no wall-clock limit: the fixed range only

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from stream_dp.dp.budget_ledger import WindowLoss
-from stream_dp.worker import internal_records as rec
+from stream_dp.wire import internal_records as rec
 from stream_dp.worker.release_log import ReleaseLogIndex
 
 

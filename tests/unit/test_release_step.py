@@ -17,7 +17,7 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine, partition_for
-from stream_dp.release import SCHEMA_VERSION, WindowColumns, kept_sums, release_window
+from stream_dp.release.step import SCHEMA_VERSION, WindowColumns, kept_sums, release_window
 from stream_dp.testing.readings import unclamped_readings
 
 SCHEMA = json.loads(
@@ -184,7 +184,7 @@ def test_release_cli_writes_valid_records(tmp_path):
 
 def test_merged_vehicle_order_is_python_string_order():
     """The merge sorts names with numpy; CLIP-USER's tie-break order is Python's."""
-    from stream_dp.window_state import PartialColumns
+    from stream_dp.windows.state import PartialColumns
 
     names = ["b", "a", "ä", "Z", "a b", "ab", "𝔘", "10", "9", "é", "e\u0301"]
     partials = [
@@ -202,7 +202,7 @@ def test_merged_vehicle_order_is_python_string_order():
 def test_release_id_is_the_rfc4122_name_based_uuid(cell):
     import uuid
 
-    from stream_dp.release import RELEASE_NAMESPACE, release_id
+    from stream_dp.release.step import RELEASE_NAMESPACE, release_id
 
     expected = uuid.uuid5(RELEASE_NAMESPACE, f"app|3600|8|{cell}")
     assert release_id("app", 3600, 8, cell) == str(expected)
@@ -211,7 +211,7 @@ def test_release_id_is_the_rfc4122_name_based_uuid(cell):
 def test_release_ids_of_a_window_are_each_cells_uuid5():
     import uuid
 
-    from stream_dp.release import RELEASE_NAMESPACE, release_ids
+    from stream_dp.release.step import RELEASE_NAMESPACE, release_ids
 
     cells = ["872a10701ffffff", "*", "é", "", "872a10701ffffff"]
     expected = [str(uuid.uuid5(RELEASE_NAMESPACE, f"app|7200|9|{c}")) for c in cells]

@@ -1,5 +1,5 @@
 """Issue 21: a window whose release computation raises is contained, offline and in the
-service alike (both call :func:`stream_dp.window_outcome.release_ready_window`)."""
+service alike (both call :func:`stream_dp.release.outcome.release_ready_window`)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import h3
 import jsonschema
 import pytest
 
-from stream_dp import window_outcome
+from stream_dp import fault_injection
 from stream_dp.config import load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-from stream_dp.release import FAILED, RELEASED
+from stream_dp.release import outcome as window_outcome
+from stream_dp.release.step import FAILED, RELEASED
 from stream_dp.testing.readings import HOUR, synthetic_readings
-from stream_dp.worker import fault_injection
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -96,7 +96,7 @@ def test_a_failure_deep_in_the_release_is_charged_within_the_budget_cap(monkeypa
     readings = four_hours()
     _, clean = run_engine(settings, readings)
     doomed = clean[2].window_start
-    from stream_dp import release as release_module
+    from stream_dp.release import step as release_module
 
     real = release_module._cell_data
 
@@ -130,7 +130,7 @@ def test_a_window_that_cannot_even_be_merged_is_charged_every_pair(monkeypatch):
     settings = load_settings(resolution=7)
     readings = four_hours()
     _, clean = run_engine(settings, readings)
-    from stream_dp.coordinator import ReleaseCoordinator
+    from stream_dp.windows.coordinator import ReleaseCoordinator
 
     real = ReleaseCoordinator.merged
 

@@ -8,7 +8,7 @@ the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-t
 batch's state is acknowledged, before that batch's offsets are committed (a kill in the
 middle of ingestion). ``release-error:N``: raise :class:`InjectedReleaseError` inside the
 release computation of the N-th window this process computes (offline or in the service;
-the failed-window containment of :mod:`stream_dp.window_outcome` must absorb it). Unset
+the failed-window containment of :mod:`stream_dp.release.outcome` must absorb it). Unset
 (always, in production) it does nothing.
 """
 

@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_dp.name_order import NameSort
+from stream_dp.windows.name_order import NameSort
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -39,7 +39,7 @@ class PartialColumns:
     """
 
     cell_names: list[str]
-    #: A numpy unicode array (the form the merge sorts; see :mod:`stream_dp.name_order`).
+    #: A numpy unicode array (the form the merge sorts; see :mod:`stream_dp.windows.name_order`).
     vehicle_names: np.ndarray
     pair_cell: IntArray
     pair_vehicle: IntArray

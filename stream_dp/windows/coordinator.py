@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stream_dp.name_order import EARLY_SORT_MIN
-from stream_dp.release import WindowColumns
-from stream_dp.window_state import PartialColumns
+from stream_dp.release.step import WindowColumns
+from stream_dp.windows.name_order import EARLY_SORT_MIN
+from stream_dp.windows.state import PartialColumns
 
 
 @dataclass

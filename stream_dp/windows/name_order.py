@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_dp import background
+from stream_dp.windows import background
 
 #: Lists at least this long are worth sorting as soon as they arrive.
 EARLY_SORT_MIN = 4096

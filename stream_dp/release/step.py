@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from stream_dp import background
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
@@ -28,8 +27,9 @@ from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy, factorize
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
-from stream_dp.name_order import NameSort, merged_order
-from stream_dp.window_state import PartialColumns, rank_in_runs
+from stream_dp.windows import background
+from stream_dp.windows.name_order import NameSort, merged_order
+from stream_dp.windows.state import PartialColumns, rank_in_runs
 
 #: Version 2 (issue 21): every window summary has ``status``, ``released`` or ``failed``.
 SCHEMA_VERSION = 2

@@ -9,7 +9,7 @@
   each preceded by the window's per-vehicle losses for the budget ledger (``loss``).
 
 Bulk payloads (a batch's delta, a window's partial) are column blobs
-(:mod:`stream_dp.column_codec`) split into binary ``parts`` of at most :data:`BYTES_PER_PART`
+(:mod:`stream_dp.wire.column_codec`) split into binary ``parts`` of at most :data:`BYTES_PER_PART`
 bytes; a window's release (JSON, also read by people) is split into parts of at most
 :data:`ROWS_PER_PART` cells. So no record nears Kafka's default 1 MB limit. Parts of one
 payload are consecutive in one partition and share an ``id``; a payload counts only once its
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from stream_dp import column_codec
 from stream_dp.dp.budget_ledger import WindowLoss
-from stream_dp.window_state import PartialColumns, WindowDelta
+from stream_dp.windows.state import PartialColumns, WindowDelta
+from stream_dp.wire import column_codec
 
 INF = "inf"
 #: Release cells per record part (a cell record is ~0.5 kB of JSON).

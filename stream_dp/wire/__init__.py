@@ -1,0 +1,1 @@
+"""Binary formats on the internal topics: numpy columns, window-state deltas and partials."""
