@@ -376,8 +376,9 @@ class _NullProducer:
 
 def cpu_profile(readings: list[dict[str, Any]], per_message: int, partitions: int) -> None:
     """Feed ``IngestProcessor.process`` batches of fake events; print readings/s and a profile."""
-    from stream_dp.engine import new_partition_state, partition_for
+    from stream_dp.kafka.partitioner import partition_for
     from stream_dp.producer import ReadingGrouper, encode_group
+    from stream_dp.windows.state import PartitionState
     from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
     from stream_dp.worker.metrics import ServiceMetrics
 
@@ -403,7 +404,7 @@ def cpu_profile(readings: list[dict[str, Any]], per_message: int, partitions: in
         conn = KafkaConnection("127.0.0.1:9", embedded=True)
         processor = IngestProcessor(settings, conn, producer, ServiceMetrics())  # type: ignore[arg-type]
         for p in range(partitions):
-            processor.partitions[p] = PartitionRuntime(new_partition_state(settings))
+            processor.partitions[p] = PartitionRuntime(PartitionState.for_settings(settings))
         started = time.perf_counter()
         if profiler:
             profiler.enable()

@@ -117,10 +117,11 @@ def build_partitions(window: Window, prefix_limit: int, batch: int = 20_000) -> 
     batches, to the ``PartitionState`` of each of 4 input partitions (Kafka's default
     partitioner on the vehicle id, as the service)."""
     from stream_dp.config import load_settings
-    from stream_dp.engine import new_partition_state, partition_for
+    from stream_dp.kafka.partitioner import partition_for
+    from stream_dp.windows.state import PartitionState
 
     settings = load_settings(prefix_limit=prefix_limit, app_id="bench")
-    states = [new_partition_state(settings) for _ in range(PARTITIONS)]
+    states = [PartitionState.for_settings(settings) for _ in range(PARTITIONS)]
     of_vehicle = np.array([partition_for(v, PARTITIONS) for v in window.vehicle_names])
     partition = of_vehicle[window.vehicle]
     cells, vehicles = window.cell_names, window.vehicle_names
@@ -151,7 +152,7 @@ def stream_dp_release(
     it: each partition's state to a partial, the partial through its wire format (binary
     parts, encoded and decoded), the coordinator's merge, then ``release_window``."""
     from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.engine import new_ledger
+    from stream_dp.release.accounting import new_ledger
     from stream_dp.release.step import release_window
     from stream_dp.windows.coordinator import ReleaseCoordinator
     from stream_dp.wire import internal_records as rec

@@ -12,34 +12,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.partitioner import murmur2
-
 from stream_dp.config import Settings
-from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.kafka.partitioner import partition_for
+from stream_dp.release.accounting import new_ledger
 from stream_dp.release.outcome import release_ready_window
-from stream_dp.release.step import WindowRelease
+from stream_dp.release.records import WindowRelease
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator
 from stream_dp.windows.state import PartitionState
-
-
-def partition_for(vehicle_id: str, partitions: int) -> int:
-    """Kafka's default partition of a vehicle-keyed record (murmur2, positive, mod n)."""
-    return (murmur2(vehicle_id.encode()) & 0x7FFFFFFF) % partitions
-
-
-def new_partition_state(settings: Settings) -> PartitionState:
-    return PartitionState(
-        window_seconds=settings.window_seconds,
-        grace_seconds=settings.grace_seconds,
-        prefix_limit=settings.prefix_limit,
-    )
-
-
-def new_ledger(settings: Settings) -> BudgetLedger:
-    """The per-vehicle budget ledger the settings ask for (tracking always; cap if set)."""
-    return BudgetLedger(settings.budget_period_seconds, settings.budget_cap)
 
 
 @dataclass
@@ -62,7 +43,7 @@ class OfflineEngine:
         # Files are replayed long after they were recorded: no wall-clock limit here, so the
         # same file gives the same release whenever it is run (the fixed range still holds).
         self.validator = ReadingValidator(settings.upper, settings.resolution)
-        self.states = [new_partition_state(settings) for _ in range(self.partitions)]
+        self.states = [PartitionState.for_settings(settings) for _ in range(self.partitions)]
         self.coordinator = ReleaseCoordinator(
             self.partitions, settings.window_seconds, settings.prefix_limit
         )

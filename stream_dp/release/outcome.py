@@ -2,7 +2,7 @@
 
 The one place where a window's release is computed for the offline engine and the service
 releaser alike (issue 21). A release that raises (a bug in a stage, a mechanism's corner
-case) must not stop the stream: the caller gets a :class:`~stream_dp.release.step.WindowRelease`
+case) must not stop the stream: the caller gets a :class:`~stream_dp.release.records.WindowRelease`
 with no cells whose summary says ``"status": "failed"`` and names the exception's class
 (never its message, which could quote data), stores and publishes it like any release, so
 the window is never computed again, and goes on with the next window.
@@ -31,16 +31,9 @@ from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import error_point_counted
-from stream_dp.release.step import (
-    FAILED,
-    WindowColumns,
-    WindowRelease,
-    chosen_pairs,
-    release_id,
-    release_window,
-    rfc3339,
-    window_base,
-)
+from stream_dp.release.records import FAILED, WindowRelease, release_id, rfc3339, window_base
+from stream_dp.release.step import chosen_pairs, release_window
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.state import PartialColumns
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stream_dp.release.step import WindowColumns
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.name_order import EARLY_SORT_MIN
 from stream_dp.windows.state import PartialColumns
 
@@ -37,7 +37,7 @@ class ReleaseCoordinator:
             return False
         per_partition[partition] = partial
         if len(partial.vehicle_names) >= EARLY_SORT_MIN:
-            partial.vehicle_name_sort  # noqa: B018 - starts sorting its names in the background
+            partial.start_vehicle_name_sort()
         return True
 
     def set_progress(

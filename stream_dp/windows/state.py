@@ -15,11 +15,15 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.windows.name_order import NameSort
+
+if TYPE_CHECKING:
+    from stream_dp.config import Settings
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -74,10 +78,13 @@ class PartialColumns:
     def __len__(self) -> int:
         return int(self.count.shape[0])
 
+    def start_vehicle_name_sort(self) -> NameSort:
+        """The vehicle names' sort, started on the background thread at the first call (the
+        coordinator calls it as a large partial arrives; the merge then finds it done)."""
+        return self._vehicle_name_sort
+
     @cached_property
-    def vehicle_name_sort(self) -> NameSort:
-        """The vehicle names' sort, started in the background on first use (the coordinator
-        starts it as the partial arrives; the merge then finds it done)."""
+    def _vehicle_name_sort(self) -> NameSort:
         return NameSort.start(self.vehicle_names)
 
     def pair_names(self) -> list[tuple[str, str]]:
@@ -229,6 +236,20 @@ class WindowAccumulator:
             self._log_pair, self._log_ts, self._log_value = pair[keep], ts[keep], value[keep]
         self._compact_at = max(2 * len(self._log_pair), _MIN_COMPACT_AT)
 
+    def delta_since(
+        self, first_pair: int, pair: IntArray, ts: FloatArray, value: FloatArray
+    ) -> WindowDelta:
+        """The delta of a batch that added these readings and the pairs from ``first_pair``
+        on (named, so that a replay rebuilds the same slots)."""
+        return WindowDelta(
+            first_pair,
+            [self.cell_names[c] for c in self._pair_cell[first_pair:]],
+            [self.vehicle_names[v] for v in self._pair_vehicle[first_pair:]],
+            pair,
+            ts,
+            value,
+        )
+
     def to_partial(self) -> PartialColumns:
         """The window's state as columns (the accumulator stays usable)."""
         self._compact()
@@ -302,6 +323,15 @@ class PartitionState:
     force_closed: set[int] = field(default_factory=set)
     late_by_window: dict[int, int] = field(default_factory=dict)
 
+    @classmethod
+    def for_settings(cls, settings: Settings) -> PartitionState:
+        """An empty state with the settings' window length, grace and prefix limit C."""
+        return cls(
+            window_seconds=settings.window_seconds,
+            grace_seconds=settings.grace_seconds,
+            prefix_limit=settings.prefix_limit,
+        )
+
     @property
     def watermark(self) -> float:
         return self.max_ts - self.grace_seconds
@@ -363,14 +393,7 @@ class PartitionState:
             acc.add(pair, t_arr, v_arr)
             outcome.accepted += len(b_pair)
             if record_delta:
-                delta[start] = WindowDelta(
-                    first,
-                    [acc.cell_names[c] for c in acc._pair_cell[first:]],
-                    [acc.vehicle_names[v] for v in acc._pair_vehicle[first:]],
-                    pair,
-                    t_arr,
-                    v_arr,
-                )
+                delta[start] = acc.delta_since(first, pair, t_arr, v_arr)
         outcome.late = sum(late_by_window.values())
         if record_delta:
             outcome.delta = delta

@@ -28,7 +28,6 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from stream_dp.config import Settings
-from stream_dp.engine import new_partition_state
 from stream_dp.fault_injection import crash_point_counted
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
@@ -99,7 +98,7 @@ class IngestProcessor:
     ) -> PartitionRuntime:
         self.recovering += 1
         try:
-            runtime = PartitionRuntime(new_partition_state(self.settings))
+            runtime = PartitionRuntime(PartitionState.for_settings(self.settings))
             state = runtime.state
             replayed = truncated = 0
             parts = rec.PartAssembler()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stream_dp.dp.budget_ledger import WindowLoss
-from stream_dp.release.step import WindowRelease
+from stream_dp.release.records import WindowRelease
 from stream_dp.wire import internal_records as rec
 
 

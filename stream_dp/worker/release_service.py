@@ -26,12 +26,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.engine import new_ledger
 from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.release.accounting import new_ledger
 from stream_dp.release.outcome import failure_line, release_ready_window
-from stream_dp.release.step import WindowRelease
+from stream_dp.release.records import WindowRelease
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics

@@ -31,7 +31,7 @@ from stream_dp.kafka.embedded_broker import (
     resolve_broker_binary,
 )
 from stream_dp.kafka.topics import TopicSpec, ensure_topics
-from stream_dp.release.step import SCHEMA_VERSION
+from stream_dp.release.records import SCHEMA_VERSION
 from stream_dp.testing.readings import synthetic_readings
 from tests.e2e.kafka_protocol_relay import (
     API_VERSIONS_TAG_DEFAULTS,

@@ -44,10 +44,10 @@ def _processor() -> tuple[IngestProcessor, _Producer]:
     ingest = IngestProcessor(settings, conn=None, producer=producer, metrics=ServiceMetrics())
 
     async def recover(partition, still_assigned=None):  # no Kafka: a fresh partition
-        from stream_dp.engine import new_partition_state
+        from stream_dp.windows.state import PartitionState
         from stream_dp.worker.ingest import PartitionRuntime
 
-        return PartitionRuntime(new_partition_state(settings))
+        return PartitionRuntime(PartitionState.for_settings(settings))
 
     ingest._recover = recover
     return ingest, producer
@@ -144,10 +144,10 @@ def test_revocation_commits_durable_offsets_after_the_batch_in_flight_then_drops
 
 def _state_records(settings, batches):
     """State-topic records (as ``iter_partition_to_end`` yields them) of deltas."""
-    from stream_dp.engine import new_partition_state
+    from stream_dp.windows.state import PartitionState
     from stream_dp.wire import internal_records as rec
 
-    state = new_partition_state(settings)
+    state = PartitionState.for_settings(settings)
     records = []
     for offset, readings in batches:
         vehicles, ts, cells, speeds = zip(*readings, strict=True)

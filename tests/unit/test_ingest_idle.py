@@ -7,7 +7,7 @@ import math
 import time
 
 from stream_dp.config import load_settings
-from stream_dp.engine import new_partition_state
+from stream_dp.windows.state import PartitionState
 from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
 from stream_dp.worker.metrics import ServiceMetrics
 
@@ -15,7 +15,7 @@ from stream_dp.worker.metrics import ServiceMetrics
 def processor(applied_offset: int, quiet_for: float, with_open_window: bool):
     settings = load_settings(idle_close_seconds=5.0)
     ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
-    state = new_partition_state(settings)
+    state = PartitionState.for_settings(settings)
     if with_open_window:
         state.add_batch(["v"], [100.0], ["872a10701ffffff"], [10.0])
     ingest.partitions[0] = PartitionRuntime(
@@ -98,7 +98,7 @@ def test_the_watermark_gauge_follows_the_partition_holding_releases_back():
 
     states = []
     for latest in (9000.0, 5000.0, 7000.0):
-        state = new_partition_state(settings)
+        state = PartitionState.for_settings(settings)
         state.add_batch(["v"], [latest], ["872a10701ffffff"], [10.0])
         states.append(state)
         ingest.partitions[len(states) - 1] = PartitionRuntime(state)

@@ -32,7 +32,8 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import no_pseudo_user, pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.step import WindowColumns, configured_mean_mechanism, release_window
+from stream_dp.release.step import configured_mean_mechanism, release_window
+from stream_dp.windows.columns import WindowColumns
 
 UPPER = 65.0
 EPSILON = 1.0

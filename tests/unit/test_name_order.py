@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import stream_dp.release.step as release_module
+import stream_dp.windows.columns as columns_module
 from stream_dp.dp.occupancy import factorize
 from stream_dp.windows.name_order import NameSort, merged_order
 
@@ -32,12 +32,12 @@ def test_merged_runs_are_one_stable_sort_of_the_concatenation(partials):
 def test_merge_codes_match_a_dict_factorization(few, partials):
     flat = [n for p in partials for n in p]
     codes = [np.arange(len(p), dtype=np.int64)[::-1].copy() for p in partials]
-    saved = release_module._FEW_NAMES
-    release_module._FEW_NAMES = few
+    saved = columns_module._FEW_NAMES
+    columns_module._FEW_NAMES = few
     try:
-        merged, global_code = release_module._merge_codes(partials, codes)
+        merged, global_code = columns_module._merge_codes(partials, codes)
     finally:
-        release_module._FEW_NAMES = saved
+        columns_module._FEW_NAMES = saved
     distinct, expected_code = factorize(flat)
     assert merged == distinct
     offsets = np.cumsum([0] + [len(p) for p in partials[:-1]])

@@ -179,7 +179,7 @@ def test_readings_far_ahead_of_the_wall_clock_are_invalid_on_both_paths():
 
 def test_every_accepted_time_formats_as_a_window_bound():
     """A window's end is formatted as RFC 3339 at release; no accepted time may break it."""
-    from stream_dp.release.step import rfc3339
+    from stream_dp.release.records import rfc3339
     from stream_dp.windows.state import window_start_of
 
     batch = ParsedBatch()

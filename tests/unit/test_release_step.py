@@ -16,9 +16,12 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.engine import OfflineEngine, partition_for
-from stream_dp.release.step import SCHEMA_VERSION, WindowColumns, kept_sums, release_window
+from stream_dp.engine import OfflineEngine
+from stream_dp.kafka.partitioner import partition_for
+from stream_dp.release.records import SCHEMA_VERSION
+from stream_dp.release.step import kept_sums, release_window
 from stream_dp.testing.readings import unclamped_readings
+from stream_dp.windows.columns import WindowColumns
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -202,7 +205,7 @@ def test_merged_vehicle_order_is_python_string_order():
 def test_release_id_is_the_rfc4122_name_based_uuid(cell):
     import uuid
 
-    from stream_dp.release.step import RELEASE_NAMESPACE, release_id
+    from stream_dp.release.records import RELEASE_NAMESPACE, release_id
 
     expected = uuid.uuid5(RELEASE_NAMESPACE, f"app|3600|8|{cell}")
     assert release_id("app", 3600, 8, cell) == str(expected)
@@ -211,7 +214,7 @@ def test_release_id_is_the_rfc4122_name_based_uuid(cell):
 def test_release_ids_of_a_window_are_each_cells_uuid5():
     import uuid
 
-    from stream_dp.release.step import RELEASE_NAMESPACE, release_ids
+    from stream_dp.release.records import RELEASE_NAMESPACE, release_ids
 
     cells = ["872a10701ffffff", "*", "é", "", "872a10701ffffff"]
     expected = [str(uuid.uuid5(RELEASE_NAMESPACE, f"app|7200|9|{c}")) for c in cells]

@@ -16,7 +16,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.release import outcome as window_outcome
-from stream_dp.release.step import FAILED, RELEASED
+from stream_dp.release.records import FAILED, RELEASED
 from stream_dp.testing.readings import HOUR, synthetic_readings
 
 SCHEMA = json.loads(

@@ -124,7 +124,7 @@ def test_reading_log_stays_bounded_for_a_fast_vehicle():
 @settings(max_examples=200, deadline=None)
 def test_merging_partials_of_a_split_vehicle_equals_one_stream(items, limit, rnd):
     """A vehicle whose readings reach two partitions is merged exactly."""
-    from stream_dp.release.step import WindowColumns
+    from stream_dp.windows.columns import WindowColumns
 
     side = [rnd.random() < 0.5 for _ in items]
     left = [r for r, s in zip(items, side, strict=True) if s]
