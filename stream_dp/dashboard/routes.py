@@ -145,30 +145,7 @@ def add_dashboard_routes(
 
     async def events(request: web.Request) -> web.StreamResponse:
         await ensure_started()
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-            }
-        )
-        await response.prepare(request)
-        sent = -1
-        try:
-            while not feed.closing:
-                changed = feed.change_signal()
-                if feed.store.version != sent:
-                    sent = feed.store.version
-                    data = orjson.dumps({"windows": feed.store.index()})
-                    await response.write(b"event: windows\ndata: " + data + b"\n\n")
-                else:
-                    await response.write(b": keep-alive\n\n")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), HEARTBEAT_SECONDS)
-                await asyncio.sleep(COALESCE_SECONDS)
-        except ConnectionResetError:
-            pass  # the page went away
-        return response
+        return await stream_window_index(request, feed)
 
     async def on_shutdown(app: web.Application) -> None:
         feed.close()
@@ -180,3 +157,31 @@ def add_dashboard_routes(
     app.router.add_get("/api/dashboard/windows", windows)
     app.router.add_get("/api/dashboard/windows/{start}", window_cells)
     app.router.add_get("/api/dashboard/events", events)
+
+
+async def stream_window_index(request: web.Request, feed: ReleaseFeed) -> web.StreamResponse:
+    """Server-sent events: the window index whenever it changes, a keep-alive otherwise."""
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    sent = -1
+    try:
+        while not feed.closing:
+            changed = feed.change_signal()
+            if feed.store.version != sent:
+                sent = feed.store.version
+                data = orjson.dumps({"windows": feed.store.index()})
+                await response.write(b"event: windows\ndata: " + data + b"\n\n")
+            else:
+                await response.write(b": keep-alive\n\n")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), HEARTBEAT_SECONDS)
+            await asyncio.sleep(COALESCE_SECONDS)
+    except ConnectionResetError:
+        pass  # the page went away
+    return response

@@ -6,10 +6,15 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import WindowLoss
+
+if TYPE_CHECKING:
+    from stream_dp.release.noisy import NoisyCells
+    from stream_dp.release.statistics import CellStatistics
+    from stream_dp.windows.columns import WindowColumns
 
 #: Version 2 (issue 21): every window summary has ``status``, ``released`` or ``failed``.
 SCHEMA_VERSION = 2
@@ -89,4 +94,78 @@ def window_base(settings: Settings, window_start: int) -> dict[str, Any]:
         "window_end": rfc3339(window_start + settings.window_seconds),
         "resolution": settings.resolution,
         "epsilon": settings.epsilon,
+    }
+
+
+def cell_records(
+    base: dict[str, Any],
+    settings: Settings,
+    cells: tuple[str, ...],
+    ids: list[str],
+    noisy: NoisyCells,
+    stats: CellStatistics,
+    cap: list[int],
+    k: int,
+) -> list[dict[str, Any]]:
+    """One record per released cell (docs/math.md §9.5): the noisy mean and variance clamped
+    to [0, U] and [0, U²/4] (post-processing), public counts, the cap and the error bound."""
+    upper = settings.upper
+    kept, vehicles = stats.kept_readings.tolist(), stats.n_vehicles.tolist()
+    kept_vehicles, readings = stats.n_kept_vehicles.tolist(), stats.n_readings.tolist()
+    return [
+        {
+            **base,
+            "type": "cell",
+            "release_id": ids[g],
+            "cell": cell,
+            "mean": min(max(noisy.means[g], 0.0), upper),
+            "variance": min(max(noisy.variances[g], 0.0), upper * upper / 4.0),
+            "n_vehicles": int(vehicles[g]),
+            "n_vehicles_kept": int(kept_vehicles[g]),
+            "n_readings": int(readings[g]),
+            "n_readings_used": int(kept[g]),
+            "cap": int(cap[g]),
+            "error_bound": noisy.error_bounds[g],
+            "mechanism": settings.mean_mechanism,
+            "K": k,
+        }
+        for g, cell in enumerate(cells)
+    ]
+
+
+def window_summary(
+    base: dict[str, Any],
+    settings: Settings,
+    window_start: int,
+    report: dict[str, Any],
+    cells_released: int,
+    columns: WindowColumns,
+    late_readings: int,
+) -> dict[str, Any]:
+    """The window's summary record (docs/math.md §9.5): what each bound reported
+    (``report``), K·ε and G1·ε, the window's public counts and the budget fields."""
+    eps = settings.epsilon
+    return {
+        **base,
+        "type": "window",
+        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "status": RELEASED,
+        "G1": report["G1"],
+        "K": report["K"],
+        "privacy_loss": report["K"] * eps,
+        "privacy_loss_unclipped": report["G1"] * eps,
+        "error_bound": report["error_bound"],
+        "max_error": report["max_error"],
+        "cells_released": cells_released,
+        "cells_observed": len(columns.cell_names),
+        "n_vehicles": len(columns.vehicle_names),
+        "n_readings": int(columns.count.sum()),
+        "suppressed_pairs": report["suppressed_pairs"],
+        "mechanism": settings.mean_mechanism,
+        "delta": settings.delta if settings.mean_mechanism == "cummings" else 0.0,
+        "readings_dropped_late": late_readings,
+        "budget_cap": settings.budget_cap,
+        "budget_period_seconds": settings.budget_period_seconds,
+        "vehicles_budget_limited": report["vehicles_budget_limited"],
+        "pairs_withheld_budget": report["pairs_withheld_budget"],
     }

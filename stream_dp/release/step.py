@@ -1,166 +1,45 @@
-"""Release of one closed window: occupancy → CLIP-USER → pseudo-user cap → noisy records.
+"""The release of one complete window, as named stages (docs/math.md §9):
 
-Everything published is computed from the (public) occupancy array and Laplace-noised
-values (composition paper Sec. V-B2, docs/math.md §3.5 and §9): per cell the mean
-and variance of the kept readings, each with ``eps/2`` of the cell budget, clamped after
-noise to ``[0, U]`` and ``[0, U^2/4]`` (post-processing).
+1. select cells (:mod:`.selection`, §9.1);
+2. bound contributions (:mod:`.bounding`, §9.2): budget mask → CLIP-USER → pseudo-user cap;
+3. statistics of the kept readings (:mod:`.statistics`, §9.3);
+4. noise (:mod:`.noisy`, §9.4), ε split and K·ε by the window's :class:`WindowAccountant`;
+5. records (:mod:`.records`, §9.5).
+
+Everything published is computed from the public occupancy array and noised values
+(composition paper Sec. V-B2). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import gc
-from concurrent.futures import Future
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from stream_dp.config import Settings
-from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, limit_to_budget
-from stream_dp.dp.clip_user import ClipUserResult, clip_user
-from stream_dp.dp.grid_error import variance_bias
+from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
+from stream_dp.release.accounting import WindowAccountant
+from stream_dp.release.bounding import (
+    NOTHING_BOUNDED,
+    BudgetMask,
+    ClipUserBound,
+    Contributions,
+    ReadingCap,
+)
+from stream_dp.release.noisy import CellDataOf, noisy_cells
 from stream_dp.release.records import (
-    RELEASED,
     WindowRelease,
-    release_id,
+    cell_records,
     release_ids,
     window_base,
+    window_summary,
 )
+from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.statistics import cell_statistics, start_entry_totals, start_prefix_sums
 from stream_dp.windows import background
 from stream_dp.windows.columns import WindowColumns
-
-
-def select_cells(
-    columns: WindowColumns,
-    min_vehicles: int,
-    top_cells: int | None,
-    usable: np.ndarray | None = None,
-) -> np.ndarray:
-    """Cells (codes) chosen from public information only: vehicle and reading counts (of the
-    ``usable`` pairs only, when given)."""
-    n_cells = len(columns.cell_names)
-    cell_code, count = columns.cell_code, columns.count
-    if usable is not None:
-        cell_code, count = cell_code[usable], count[usable]
-    vehicles = np.bincount(cell_code, minlength=n_cells)
-    readings = np.bincount(cell_code, weights=count, minlength=n_cells)
-    chosen = np.flatnonzero(vehicles >= min_vehicles)
-    if top_cells is not None and len(chosen) > top_cells:
-        busiest_first = np.lexsort((chosen, -readings[chosen]))  # ties: smaller cell id
-        chosen = np.sort(chosen[busiest_first[:top_cells]])
-    return chosen
-
-
-def kept_sums(
-    columns: WindowColumns,
-    entries: np.ndarray,
-    kept_count: np.ndarray,
-    prefix_sums: Future[tuple[np.ndarray, ...]] | None = None,
-    count: np.ndarray | None = None,
-    entry_totals: Future[tuple[np.ndarray, np.ndarray]] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
-
-    ``prefix_sums`` and ``entry_totals``: :func:`start_prefix_sums` and
-    :func:`start_entry_totals` of these columns and entries, if started earlier; ``count``:
-    ``columns.count[entries]``, if at hand (the occupancy's counts)."""
-    from stream_dp.dp.array_kernels import kept_entry_sums
-
-    entries = entries.astype(np.int64, copy=False)
-    kept_count = kept_count.astype(np.int64, copy=False)
-    count = np.take(columns.count, entries) if count is None else count
-    count = count.astype(np.int64, copy=False)
-    if np.any((kept_count != count) & (kept_count > 0)):
-        start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
-    else:
-        start = np.zeros(1, dtype=np.int64)
-        sums = sums_sq = np.zeros(0, dtype=np.float64)
-    entry_total, entry_total_sq = (entry_totals or start_entry_totals(columns, entries)).result()
-    total, total_sq, beyond = kept_entry_sums(
-        entries, kept_count, count, entry_total, entry_total_sq, start, sums, sums_sq
-    )
-    if beyond >= 0:
-        raise ValueError("a cap needs readings beyond the stored prefix")
-    return total, total_sq
-
-
-def start_entry_totals(
-    columns: WindowColumns, entries: np.ndarray
-) -> Future[tuple[np.ndarray, np.ndarray]]:
-    """Start gathering the chosen entries' totals and totals of squares (in entry order) on the
-    background thread: random reads over the window's pairs, done while CLIP-USER runs."""
-    from stream_dp.dp.array_kernels import gather_pair_totals
-
-    return background.submit(
-        gather_pair_totals,
-        entries.astype(np.int64, copy=False),
-        columns.total.astype(np.float64, copy=False),
-        columns.total_sq.astype(np.float64, copy=False),
-    )
-
-
-def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
-    """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
-    on the background thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
-    from stream_dp.dp.array_kernels import pair_prefix_sums
-
-    return background.submit(
-        pair_prefix_sums,
-        columns.reading_pair.astype(np.int64, copy=False),
-        columns.reading_ts.astype(np.float64, copy=False),
-        columns.reading_value.astype(np.float64, copy=False),
-        len(columns),
-    )
-
-
-def _occupancy(
-    columns: WindowColumns, chosen: np.ndarray, usable: np.ndarray | None = None
-) -> tuple[Occupancy, np.ndarray]:
-    """The occupancy array of the chosen cells (``usable`` pairs only, when given) and, per
-    entry, its index into ``columns``.
-    Cell and vehicle names are sorted, so ranks are prefix sums of presence flags. Entries are
-    grouped by cell with one counting sort; within a cell they keep the columns' order (which
-    nothing computed from an occupancy depends on, see :class:`Occupancy`)."""
-    from stream_dp.dp.array_kernels import stable_order_by
-
-    names = columns.vehicle_names
-    if usable is None and len(chosen) == len(columns.cell_names):
-        # Every pair (so every vehicle) is in: the codes are already the ranks.
-        entries = None
-        cell_index, vehicle_index = columns.cell_code, columns.vehicle_code
-        vehicles = names
-    else:
-        in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
-        in_chosen[chosen] = True
-        if usable is not None:
-            entries = np.flatnonzero(in_chosen[columns.cell_code] & usable)
-        else:
-            entries = np.flatnonzero(in_chosen[columns.cell_code])
-        cell_index = (np.cumsum(in_chosen) - 1)[columns.cell_code[entries]]
-        vehicle_code = columns.vehicle_code[entries]
-        used = np.zeros(len(names), dtype=bool)
-        used[vehicle_code] = True
-        used_vehicles = np.flatnonzero(used)
-        vehicle_index = (np.cumsum(used) - 1)[vehicle_code]
-        vehicles = (
-            names
-            if len(used_vehicles) == len(names)
-            else tuple(names[v] for v in used_vehicles.tolist())
-        )
-    order = stable_order_by(cell_index.astype(np.int64, copy=False), len(chosen))
-    entry_of = order if entries is None else np.take(entries, order)
-    # Ordered by cell, the cell column is each cell's index repeated (no gather).
-    per_cell = np.bincount(cell_index, minlength=len(chosen))
-    occupancy = Occupancy(
-        cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
-        vehicles=vehicles,
-        cell_index=np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell),
-        vehicle_index=np.take(vehicle_index, order).astype(np.int64, copy=False),
-        count=np.take(columns.count, entry_of),
-    )
-    return occupancy, entry_of
 
 
 def release_window(
@@ -175,26 +54,16 @@ def release_window(
     set, each vehicle is first limited to the cells its remaining budget allows; with any
     ledger, the release carries the per-vehicle cells counted (``loss``) for the caller to
     record once the release is stored."""
-    # The step allocates no reference cycles; pausing the cyclic collector avoids repeated
-    # full scans of the window's million accumulators (measured: up to 40 % of the time).
+    # Performance (benchmarks/release.py): the step allocates no reference cycles; pausing
+    # the cyclic collector avoids repeated full scans of the window's arrays' owners
+    # (measured: up to 40 % of the time).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _release_window(window_start, columns, settings, noise, late_readings, ledger)
+        return _run_stages(window_start, columns, settings, noise, late_readings, ledger)
     finally:
         if collecting:
             gc.enable()
-
-
-class ChosenPairs(NamedTuple):
-    """The (cell, vehicle) pairs a window's release uses before CLIP-USER: the chosen cells'
-    occupancy after the per-vehicle budget cap (all public), each entry's index into the
-    columns, and how many vehicles and pairs the cap withheld."""
-
-    chosen: np.ndarray
-    occupancy: Occupancy
-    entry_of: np.ndarray
-    withheld: tuple[int, int]
 
 
 def chosen_pairs(
@@ -202,29 +71,21 @@ def chosen_pairs(
     columns: WindowColumns,
     settings: Settings,
     ledger: BudgetLedger | None,
+    report: dict[str, Any] | None = None,
     chosen: np.ndarray | None = None,
-) -> ChosenPairs:
-    """:class:`ChosenPairs` of the window (``chosen``: :func:`select_cells`, if at hand)."""
+) -> Contributions:
+    """Stage 1 and the budget mask of stage 2: the chosen cells' pairs that the ledger
+    allows (``chosen``: :func:`select_cells` of the columns, if at hand)."""
     if chosen is None:
         chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
-    occupancy, entry_of = _occupancy(columns, chosen)
-    withheld = (0, 0)
-    if ledger is not None and ledger.cap is not None and len(chosen):
-        allowed = ledger.allowed_cells(occupancy.vehicles, window_start, settings.epsilon)
-        keep = limit_to_budget(occupancy, allowed)
-        if not keep.all():
-            withheld = (
-                int(np.count_nonzero(np.bincount(occupancy.vehicle_index[~keep]))),
-                int(np.count_nonzero(~keep)),
-            )
-            usable = np.zeros(len(columns), dtype=bool)
-            usable[entry_of[keep]] = True
-            chosen = select_cells(columns, settings.min_vehicles, settings.top_cells, usable)
-            occupancy, entry_of = _occupancy(columns, chosen, usable)
-    return ChosenPairs(chosen, occupancy, entry_of, withheld)
+    mask = BudgetMask(
+        columns, ledger, window_start, settings.epsilon, settings.min_vehicles, settings.top_cells
+    )
+    pairs = Contributions(chosen, *occupancy_of(columns, chosen))
+    return mask.apply(pairs, {} if report is None else report)
 
 
-def _release_window(
+def _run_stages(
     window_start: int,
     columns: WindowColumns,
     settings: Settings,
@@ -232,125 +93,48 @@ def _release_window(
     late_readings: int,
     ledger: BudgetLedger | None,
 ) -> WindowRelease:
-    eps = settings.epsilon
-    upper = settings.upper
-    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
+    accountant = WindowAccountant(window_start, settings.epsilon)
     base = window_base(settings, window_start)
-    # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
+    report = dict(NOTHING_BOUNDED)
+    # Performance (benchmarks/release.py): only the cap reads each pair's reading prefixes;
+    # their sums run on the background thread (a GIL-free kernel) while CLIP-USER runs.
+    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
-    chosen, occupancy, entry_of, withheld = chosen_pairs(
-        window_start, columns, settings, ledger, chosen
-    )
-    if not len(chosen):
-        summary = _summary(settings, base, window_start, None, None, 0, columns)
-        summary["readings_dropped_late"] = late_readings
-        _budget_summary(summary, settings, withheld)
-        loss = None if ledger is None else WindowLoss.from_counts(window_start, eps, [], [])
+    pairs = chosen_pairs(window_start, columns, settings, ledger, report, chosen)
+    if not len(pairs.chosen):
+        summary = window_summary(base, settings, window_start, report, 0, columns, late_readings)
+        loss = None if ledger is None else accountant.loss(None, None)
         return WindowRelease(window_start, [], summary, loss)
-
-    # Work that does not depend on CLIP-USER runs on the background thread meanwhile (its
-    # kernels release the GIL): the chosen pairs' totals and the release ids.
-    entry_totals = start_entry_totals(columns, entry_of)
-    cell_names = list(occupancy.cells)
-    ids_future = background.submit(
-        release_ids, settings.app_id, window_start, settings.resolution, cell_names
+    # Also beside CLIP-USER: the chosen pairs' totals and the release ids.
+    entry_totals = start_entry_totals(columns, pairs.entry_of)
+    ids = background.submit(
+        release_ids, settings.app_id, window_start, settings.resolution, list(pairs.occupancy.cells)
     )
-    clip = clip_user(occupancy, upper, eps, settings.error_bound)
-    if settings.pseudo_user:
-        capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
-    else:
-        capped = no_pseudo_user(clip)
-    total, total_sq = kept_sums(
-        columns, entry_of, capped.kept_count, prefix_sums, occupancy.count, entry_totals
+    for bound in (
+        ClipUserBound(settings.upper, settings.epsilon, settings.error_bound),
+        ReadingCap(settings.pseudo_user, settings.upper, settings.epsilon, settings.prefix_limit),
+    ):
+        pairs = bound.apply(pairs, report)
+    assert pairs.clip is not None and pairs.capped is not None
+    capped, occupancy = pairs.capped, pairs.occupancy
+    stats = cell_statistics(
+        columns, occupancy, pairs.entry_of, capped.kept_count, prefix_sums, entry_totals
     )
-    n_cells = len(occupancy.cells)
-    cell_idx = occupancy.cell_index
-    from stream_dp.dp.array_kernels import kept_cell_totals  # numba: imported on first use
-
-    kept_readings, n_kept_vehicles, cell_sum, cell_sum_sq = kept_cell_totals(
-        cell_idx, n_cells, capped.kept_count, total, total_sq
+    mechanism = None if settings.mean_mechanism == "clip" else configured_mean_mechanism(settings)
+    cell_data = CellDataOf(
+        columns, pairs.entry_of, capped.kept_count, occupancy.cell_start, settings.upper
     )
-    n_vehicles = np.diff(occupancy.cell_start)
-    n_readings = occupancy.total_per_cell()
-
-    mean_mechanism = (
-        None if settings.mean_mechanism == "clip" else configured_mean_mechanism(settings)
+    noisy = noisy_cells(stats, capped, accountant, noise, mechanism, cell_data)
+    cells = cell_records(
+        base, settings, occupancy.cells, ids.result(), noisy, stats, capped.cap.tolist(),
+        pairs.clip.k,
+    )  # fmt: skip
+    summary = window_summary(
+        base, settings, window_start, report, len(cells), columns, late_readings
     )
-    bounds = occupancy.cell_start
-    var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
-    # Per cell, the mean and the variance of the kept readings, each with eps/2; all draws of
-    # the window in two batches (independent draws: their order does not matter).
-    means = cell_sum / kept_readings
-    variances = cell_sum_sq / kept_readings - means * means
-    variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept
-    noisy_vars = noise.release_many(variances, capped.variance_sensitivity, eps / 2).tolist()
-    if mean_mechanism is None:
-        noisy_means = noise.release_many(means, capped.mean_sensitivity, eps / 2).tolist()
-    cells: list[dict[str, Any]] = []
-    ids = ids_future.result()
-    kept_list, error_list, cap_list = (
-        kept_readings.tolist(),
-        capped.error.tolist(),
-        capped.cap.tolist(),
-    )
-    vehicles_list, kept_vehicles_list = n_vehicles.tolist(), n_kept_vehicles.tolist()
-    readings_list = n_readings.tolist()
-    for g, cell in enumerate(occupancy.cells):
-        noisy_var = noisy_vars[g]
-        error_bound: float | None = error_list[g]
-        if mean_mechanism is None:
-            noisy_mean = noisy_means[g]
-        else:
-            entries = range(bounds[g], bounds[g + 1])
-            outcome = mean_mechanism.release(
-                _cell_data(columns, entry_of, capped.kept_count, entries),
-                upper,
-                eps / 2,
-                noise.source,
-            )
-            noisy_mean = outcome.value
-            variance_part = var_bias[g] + 2.0 * capped.variance_sensitivity[g] / eps
-            error_bound = (
-                None
-                if outcome.worst_case_error is None
-                else float(outcome.worst_case_error + variance_part)
-            )
-        cells.append(
-            {
-                **base,
-                "type": "cell",
-                "release_id": ids[g],
-                "cell": cell,
-                "mean": min(max(noisy_mean, 0.0), upper),
-                "variance": min(max(noisy_var, 0.0), upper * upper / 4.0),
-                "n_vehicles": int(vehicles_list[g]),
-                "n_vehicles_kept": int(kept_vehicles_list[g]),
-                "n_readings": int(readings_list[g]),
-                "n_readings_used": int(kept_list[g]),
-                "cap": int(cap_list[g]),
-                "error_bound": error_bound,
-                "mechanism": settings.mean_mechanism,
-                "K": clip.k,
-            }
-        )
-    summary = _summary(settings, base, window_start, clip, capped, len(cells), columns)
-    summary["readings_dropped_late"] = late_readings
-    _budget_summary(summary, settings, withheld)
-    loss = None
-    if ledger is not None:
-        # The pseudo-user cap never empties a kept entry, so the cells used per vehicle are
-        # CLIP-USER's G_l.
-        loss = WindowLoss.of_occupancy(
-            window_start, eps, occupancy, None, cells=clip.grids_per_vehicle()
-        )
+    # The cap never empties a kept entry, so the cells read per vehicle are CLIP-USER's G_l.
+    loss = None if ledger is None else accountant.loss(occupancy, pairs.clip.grids_per_vehicle())
     return WindowRelease(window_start, cells, summary, loss)
-
-
-def _budget_summary(summary: dict[str, Any], settings: Settings, withheld: tuple[int, int]) -> None:
-    """The per-vehicle budget's part of the window summary (all public)."""
-    summary["budget_cap"] = settings.budget_cap
-    summary["budget_period_seconds"] = settings.budget_period_seconds
-    summary["vehicles_budget_limited"], summary["pairs_withheld_budget"] = withheld
 
 
 def configured_mean_mechanism(settings: Settings) -> Any:
@@ -362,51 +146,3 @@ def configured_mean_mechanism(settings: Settings) -> Any:
     if settings.mean_mechanism == "cummings":
         params = {"delta": settings.delta, "prefix_limit": settings.prefix_limit}
     return get_mean_mechanism(settings.mean_mechanism, **params)
-
-
-def _cell_data(
-    columns: WindowColumns, entry_of: np.ndarray, kept_count: np.ndarray, entries: range
-) -> Any:
-    from stream_dp.dp.mechanisms import CellData
-
-    chosen = entry_of[entries.start : entries.stop]
-    return CellData(
-        counts=columns.count[chosen],
-        sums=columns.total[chosen],
-        sumsqs=columns.total_sq[chosen],
-        prefixes=columns.prefixes(chosen),
-        kept_counts=np.asarray(kept_count[entries.start : entries.stop], dtype=np.int64),
-    )
-
-
-def _summary(
-    settings: Settings,
-    base: dict[str, Any],
-    window_start: int,
-    clip: ClipUserResult | None,
-    capped: PseudoUserResult | None,
-    cells_released: int,
-    columns: WindowColumns,
-) -> dict[str, Any]:
-    eps = settings.epsilon
-    g1 = clip.g1 if clip else 0
-    k = clip.k if clip else 0
-    return {
-        **base,
-        "type": "window",
-        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
-        "status": RELEASED,
-        "G1": g1,
-        "K": k,
-        "privacy_loss": k * eps,
-        "privacy_loss_unclipped": g1 * eps,
-        "error_bound": float(clip.error_bound) if clip else 0.0,
-        "max_error": float(np.max(capped.error)) if capped is not None else 0.0,
-        "cells_released": cells_released,
-        "cells_observed": len(columns.cell_names),
-        "n_vehicles": len(columns.vehicle_names),
-        "n_readings": int(columns.count.sum()),
-        "suppressed_pairs": clip.n_suppressed if clip else 0,
-        "mechanism": settings.mean_mechanism,
-        "delta": settings.delta if settings.mean_mechanism == "cummings" else 0.0,
-    }

@@ -14,7 +14,11 @@ class ServiceMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+        self._add_stream_metrics(self.registry)
+        self._add_privacy_metrics(self.registry)
+
+    def _add_stream_metrics(self, r: CollectorRegistry) -> None:
+        """Readings, windows, latency, watermark, readiness, parameters."""
         self.readings = Counter(
             "stream_dp_readings_total",
             "Readings seen, by outcome (accepted, invalid, late).",
@@ -39,6 +43,28 @@ class ServiceMetrics:
         self.cells_released = Counter(
             "stream_dp_cells_released_total", "Cell records released.", registry=r
         )
+        self.release_latency = Histogram(
+            "stream_dp_release_latency_seconds",
+            "Time from the releaser finding a window complete (every partition's partial in, "
+            "or its watermark past the window) to the window's records being published.",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.watermark = Gauge(
+            "stream_dp_watermark_timestamp_seconds",
+            "Lowest event-time watermark (largest event time seen minus grace) over this "
+            "worker's partitions, Unix seconds: windows ending before it are closed here.",
+            registry=r,
+        )
+        self.ready = Gauge(
+            "stream_dp_ready", "1 once state recovery has finished, else 0.", registry=r
+        )
+        self.info = Info(
+            "stream_dp", "Release parameters: epsilon, upper, resolution, window.", registry=r
+        )
+
+    def _add_privacy_metrics(self, r: CollectorRegistry) -> None:
+        """Privacy loss, budget, CLIP-USER's suppression and error bound."""
         self.window_privacy_loss = Gauge(
             "stream_dp_window_privacy_loss_epsilon",
             "K*epsilon: worst-case privacy loss of one vehicle in the last released window.",
@@ -88,23 +114,4 @@ class ServiceMetrics:
             "stream_dp_budget_limited_vehicles",
             "Vehicles limited by their remaining budget in the last released window.",
             registry=r,
-        )
-        self.release_latency = Histogram(
-            "stream_dp_release_latency_seconds",
-            "Time from the releaser finding a window complete (every partition's partial in, "
-            "or its watermark past the window) to the window's records being published.",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=r,
-        )
-        self.watermark = Gauge(
-            "stream_dp_watermark_timestamp_seconds",
-            "Lowest event-time watermark (largest event time seen minus grace) over this "
-            "worker's partitions, Unix seconds: windows ending before it are closed here.",
-            registry=r,
-        )
-        self.ready = Gauge(
-            "stream_dp_ready", "1 once state recovery has finished, else 0.", registry=r
-        )
-        self.info = Info(
-            "stream_dp", "Release parameters: epsilon, upper, resolution, window.", registry=r
         )

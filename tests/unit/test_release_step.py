@@ -19,7 +19,8 @@ from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.partitioner import partition_for
 from stream_dp.release.records import SCHEMA_VERSION
-from stream_dp.release.step import kept_sums, release_window
+from stream_dp.release.statistics import kept_sums
+from stream_dp.release.step import release_window
 from stream_dp.testing.readings import unclamped_readings
 from stream_dp.windows.columns import WindowColumns
 

@@ -96,24 +96,24 @@ def test_a_failure_deep_in_the_release_is_charged_within_the_budget_cap(monkeypa
     readings = four_hours()
     _, clean = run_engine(settings, readings)
     doomed = clean[2].window_start
-    from stream_dp.release import step as release_module
+    from stream_dp.release.noisy import CellDataOf
 
-    real = release_module._cell_data
+    real = CellDataOf.__call__
 
-    def flaky(columns, entry_of, kept_count, entries):
+    def flaky(self, g):
         if calls["window"] == doomed:
             raise ZeroDivisionError("boom")
-        return real(columns, entry_of, kept_count, entries)
+        return real(self, g)
 
     calls = {"window": None}
-    real_release = release_module._release_window
+    real_release = window_outcome.release_window
 
     def tracking(window_start, *args):
         calls["window"] = window_start
         return real_release(window_start, *args)
 
-    monkeypatch.setattr(release_module, "_cell_data", flaky)
-    monkeypatch.setattr(release_module, "_release_window", tracking)
+    monkeypatch.setattr(CellDataOf, "__call__", flaky)
+    monkeypatch.setattr(window_outcome, "release_window", tracking)
     engine, releases = run_engine(settings, readings)
     assert [r.failed for r in releases] == [False, False, True, False]
     failed = releases[2]

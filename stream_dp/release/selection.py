@@ -1,0 +1,77 @@
+"""Stage 1 of the release, select cells (docs/math.md §9.1): the cells to release and their
+occupancy array, from public counts only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stream_dp.dp.array_kernels import stable_order_by
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.windows.columns import WindowColumns
+
+
+def select_cells(
+    columns: WindowColumns,
+    min_vehicles: int,
+    top_cells: int | None,
+    usable: np.ndarray | None = None,
+) -> np.ndarray:
+    """Cells (codes) chosen from public information only: vehicle and reading counts (of the
+    ``usable`` pairs only, when given)."""
+    n_cells = len(columns.cell_names)
+    cell_code, count = columns.cell_code, columns.count
+    if usable is not None:
+        cell_code, count = cell_code[usable], count[usable]
+    vehicles = np.bincount(cell_code, minlength=n_cells)
+    readings = np.bincount(cell_code, weights=count, minlength=n_cells)
+    chosen = np.flatnonzero(vehicles >= min_vehicles)
+    if top_cells is not None and len(chosen) > top_cells:
+        busiest_first = np.lexsort((chosen, -readings[chosen]))  # ties: smaller cell id
+        chosen = np.sort(chosen[busiest_first[:top_cells]])
+    return chosen
+
+
+def occupancy_of(
+    columns: WindowColumns, chosen: np.ndarray, usable: np.ndarray | None = None
+) -> tuple[Occupancy, np.ndarray]:
+    """The occupancy array of the chosen cells (``usable`` pairs only, when given) and, per
+    entry, its index into ``columns``.
+    Cell and vehicle names are sorted, so ranks are prefix sums of presence flags. Entries are
+    grouped by cell with one counting sort; within a cell they keep the columns' order (which
+    nothing computed from an occupancy depends on, see :class:`Occupancy`)."""
+    names = columns.vehicle_names
+    if usable is None and len(chosen) == len(columns.cell_names):
+        # Every pair (so every vehicle) is in: the codes are already the ranks.
+        entries = None
+        cell_index, vehicle_index = columns.cell_code, columns.vehicle_code
+        vehicles = names
+    else:
+        in_chosen = np.zeros(len(columns.cell_names), dtype=bool)
+        in_chosen[chosen] = True
+        if usable is not None:
+            entries = np.flatnonzero(in_chosen[columns.cell_code] & usable)
+        else:
+            entries = np.flatnonzero(in_chosen[columns.cell_code])
+        cell_index = (np.cumsum(in_chosen) - 1)[columns.cell_code[entries]]
+        vehicle_code = columns.vehicle_code[entries]
+        used = np.zeros(len(names), dtype=bool)
+        used[vehicle_code] = True
+        used_vehicles = np.flatnonzero(used)
+        vehicle_index = (np.cumsum(used) - 1)[vehicle_code]
+        vehicles = (
+            names
+            if len(used_vehicles) == len(names)
+            else tuple(names[v] for v in used_vehicles.tolist())
+        )
+    order = stable_order_by(cell_index.astype(np.int64, copy=False), len(chosen))
+    entry_of = order if entries is None else np.take(entries, order)
+    # Ordered by cell, the cell column is each cell's index repeated (no gather).
+    per_cell = np.bincount(cell_index, minlength=len(chosen))
+    occupancy = Occupancy(
+        cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
+        vehicles=vehicles,
+        cell_index=np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell),
+        vehicle_index=np.take(vehicle_index, order).astype(np.int64, copy=False),
+        count=np.take(columns.count, entry_of),
+    )
+    return occupancy, entry_of

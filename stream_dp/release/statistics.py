@@ -1,0 +1,116 @@
+"""Stage 3 of the release, statistics (docs/math.md §3.1, §9.3): per released cell the count,
+sum and sum of squares of the kept readings, hence the clipped mean and variance."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_dp.dp.array_kernels import (
+    gather_pair_totals,
+    kept_cell_totals,
+    kept_entry_sums,
+    pair_prefix_sums,
+)
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.windows import background
+from stream_dp.windows.columns import WindowColumns
+
+
+def kept_sums(
+    columns: WindowColumns,
+    entries: np.ndarray,
+    kept_count: np.ndarray,
+    prefix_sums: Future[tuple[np.ndarray, ...]] | None = None,
+    count: np.ndarray | None = None,
+    entry_totals: Future[tuple[np.ndarray, np.ndarray]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
+
+    ``prefix_sums`` and ``entry_totals``: :func:`start_prefix_sums` and
+    :func:`start_entry_totals` of these columns and entries, if started earlier; ``count``:
+    ``columns.count[entries]``, if at hand (the occupancy's counts)."""
+    entries = entries.astype(np.int64, copy=False)
+    kept_count = kept_count.astype(np.int64, copy=False)
+    count = np.take(columns.count, entries) if count is None else count
+    count = count.astype(np.int64, copy=False)
+    if np.any((kept_count != count) & (kept_count > 0)):
+        start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
+    else:
+        start = np.zeros(1, dtype=np.int64)
+        sums = sums_sq = np.zeros(0, dtype=np.float64)
+    entry_total, entry_total_sq = (entry_totals or start_entry_totals(columns, entries)).result()
+    total, total_sq, beyond = kept_entry_sums(
+        entries, kept_count, count, entry_total, entry_total_sq, start, sums, sums_sq
+    )
+    if beyond >= 0:
+        raise ValueError("a cap needs readings beyond the stored prefix")
+    return total, total_sq
+
+
+def start_entry_totals(
+    columns: WindowColumns, entries: np.ndarray
+) -> Future[tuple[np.ndarray, np.ndarray]]:
+    """Start gathering the chosen entries' totals and totals of squares (in entry order) on the
+    background thread: random reads over the window's pairs, done while CLIP-USER runs."""
+    return background.submit(
+        gather_pair_totals,
+        entries.astype(np.int64, copy=False),
+        columns.total.astype(np.float64, copy=False),
+        columns.total_sq.astype(np.float64, copy=False),
+    )
+
+
+def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
+    """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
+    on the background thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
+    return background.submit(
+        pair_prefix_sums,
+        columns.reading_pair.astype(np.int64, copy=False),
+        columns.reading_ts.astype(np.float64, copy=False),
+        columns.reading_value.astype(np.float64, copy=False),
+        len(columns),
+    )
+
+
+@dataclass(frozen=True)
+class CellStatistics:
+    """Per released cell (occupancy order): the kept readings' count, sum and sum of squares,
+    the clipped mean and population variance (eq. (6), (7)), and the occupancy's counts."""
+
+    kept_readings: np.ndarray
+    n_kept_vehicles: np.ndarray
+    n_vehicles: np.ndarray
+    n_readings: np.ndarray
+    means: np.ndarray
+    variances: np.ndarray
+
+
+def cell_statistics(
+    columns: WindowColumns,
+    occupancy: Occupancy,
+    entry_of: np.ndarray,
+    kept_count: np.ndarray,
+    prefix_sums: Future[tuple[np.ndarray, ...]] | None,
+    entry_totals: Future[tuple[np.ndarray, np.ndarray]],
+) -> CellStatistics:
+    """:class:`CellStatistics` of the kept readings (``kept_count`` per occupancy entry)."""
+    total, total_sq = kept_sums(
+        columns, entry_of, kept_count, prefix_sums, occupancy.count, entry_totals
+    )
+    kept_readings, n_kept_vehicles, cell_sum, cell_sum_sq = kept_cell_totals(
+        occupancy.cell_index, len(occupancy.cells), kept_count, total, total_sq
+    )
+    means = cell_sum / kept_readings
+    variances = cell_sum_sq / kept_readings - means * means
+    variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept
+    return CellStatistics(
+        kept_readings,
+        n_kept_vehicles,
+        np.diff(occupancy.cell_start),
+        occupancy.total_per_cell(),
+        means,
+        variances,
+    )
