@@ -16,8 +16,9 @@ from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.partitioner import partition_for
 from stream_dp.release.accounting import new_ledger
-from stream_dp.release.outcome import release_ready_window
+from stream_dp.release.outcome import record_stored, release_ready_window
 from stream_dp.release.records import WindowRelease
+from stream_dp.windows.closing import close_all_windows, close_due_windows
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator
 from stream_dp.windows.state import PartitionState
@@ -71,10 +72,7 @@ class OfflineEngine:
     def finish(self) -> Iterator[WindowRelease]:
         """Close every open window (end of input, like the idle fallback) and release."""
         for partition, state in enumerate(self.states):
-            for start in list(state.iter_open()):
-                self.coordinator.add_partial(start, partition, state.partial(start))
-                state.close(start, forced=True)
-            self.coordinator.set_progress(partition, float("inf"), state.late_by_window)
+            self.coordinator.accept(close_all_windows(state, partition))
         yield from self._release_ready()
 
     def _flush(self, batches: list[ParsedBatch]) -> Iterator[WindowRelease]:
@@ -83,10 +81,7 @@ class OfflineEngine:
                 outcome = state.add_batch(batch.vehicle, batch.ts, batch.cell, batch.speed)
                 self.counts.accepted += outcome.accepted
                 self.counts.late += outcome.late
-            for start in state.due_windows():
-                self.coordinator.add_partial(start, partition, state.partial(start))
-                state.close(start)
-            self.coordinator.set_progress(partition, state.watermark, state.late_by_window)
+            self.coordinator.accept(close_due_windows(state, partition))
         yield from self._release_ready()
 
     def _release_ready(self) -> Iterator[WindowRelease]:
@@ -96,9 +91,7 @@ class OfflineEngine:
             release = release_ready_window(
                 self.coordinator, start, self.settings, self.noise, self.ledger
             )
-            self.coordinator.mark_released(start)
-            if release.loss is not None:
-                self.ledger.record_released(release.loss)
+            record_stored(self.coordinator, self.ledger, start, release.loss)
             yield release
 
     def _invalid(self, reason: str) -> None:

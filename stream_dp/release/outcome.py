@@ -60,6 +60,21 @@ def release_ready_window(
         return failed_release(window_start, exc, settings, late, ledger, columns, partials)
 
 
+def record_stored(
+    coordinator: ReleaseCoordinator,
+    ledger: BudgetLedger,
+    window_start: int,
+    loss: WindowLoss | None,
+    from_partials: bool = False,
+) -> None:
+    """A window's release (or failed outcome) is stored: it is never released again, and its
+    per-vehicle loss is charged to the ledger (docs/math.md §8.2). The offline engine calls
+    this as it yields the release; the worker once the release log has it."""
+    coordinator.mark_released(window_start, from_partials)
+    if loss is not None:
+        ledger.record_released(loss)
+
+
 def failed_release(
     window_start: int,
     error: BaseException,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stream_dp.windows.closing import ClosedWindows
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.name_order import EARLY_SORT_MIN
 from stream_dp.windows.state import PartialColumns
@@ -39,6 +40,13 @@ class ReleaseCoordinator:
         if len(partial.vehicle_names) >= EARLY_SORT_MIN:
             partial.start_vehicle_name_sort()
         return True
+
+    def accept(self, closed: ClosedWindows) -> None:
+        """A partition's closed windows (:func:`~stream_dp.windows.closing.close_windows`):
+        its partials, then its progress, as the worker's partials topic carries them."""
+        for start, partial in closed.partials:
+            self.add_partial(start, closed.partition, partial)
+        self.set_progress(closed.partition, closed.watermark, closed.late_by_window)
 
     def set_progress(
         self, partition: int, watermark: float, late_by_window: dict[int, int] | None = None

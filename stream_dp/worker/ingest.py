@@ -31,6 +31,7 @@ from stream_dp.config import Settings
 from stream_dp.fault_injection import crash_point_counted
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.windows.closing import close_windows
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
 from stream_dp.windows.state import PartitionState
 from stream_dp.wire import internal_records as rec
@@ -270,18 +271,16 @@ class IngestProcessor:
     async def _close_windows(
         self, partition: int, runtime: PartitionRuntime, windows: list[int], forced: bool
     ) -> None:
-        state = runtime.state
-        for start in windows:
-            partial = rec.encode_partial(start, partition, state.partial(start), uuid.uuid4().hex)
-            await self._send_all(self.settings.topic_partials, partial, 0)
-            state.close(start, forced=forced)
+        closed = close_windows(runtime.state, partition, windows, forced)
+        for start, partial in closed.partials:  # each partial is durable before its close
+            encoded = rec.encode_partial(start, partition, partial, uuid.uuid4().hex)
+            await self._send_all(self.settings.topic_partials, encoded, 0)
             await self._send_and_wait(
                 self.settings.topic_state, rec.encode_close(start, forced), partition
             )
         if windows:
             self._export_watermark()
-        watermark = math.inf if forced and not state.open else state.watermark
-        await self._progress(partition, runtime, watermark, force=bool(windows))
+        await self._progress(partition, runtime, closed.watermark, force=bool(windows))
 
     async def _progress(
         self, partition: int, runtime: PartitionRuntime, watermark: float, force: bool

@@ -24,13 +24,12 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from stream_dp.config import Settings
-from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.release.accounting import new_ledger
-from stream_dp.release.outcome import failure_line, release_ready_window
+from stream_dp.release.outcome import failure_line, record_stored, release_ready_window
 from stream_dp.release.records import WindowRelease
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
@@ -236,19 +235,15 @@ class ReleaseService:
                     yield winner
 
     def _mark_stored(self, winner: StoredRelease, from_partials: bool = False) -> None:
-        """A window's release is in the log: never release it again; count its losses."""
-        self.coordinator.mark_released(winner.release.window_start, from_partials)
+        """A window's release is in the log: never release it again; charge its losses
+        (older logs stored none) and export the largest per-vehicle loss over the period."""
+        start, loss = winner.release.window_start, winner.loss
+        record_stored(self.coordinator, self.ledger, start, loss, from_partials)
         self.spent_all += float(winner.release.summary.get("privacy_loss", 0.0))
         if not self.rebuilding:
             self.metrics.privacy_budget_spent_all.set(self.spent_all)
-        if winner.loss is not None:  # stored with its release (older logs have none)
-            self._record_loss(winner.loss)
-
-    def _record_loss(self, loss: WindowLoss) -> None:
-        """Add a stored window's losses to the ledger, forget what no later window can
-        see, and export the largest per-vehicle loss over the rolling period."""
-        self.ledger.record_released(loss)
-        self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(loss.window_start))
+        if loss is not None:
+            self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(start))
 
     def _observe(self, release: WindowRelease, seconds: float, ours: bool) -> None:
         """Export a published window; the spend counter counts only the copy this process
