@@ -379,8 +379,9 @@ def cpu_profile(readings: list[dict[str, Any]], per_message: int, partitions: in
     from stream_dp.kafka.partitioner import partition_for
     from stream_dp.producer import ReadingGrouper, encode_group
     from stream_dp.windows.state import PartitionState
-    from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
+    from stream_dp.worker.ingest import IngestProcessor
     from stream_dp.worker.metrics import ServiceMetrics
+    from stream_dp.worker.recovery import PartitionRuntime
 
     settings = service_settings("cpu", "cpu.readings", partitions)
     grouper = ReadingGrouper(per_message)

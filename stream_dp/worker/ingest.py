@@ -3,7 +3,7 @@
 For every batch (one ``getmany`` of :mod:`stream_dp.worker.batch_consumer`, or Faust
 ``take_events`` on the ``faust`` ingest path) and input partition it:
 1. recovers the partition's state from the state topic the first time it sees it
-   (replays ``delta``/``close`` records up to the high watermark);
+   (:mod:`stream_dp.worker.recovery` replays ``delta``/``close`` records up to the end);
 2. skips records at or below the last input offset already applied (redelivery after a
    crash: Faust commits lag behind), validates the rest — bad readings go to the
    dead-letter topic with the reason in a header;
@@ -22,7 +22,6 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -30,12 +29,11 @@ from aiokafka import AIOKafkaProducer
 from stream_dp.config import Settings
 from stream_dp.fault_injection import crash_point_counted
 from stream_dp.kafka.connection import KafkaConnection
-from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.windows.closing import close_windows
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
-from stream_dp.windows.state import PartitionState
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics
+from stream_dp.worker.recovery import PartitionRuntime, Revoked, recover_partition
 
 log = logging.getLogger(__name__)
 #: A quiet partition whose input is fetched but not all applied (offsets without records, such
@@ -43,17 +41,6 @@ log = logging.getLogger(__name__)
 #: times ``idle_close_seconds``; one quiet this many times longer, whatever its offsets say.
 FETCHED_FACTOR = 3
 STALE_FACTOR = 10
-
-
-@dataclass
-class PartitionRuntime:
-    state: PartitionState
-    #: Last input offset whose effect is in ``state``.
-    applied_offset: int = -1
-    #: Last input offset whose delta the state topic has acknowledged (what may be committed).
-    durable_offset: int = -1
-    last_event_wall: float = field(default_factory=time.monotonic)
-    last_progress: tuple[float, int] | None = None
 
 
 class IngestProcessor:
@@ -88,7 +75,7 @@ class IngestProcessor:
         if runtime is None:
             try:
                 runtime = await self._recover(partition, still_assigned)
-            except _Revoked:
+            except Revoked:
                 log.info("partition %d revoked during its recovery", partition)
                 return None
             self.partitions[partition] = runtime
@@ -99,44 +86,7 @@ class IngestProcessor:
     ) -> PartitionRuntime:
         self.recovering += 1
         try:
-            runtime = PartitionRuntime(PartitionState.for_settings(self.settings))
-            state = runtime.state
-            replayed = truncated = 0
-            parts = rec.PartAssembler()
-            async for batch in iter_partition_to_end(
-                self.conn, self.settings.topic_state, partition
-            ):
-                if still_assigned is not None and partition not in still_assigned:
-                    raise _Revoked(partition)
-                for record in batch:
-                    data = rec.decode(record.value)
-                    replayed += 1
-                    if data["kind"] == "close":
-                        state.close(data["window"], forced=data["forced"])
-                        continue
-                    whole = parts.add(data)
-                    if whole is None:  # a delta counts only once all its parts are read
-                        continue
-                    delta = rec.delta_payload(whole)
-                    if delta["offset"] <= runtime.applied_offset:
-                        continue  # a producer retry wrote it twice: apply it once
-                    truncated += state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
-                    runtime.applied_offset = delta["offset"]
-            runtime.durable_offset = runtime.applied_offset
-            if still_assigned is not None and partition not in still_assigned:
-                raise _Revoked(partition)
-            if truncated:
-                log.warning(
-                    "partition %d: %d window(s) lost their first state records to the state "
-                    "topic's retention; they are treated as closed and this partition's remains of "
-                    "them are left out of their release",
-                    partition, truncated,
-                )  # fmt: skip
-            log.info(
-                "partition %d recovered from %d state records (%d open windows)",
-                partition, replayed, len(state.open),
-            )  # fmt: skip
-            return runtime
+            return await recover_partition(self.settings, self.conn, partition, still_assigned)
         finally:
             self.recovering -= 1
 
@@ -373,10 +323,6 @@ class IngestProcessor:
             partition=message.partition % self.settings.partitions,
             headers=headers,
         )
-
-
-class _Revoked(Exception):
-    """The partition being recovered was revoked meanwhile."""
 
 
 def _dump(obj: Any) -> bytes:

@@ -45,7 +45,7 @@ def _processor() -> tuple[IngestProcessor, _Producer]:
 
     async def recover(partition, still_assigned=None):  # no Kafka: a fresh partition
         from stream_dp.windows.state import PartitionState
-        from stream_dp.worker.ingest import PartitionRuntime
+        from stream_dp.worker.recovery import PartitionRuntime
 
         return PartitionRuntime(PartitionState.for_settings(settings))
 
@@ -158,29 +158,25 @@ def _state_records(settings, batches):
     return state, records
 
 
-def test_recovery_applies_a_delta_written_twice_once(monkeypatch):
-    import stream_dp.worker.ingest as ingest_module
+def test_recovery_applies_a_delta_written_twice_once():
+    from stream_dp.worker.recovery import StateReplay
 
     settings = load_settings(partitions=2, topic_state="state", topic_readings="readings")
     cell = "872a1070bffffff"
     first = [("a", 1_700_000_000.0, cell, 10.0), ("b", 1_700_000_001.0, cell, 20.0)]
     second = [("a", 1_700_000_002.0, cell, 30.0)]
     state, (one, two) = _state_records(settings, [(4, first), (9, second)])
-
-    async def replay(conn, topic, partition):
-        for batch in (one, two, two):  # the second delta's send was retried
-            yield batch
-
-    monkeypatch.setattr(ingest_module, "iter_partition_to_end", replay)
-    ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
-    runtime = asyncio.run(ingest._recover(0))
+    replay = StateReplay(settings)
+    for record in (*one, *two, *two):  # the second delta's send was retried
+        replay.apply(record.value)
+    runtime = replay.finish()
     assert runtime.applied_offset == runtime.durable_offset == 9
     (start,) = state.open
     assert runtime.state.partial(start).count.tolist() == state.partial(start).count.tolist()
 
 
 def test_a_partition_revoked_during_its_recovery_is_not_kept(monkeypatch):
-    import stream_dp.worker.ingest as ingest_module
+    import stream_dp.worker.recovery as recovery_module
 
     settings = load_settings(partitions=2, topic_state="state", topic_readings="readings")
     _, records = _state_records(settings, [(i, [("a", 1_700_000_000.0 + i, "872a1070bffffff",
@@ -192,7 +188,7 @@ def test_a_partition_revoked_during_its_recovery_is_not_kept(monkeypatch):
             yield batch
             assigned.discard(0)  # revoked while the recovery reads on
 
-    monkeypatch.setattr(ingest_module, "iter_partition_to_end", replay)
+    monkeypatch.setattr(recovery_module, "iter_partition_to_end", replay)
     ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
     assert asyncio.run(ingest._runtime(0, assigned)) is None
     assert 0 not in ingest.partitions and ingest.recovering == 0

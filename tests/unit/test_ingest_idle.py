@@ -8,8 +8,9 @@ import time
 
 from stream_dp.config import load_settings
 from stream_dp.windows.state import PartitionState
-from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
+from stream_dp.worker.ingest import IngestProcessor
 from stream_dp.worker.metrics import ServiceMetrics
+from stream_dp.worker.recovery import PartitionRuntime
 
 
 def processor(applied_offset: int, quiet_for: float, with_open_window: bool):
