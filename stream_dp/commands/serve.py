@@ -32,18 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
     from stream_dp.kafka.topics import ensure_topics, faust_leader_topic, stream_dp_topics
+    from stream_dp.worker.app import settings_topic_names
 
-    specs = stream_dp_topics(
-        settings.partitions,
-        names={
-            "readings": settings.topic_readings,
-            "dlq": settings.topic_dlq,
-            "releases": settings.topic_releases,
-            "partials": settings.topic_partials,
-            "state": settings.topic_state,
-            "release_log": settings.topic_release_log,
-        },
-    )
+    specs = stream_dp_topics(settings.partitions, names=settings_topic_names(settings))
     asyncio.run(ensure_topics(conn, specs))
     # Nothing depends on the leader topic's partition count, and deployments from before
     # it was created here may hold an auto-created one with several: accept any.
@@ -55,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.kafka.embedded_broker import EmbeddedBroker
-    from stream_dp.worker.app import build_app
+    from stream_dp.worker.app import EXIT_FAILED, build_app
     from stream_dp.worker.connection_settings import connection_from_settings
 
     settings = settings_from_args(
@@ -81,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
         app = build_app(settings, conn, LaplaceNoise())
         asyncio.set_event_loop(asyncio.new_event_loop())
         worker = faust.Worker(app, loglevel=args.log_level.upper(), quiet=True)
-        worker.execute_from_commandline()
+        try:
+            worker.execute_from_commandline()
+        except SystemExit:
+            pass
+        if app.stream_dp_runtime.failed:  # type: ignore[attr-defined]
+            return EXIT_FAILED
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     finally:

@@ -34,6 +34,8 @@ from aiokafka.errors import KafkaError
 from stream_dp.config import Settings
 from stream_dp.kafka.connection import KafkaConnection
 
+from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState, input_state_from
+
 if TYPE_CHECKING:
     from stream_dp.worker.ingest import IngestProcessor
 
@@ -149,19 +151,13 @@ class ReadingsConsumer:
         self._stopping.set()
 
     # --- what the idle rule needs --------------------------------------------------------
-    async def input_state(self, partition: int) -> tuple[int | None, int | None]:
-        """The partition's high watermark as last fetched and this consumer's position; None
-        for what is not known (not assigned, before the first fetch, or no answer)."""
+    async def input_state(self, partition: int) -> InputState:
+        """What this consumer last heard from the broker about ``partition`` (see
+        :func:`fetch_evidence`); unknown when not assigned."""
         consumer = self._consumer
         if consumer is None or partition not in self.assigned:
-            return None, None
-        tp = TopicPartition(self.settings.topic_readings, partition)
-        try:
-            end = consumer.highwater(tp)
-            position = await asyncio.wait_for(consumer.position(tp), timeout=1.0)
-        except Exception:  # revoked meanwhile, or no answer in time
-            return None, None
-        return end, position
+            return UNKNOWN_INPUT
+        return await fetch_evidence(consumer, TopicPartition(self.settings.topic_readings, partition))
 
     async def _commit(self, partitions: Sequence[int]) -> None:
         """Commit the durable offsets of ``partitions`` (best effort: see module docstring)."""
@@ -180,3 +176,17 @@ class ReadingsConsumer:
             await consumer.commit(offsets)
         except KafkaError as exc:  # rebalancing, or no longer assigned
             log.debug("offset commit skipped: %s", type(exc).__name__)
+
+
+async def fetch_evidence(consumer: AIOKafkaConsumer, tp: TopicPartition) -> InputState:
+    """The partition's high watermark from the last successful Fetch, the consumer's
+    position, and that fetch's age in seconds (aiokafka stamps a partition's state with the
+    wall clock each time a Fetch for it succeeds); unknown parts are None (revoked meanwhile,
+    before the first fetch, or no answer in time)."""
+    try:
+        end = consumer.highwater(tp)
+        stamped_ms = consumer.last_poll_timestamp(tp)
+        position = await asyncio.wait_for(consumer.position(tp), timeout=1.0)
+    except Exception:
+        return UNKNOWN_INPUT
+    return input_state_from(end, position, stamped_ms)

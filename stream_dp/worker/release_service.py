@@ -161,7 +161,7 @@ class ReleaseService:
 
     async def _release_ready(self) -> None:
         for start in self.coordinator.ready_windows():
-            if not self.leader:
+            if not self.leader or self._stopping.is_set():
                 return
             if start in self.coordinator.released:
                 continue  # found stored by another releaser while releasing an earlier one
