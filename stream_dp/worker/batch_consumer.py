@@ -33,7 +33,6 @@ from aiokafka.errors import KafkaError
 
 from stream_dp.config import Settings
 from stream_dp.kafka.connection import KafkaConnection
-
 from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState, input_state_from
 
 if TYPE_CHECKING:
@@ -43,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds between offset commits while consuming.
 COMMIT_INTERVAL_S = 1.0
+#: Longest wait for one commit: aiokafka retries a commit to a topic the broker lost every
+#: 100 ms for ever (an empty broker came back), which would hang the worker's stop.
+COMMIT_TIMEOUT_S = 5.0
 #: Bytes one fetch may return per partition: a few hundred 100-reading messages, so a
 #: batch is big enough to amortise the per-batch work and the fetcher stays ahead.
 MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
@@ -157,7 +159,8 @@ class ReadingsConsumer:
         consumer = self._consumer
         if consumer is None or partition not in self.assigned:
             return UNKNOWN_INPUT
-        return await fetch_evidence(consumer, TopicPartition(self.settings.topic_readings, partition))
+        tp = TopicPartition(self.settings.topic_readings, partition)
+        return await fetch_evidence(consumer, tp)
 
     async def _commit(self, partitions: Sequence[int]) -> None:
         """Commit the durable offsets of ``partitions`` (best effort: see module docstring)."""
@@ -173,8 +176,8 @@ class ReadingsConsumer:
         if not offsets:
             return
         try:
-            await consumer.commit(offsets)
-        except KafkaError as exc:  # rebalancing, or no longer assigned
+            await asyncio.wait_for(consumer.commit(offsets), COMMIT_TIMEOUT_S)
+        except (KafkaError, TimeoutError) as exc:  # rebalancing, no longer assigned, lost
             log.debug("offset commit skipped: %s", type(exc).__name__)
 
 

@@ -1,7 +1,8 @@
 """When a quiet input partition may be treated as idle (its open windows force-closed).
 
-Pure: no Kafka, and the decision reads no clock. The ingest's timer (:meth:`IngestProcessor.tick`) observes each
-partition once a second and calls :func:`decide_idle` with what the consumer last heard from
+Pure: no Kafka, and the decision reads no clock. The ingest's timer
+(:meth:`~stream_dp.worker.ingest.IngestProcessor.tick`) observes each partition once a
+second and calls :func:`decide_idle` with what the consumer last heard from
 the broker. The rule is evidence-based: a partition is idle only when the broker itself has
 kept confirming, by successful fetches without a break, for ``idle_close_seconds``, that
 nothing more is there. A broker that is unreachable (no fetch answered), a failed fetch, or
