@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,6 @@ class BrokerHealth:
     last_contact: float
     lost_findings: int = 0
     lost_reason: str | None = None
-    _reasons: list[str] = field(default_factory=list)
 
     def answered(self, now: float, lost: str | None) -> None:
         """A probe got an answer; ``lost`` says what is missing from the broker, if anything."""
