@@ -112,7 +112,10 @@ class Settings(BaseSettings):
         None, ge=1, description="Replication of the topics created (unset: min(3, brokers))."
     )
     topic_min_insync_replicas: int | None = Field(
-        None, ge=1, description="min.insync.replicas of the topics created (unset: broker's)."
+        None,
+        ge=1,
+        description="min.insync.replicas of the topics created (unset: one less than the "
+        "replication factor, at least 1).",
     )
     topic_retention_ms: int = Field(
         7 * 24 * 3600 * 1000,
