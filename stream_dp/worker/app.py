@@ -31,6 +31,7 @@ from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.broker_health import BrokerHealth, probe_broker
 from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState, input_state_from
 from stream_dp.worker.ingest import IngestProcessor
+from stream_dp.worker.log_setup import RejectedReadingsLog
 from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.web import register_pages
 
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 #: crashed task); a forced exit follows after ``HARD_EXIT_AFTER_S`` if the graceful stop hangs.
 EXIT_FAILED = 1
 HARD_EXIT_AFTER_S = 15.0
+#: Seconds between the log lines counting invalid and late readings (only when there were).
+REJECTED_LOG_INTERVAL_S = 60.0
 
 
 @dataclass
@@ -194,6 +197,14 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     async def broker_probe() -> None:
         if runtime.started.is_set():
             await runtime.watch_broker(expected_topics)
+
+    rejected = RejectedReadingsLog(metrics.registry)
+
+    @app.timer(REJECTED_LOG_INTERVAL_S)
+    async def log_rejected_readings() -> None:
+        line = rejected.report()
+        if line is not None:
+            log.warning(line)
 
     register_pages(app, runtime)
     app.stream_dp_runtime = runtime  # type: ignore[attr-defined]

@@ -160,6 +160,10 @@ class IngestProcessor:
             finally:
                 for partition in partitions:
                     self.partitions.pop(partition, None)
+                    try:
+                        self.metrics.consumer_lag.remove(str(partition))
+                    except KeyError:
+                        pass  # never reported
                 self._export_watermark()
 
     def durable_offsets(self, partitions: Iterable[int]) -> dict[int, int]:
@@ -344,6 +348,9 @@ class IngestProcessor:
                     self.settings.idle_close_seconds,
                 )
                 runtime.quiet_since = decision.quiet_since
+                if seen.end is not None:
+                    lag = max(0, seen.end - runtime.applied_offset - 1)
+                    self.metrics.consumer_lag.labels(str(partition)).set(lag)
                 if decision.input_lost:
                     lost.add(partition)
                 if revoked(partition):

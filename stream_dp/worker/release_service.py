@@ -262,3 +262,7 @@ class ReleaseService:
         m.budget_withheld_pairs.inc(summary.get("pairs_withheld_budget", 0))
         m.budget_limited_vehicles.set(summary.get("vehicles_budget_limited", 0))
         m.release_latency.observe(seconds)
+        log.info(
+            "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",
+            summary["window_start"], len(release.cells), summary["privacy_loss"], seconds,
+        )  # fmt: skip
