@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("plan", "experiment", "release", "produce", "serve", "demo")
+COMMANDS = ("plan", "experiment", "release", "produce", "serve", "demo", "topics")
 
 
 class CliError(Exception):

@@ -14,8 +14,8 @@ import logging.config
 
 from stream_dp.cli import CliError
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.config import ConfigError, Settings
-from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.config import ConfigError
+from stream_dp.kafka.service_topics import ensure_service_topics
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default: text)")
     add_release_options(parser)
     parser.set_defaults(run=run)
-
-
-def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
-    from stream_dp.kafka.topics import ensure_topics, faust_leader_topic, stream_dp_topics
-    from stream_dp.worker.app import settings_topic_names
-
-    specs = stream_dp_topics(settings.partitions, names=settings_topic_names(settings))
-    asyncio.run(ensure_topics(conn, specs))
-    # Nothing depends on the leader topic's partition count, and deployments from before
-    # it was created here may hold an auto-created one with several: accept any.
-    asyncio.run(ensure_topics(conn, [faust_leader_topic(settings.app_id)], strict_partitions=False))
 
 
 def run(args: argparse.Namespace) -> int:

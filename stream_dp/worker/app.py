@@ -26,6 +26,7 @@ from faust.types import TP
 from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.service_topics import service_topic_partitions
 from stream_dp.metrics import ServiceMetrics
 from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.broker_health import BrokerHealth, probe_broker
@@ -209,21 +210,6 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     register_pages(app, runtime)
     app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
     return app
-
-
-def service_topic_partitions(settings: Settings) -> dict[str, int]:
-    """Each service topic's name and the partition count it is created with."""
-    from stream_dp.kafka.topics import stream_dp_topics
-
-    specs = stream_dp_topics(settings.partitions, names=settings_topic_names(settings))
-    return {spec.name: spec.partitions for spec in specs}
-
-
-def settings_topic_names(settings: Settings) -> dict[str, str]:
-    """The topic name of each role (see :data:`stream_dp.kafka.topics.TOPIC_ROLES`)."""
-    from stream_dp.kafka.topics import TOPIC_ROLES
-
-    return {role: getattr(settings, f"topic_{role}") for role in TOPIC_ROLES}
 
 
 InputStateOf = Callable[[int], Awaitable[InputState]]
