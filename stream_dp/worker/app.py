@@ -41,6 +41,17 @@ log = logging.getLogger(__name__)
 #: crashed task); a forced exit follows after ``HARD_EXIT_AFTER_S`` if the graceful stop hangs.
 EXIT_FAILED = 1
 HARD_EXIT_AFTER_S = 15.0
+#: aiokafka's default producer request timeout: a send fails after this long without an answer.
+DEFAULT_REQUEST_TIMEOUT_S = 40.0
+
+
+def producer_request_timeout_ms(settings: Settings) -> int:
+    """A send waits out a broker outage for as long as the worker does (``stall_seconds``,
+    plus a margin): with aiokafka's 40 s default, a longer pause failed the ingest's
+    state write and crashed the worker in the middle of the outage."""
+    return int(max(DEFAULT_REQUEST_TIMEOUT_S, settings.stall_seconds + 10.0) * 1000)
+
+
 #: Seconds between the log lines counting invalid and late readings (only when there were).
 REJECTED_LOG_INTERVAL_S = 60.0
 
@@ -107,7 +118,11 @@ class WorkerRuntime:
 
     async def start(self) -> None:
         self.producer = AIOKafkaProducer(
-            **self.conn.producer_kwargs(), acks="all", linger_ms=5, enable_idempotence=False
+            **self.conn.producer_kwargs(),
+            acks="all",
+            linger_ms=5,
+            enable_idempotence=False,
+            request_timeout_ms=producer_request_timeout_ms(self.settings),
         )
         await self.producer.start()
         self.ingest = IngestProcessor(self.settings, self.conn, self.producer, self.metrics)
