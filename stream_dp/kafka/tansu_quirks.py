@@ -30,7 +30,7 @@ HEARTBEAT_INTERVAL_S = 0.5
 # test_two_workers_stay_put.py): 300 s of 3,000 readings/s (one per message) kept every
 # consumer group at generation 1, the generation of the second worker's join, with no
 # "Heartbeat failed" until shutdown; so did a second worker joining 30 s into a 90 s stream
-# (it recovered the state it took over in 15 s). A session closer to the JoinGroup wait
+# (ready 15 s after it started). A session closer to the JoinGroup wait
 # (session / 2) or event-loop stalls longer than session - heartbeat (1.5 s) would expire
 # members ("member_id not recognized") and loop rebalances: the ingest yields to the loop
 # between fetched batches, recovery between state batches, and the release step runs in a
