@@ -128,3 +128,12 @@ def test_a_json_logging_worker_logs_its_broker_and_each_window_and_no_tables(
         )
     assert not [m for m in messages if "Topic Partition Set" in m or "Subscription" in m]
     assert not [m for m in messages if "veh-" in m]  # never a vehicle id
+
+
+def test_serve_takes_a_log_format_and_rejects_others(capsys):
+    from stream_dp.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--log-format", "json"]).log_format == "json"
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--log-format", "xml"])
+    assert exited.value.code == 2 and "--log-format" in capsys.readouterr().err
