@@ -294,7 +294,7 @@ def stream_dp_run(
     log_dir: Path,
     profile_seconds: float | None,
 ) -> dict[str, Any]:
-    from stream_dp.commands.serve import ensure_service_topics
+    from stream_dp.kafka.service_topics import ensure_service_topics
 
     ensure_service_topics(settings, conn)
     worker = WorkerProcess(bootstrap, settings, log_dir / f"{settings.app_id}.log", [broker_pid])

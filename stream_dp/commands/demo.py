@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from stream_dp.commands.serve import ensure_service_topics
     from stream_dp.kafka.embedded_broker import EmbeddedBroker, free_loopback_port
+    from stream_dp.kafka.service_topics import ensure_service_topics
     from stream_dp.producer import produce_readings
     from stream_dp.sources.sample import load_sample
     from stream_dp.worker.connection_settings import connection_from_settings

@@ -18,7 +18,6 @@ import orjson
 
 from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
-from stream_dp.release.outcome import failure_line
 
 
 def add_release_options(
@@ -111,6 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
+    from stream_dp.release.outcome import failure_line
     from stream_dp.sources import SourceError, iter_readings
 
     settings = settings_from_args(args)

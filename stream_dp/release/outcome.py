@@ -31,7 +31,14 @@ from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import error_point_counted
-from stream_dp.release.records import FAILED, WindowRelease, release_id, rfc3339, window_base
+from stream_dp.release.records import (
+    FAILED,
+    WindowRelease,
+    new_release_nonce,
+    release_id,
+    rfc3339,
+    window_base,
+)
 from stream_dp.release.step import chosen_pairs, release_window
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -92,7 +99,9 @@ def failed_release(
     summary: dict[str, Any] = {
         **window_base(settings, window_start),
         "type": "window",
-        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "release_id": release_id(
+            settings.app_id, window_start, settings.resolution, "*", new_release_nonce()
+        ),
         "status": FAILED,
         "error": type(error).__name__,
         "G1": most_cells,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,17 +35,30 @@ def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def release_id(app_id: str, window_start: int, resolution: int, cell: str) -> str:
-    """Stable id of one (window, cell) release: a re-publication carries the same id.
+def release_id(app_id: str, window_start: int, resolution: int, cell: str, nonce: str = "") -> str:
+    """Id of one (window, cell) record of one release event.
 
-    ``uuid5(RELEASE_NAMESPACE, "app|window|resolution|cell")`` (RFC 4122 name-based, SHA-1),
-    formatted directly: ``uuid.uuid5`` costs several times more, 2,000 times per window."""
-    return release_ids(app_id, window_start, resolution, [cell])[0]
+    ``uuid5(RELEASE_NAMESPACE, "[nonce|]app|window|resolution|cell")`` (RFC 4122 name-based,
+    SHA-1), formatted directly: ``uuid.uuid5`` costs several times more, 2,000 times per
+    window. A release draws its ``nonce`` once (:func:`new_release_nonce`), so two releases
+    of the same window (the service's and an offline run's, or two apps') never share an id;
+    a re-publication of a stored release carries the stored records, ids included."""
+    return release_ids(app_id, window_start, resolution, [cell], nonce)[0]
 
 
-def release_ids(app_id: str, window_start: int, resolution: int, cells: list[str]) -> list[str]:
+def new_release_nonce() -> str:
+    """A fresh random identifier of one release event (128 bits from the OS CSPRNG)."""
+    return secrets.token_hex(16)
+
+
+def release_ids(
+    app_id: str, window_start: int, resolution: int, cells: list[str], nonce: str = ""
+) -> list[str]:
     """:func:`release_id` of each cell of one window (the common prefix hashed once)."""
-    prefix = hashlib.sha1(_NAMESPACE_BYTES + f"{app_id}|{window_start}|{resolution}|".encode())
+    name = f"{nonce}|" if nonce else ""
+    prefix = hashlib.sha1(
+        _NAMESPACE_BYTES + f"{name}{app_id}|{window_start}|{resolution}|".encode()
+    )
     out = []
     for cell in cells:
         sha = prefix.copy()
@@ -141,6 +155,7 @@ def window_summary(
     cells_released: int,
     columns: WindowColumns,
     late_readings: int,
+    nonce: str,
 ) -> dict[str, Any]:
     """The window's summary record (docs/math.md §9.5): what each bound reported
     (``report``), K·ε and G1·ε, the window's public counts and the budget fields."""
@@ -148,7 +163,7 @@ def window_summary(
     return {
         **base,
         "type": "window",
-        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*", nonce),
         "status": RELEASED,
         "G1": report["G1"],
         "K": report["K"],

@@ -32,6 +32,7 @@ from stream_dp.release.noisy import CellDataOf, noisy_cells
 from stream_dp.release.records import (
     WindowRelease,
     cell_records,
+    new_release_nonce,
     release_ids,
     window_base,
     window_summary,
@@ -94,6 +95,7 @@ def _run_stages(
     ledger: BudgetLedger | None,
 ) -> WindowRelease:
     accountant = WindowAccountant(window_start, settings.epsilon)
+    nonce = new_release_nonce()  # one per release event: every record id derives from it
     base = window_base(settings, window_start)
     report = dict(NOTHING_BOUNDED)
     # Performance (benchmarks/release.py): only the cap reads each pair's reading prefixes;
@@ -102,14 +104,17 @@ def _run_stages(
     prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
     pairs = chosen_pairs(window_start, columns, settings, ledger, report, chosen)
     if not len(pairs.chosen):
-        summary = window_summary(base, settings, window_start, report, 0, columns, late_readings)
+        summary = window_summary(
+            base, settings, window_start, report, 0, columns, late_readings, nonce
+        )
         loss = None if ledger is None else accountant.loss(None, None)
         return WindowRelease(window_start, [], summary, loss)
     # Also beside CLIP-USER: the chosen pairs' totals and the release ids.
     entry_totals = start_entry_totals(columns, pairs.entry_of)
     ids = background.submit(
-        release_ids, settings.app_id, window_start, settings.resolution, list(pairs.occupancy.cells)
-    )
+        release_ids, settings.app_id, window_start, settings.resolution,
+        list(pairs.occupancy.cells), nonce,
+    )  # fmt: skip
     for bound in (
         ClipUserBound(settings.upper, settings.epsilon, settings.error_bound),
         ReadingCap(settings.pseudo_user, settings.upper, settings.epsilon, settings.prefix_limit),
@@ -130,7 +135,7 @@ def _run_stages(
         pairs.clip.k,
     )  # fmt: skip
     summary = window_summary(
-        base, settings, window_start, report, len(cells), columns, late_readings
+        base, settings, window_start, report, len(cells), columns, late_readings, nonce
     )
     # The cap never empties a kept entry, so the cells read per vehicle are CLIP-USER's G_l.
     loss = None if ledger is None else accountant.loss(occupancy, pairs.clip.grids_per_vehicle())

@@ -27,6 +27,8 @@ class PartitionRuntime:
     durable_offset: int = -1
     last_event_wall: float = field(default_factory=time.monotonic)
     last_progress: tuple[float, int] | None = None
+    #: Start of the span over which the broker kept confirming there is nothing more to read.
+    quiet_since: float | None = None
 
 
 class Revoked(Exception):

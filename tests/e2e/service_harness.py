@@ -18,27 +18,15 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_dp.commands.serve import ensure_service_topics
-from stream_dp.config import Settings, load_settings
+from stream_dp.config import Settings
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.kafka.partition_reader import read_partition_to_end
+from stream_dp.kafka.service_topics import ensure_service_topics
 
 HOUR = 3600
-
-
-def service_settings(prefix: str, **overrides: Any) -> Settings:
-    names = {
-        "topic_readings": f"{prefix}.readings",
-        "topic_dlq": f"{prefix}.readings.dlq",
-        "topic_releases": f"{prefix}.releases",
-        "topic_partials": f"{prefix}.partials",
-        "topic_state": f"{prefix}.state",
-        "topic_release_log": f"{prefix}.release-log",
-    }
-    values = {"app_id": prefix, "idle_close_seconds": 3.0, "resolution": 7, **names}
-    values.update(overrides)
-    return load_settings(**values)
 
 
 def create_topics(conn: KafkaConnection, settings: Settings) -> None:
@@ -103,11 +91,12 @@ class Worker:
 def start_worker(
     bootstrap: str, settings: Settings, tmp_path: Path, name: str = "worker", **env: str
 ) -> Worker:
+    """A ``stream-dp serve`` process; ``STREAM_DP_KAFKA_EMBEDDED`` is ``true`` unless ``env``
+    says otherwise (as an operator who does not set it would run it)."""
     port = free_loopback_port()
     log_path = tmp_path / f"{name}-{port}.log"
-    full_env = {**os.environ, **settings.to_env(), **env}
+    full_env = {**os.environ, **settings.to_env(), "STREAM_DP_KAFKA_EMBEDDED": "true", **env}
     full_env.pop("STREAM_DP_KAFKA_BOOTSTRAP", None)
-    full_env["STREAM_DP_KAFKA_EMBEDDED"] = "true"
     command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
                "--web-port", str(port), "--log-level", "info"]  # fmt: skip
     with log_path.open("wb") as log:
@@ -267,7 +256,7 @@ def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str
             "--web-port",
             str(port),
         ],  # fmt: skip
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -280,3 +269,13 @@ def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str
         if line.startswith("still running:"):
             break
     return demo, shown
+
+
+def offline_records(settings: Settings, readings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the offline engine releases from ``readings`` (records, in order)."""
+    engine = OfflineEngine(settings, LaplaceNoise())
+    out = []
+    for releases in (engine.feed(readings), engine.finish()):
+        for release in releases:
+            out.extend(release.records)
+    return out

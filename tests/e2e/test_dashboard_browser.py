@@ -34,12 +34,12 @@ from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.testing.readings import synthetic_readings
+from stream_dp.testing.settings import service_settings
 from tests.e2e.cdp_browser import Browser
 from tests.e2e.service_harness import (
     create_topics,
     produce,
     produce_raw,
-    service_settings,
     start_keep_running_demo,
     start_worker,
     wait_for_windows,

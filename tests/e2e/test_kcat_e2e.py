@@ -33,6 +33,7 @@ from stream_dp.kafka.embedded_broker import (
 from stream_dp.kafka.topics import TopicSpec, ensure_topics
 from stream_dp.release.records import SCHEMA_VERSION
 from stream_dp.testing.readings import synthetic_readings
+from stream_dp.testing.settings import service_settings
 from tests.e2e.kafka_protocol_relay import (
     API_VERSIONS_TAG_DEFAULTS,
     KafkaProtocolRelay,
@@ -45,7 +46,6 @@ from tests.e2e.service_harness import (
     produce,
     read_releases,
     read_topic,
-    service_settings,
     start_worker,
     wait_for_windows,
 )

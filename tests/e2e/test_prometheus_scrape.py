@@ -14,13 +14,8 @@ import pytest
 
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.testing.readings import synthetic_readings
-from tests.e2e.service_harness import (
-    create_topics,
-    produce,
-    service_settings,
-    start_worker,
-    wait_for_windows,
-)
+from stream_dp.testing.settings import service_settings
+from tests.e2e.service_harness import create_topics, produce, start_worker, wait_for_windows
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -19,16 +19,17 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.testing.readings import depot_readings, synthetic_readings
+from stream_dp.testing.settings import service_settings
 from stream_dp.wire import internal_records as rec
 from tests.e2e.service_harness import (
     create_topics,
     end_offsets,
     non_noise,
+    offline_records,
     produce,
     produce_raw,
     read_releases,
     read_topic,
-    service_settings,
     start_worker,
     topic_names,
     topic_partitions,
@@ -40,15 +41,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
-
-
-def offline_records(settings, readings):
-    engine = OfflineEngine(settings, LaplaceNoise())
-    out = []
-    for releases in (engine.feed(readings), engine.finish()):
-        for release in releases:
-            out.extend(release.records)
-    return out
 
 
 @pytest.fixture

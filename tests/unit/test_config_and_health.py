@@ -20,6 +20,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.testing.readings import unclamped_readings
+from tests.unit.worker_pages import get, ready_gauge
 
 SCHEMA_PATH = Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json"
 
@@ -204,31 +205,6 @@ def test_a_config_file_that_is_not_utf8_is_a_clear_error(monkeypatch, tmp_path):
 
 
 # --- /healthz and /readyz ------------------------------------------------------------------
-
-
-@pytest.fixture
-async def worker_web(tmp_path):
-    """A worker's Faust app (never started: no broker) and a client of its web pages."""
-    from aiohttp.test_utils import TestClient, TestServer
-
-    from stream_dp.kafka.connection import KafkaConnection
-    from stream_dp.worker.app import build_app
-
-    settings = load_settings(data_dir=tmp_path / "data", app_id="health-test")
-    app = build_app(settings, KafkaConnection("127.0.0.1:1"), LaplaceNoise())
-    async with TestClient(TestServer(app.web.web_app)) as client:
-        yield app.stream_dp_runtime, client
-
-
-async def get(client, path: str) -> tuple[int, dict]:
-    response = await client.get(path)
-    return response.status, await response.json()
-
-
-async def ready_gauge(client) -> float:
-    text = await (await client.get("/metrics")).text()
-    (line,) = [s for s in text.splitlines() if s.startswith("stream_dp_ready ")]
-    return float(line.split()[1])
 
 
 async def test_healthz_is_ok_and_readyz_follows_recovery(worker_web):
