@@ -12,27 +12,12 @@ import jsonschema
 import orjson
 
 from stream_dp import fault_injection
-from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.dp.randomness import RandomSource
-from stream_dp.engine import OfflineEngine
 from stream_dp.release.records import FAILED, RELEASED
 from stream_dp.testing.readings import depot_readings, synthetic_readings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
-#: Fields a failed window's summary may carry: none holds a cell value or vehicle data.
-FAILED_FIELDS = {
-    "schema_version", "window_start", "window_end", "resolution", "epsilon", "type",
-    "release_id", "status", "error", "G1", "K", "privacy_loss", "privacy_loss_unclipped",
-    "cells_released", "readings_dropped_late", "mechanism", "delta", "budget_cap",
-    "budget_period_seconds",
-}  # fmt: skip
-
-
-def run_engine(settings, readings, seed=1):
-    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(seed)))
-    return engine, [*engine.feed(readings), *engine.finish()]
 
 
 def four_hours():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -14,7 +13,6 @@ import orjson
 import pytest
 from aiokafka.partitioner import murmur2
 
-from stream_dp import cli
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.kafka.partition_reader import read_partition_to_end
@@ -22,14 +20,9 @@ from stream_dp.kafka.topics import TopicSpec, ensure_topics
 from stream_dp.producer import (
     produce_readings,
 )
-from stream_dp.testing.readings import vehicle_readings
+from tests.producing import Terminal, produce_cli, three_vehicles
 
 VEHICLES = ("veh-0", "veh-1", "veh-2")
-
-
-def _readings(count: int) -> list[dict[str, Any]]:
-    """Interleaved readings of three vehicles, one per second, in event-time order."""
-    return vehicle_readings(count, vehicles=3, interval=1.0, start=1_700_000_000, round_robin=True)
 
 
 def _decode(value: bytes) -> list[dict[str, Any]]:
@@ -47,17 +40,7 @@ def _read_topic(conn: KafkaConnection, topic: str, partitions: int) -> list[Any]
     return asyncio.run(read())
 
 
-def _produce_cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
-    monkeypatch.setattr(cli, "COMMANDS", ("produce",))  # only this command's parser
-    return cli.main(["produce", *argv])
-
-
 # --- grouping -------------------------------------------------------------------------
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def test_cli_progress_is_a_bar_with_the_total(
@@ -67,12 +50,12 @@ def test_cli_progress_is_a_bar_with_the_total(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = tmp_path / "readings.jsonl"
-    path.write_bytes(b"\n".join(orjson.dumps(r) for r in _readings(250)) + b"\n")
-    terminal = _Terminal()
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in three_vehicles(250)) + b"\n")
+    terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setenv("STREAM_DP_KAFKA_BOOTSTRAP", broker.bootstrap)
 
-    status = _produce_cli(monkeypatch, str(path), "--topic", f"{topic_prefix}.readings")
+    status = produce_cli(monkeypatch, str(path), "--topic", f"{topic_prefix}.readings")
 
     assert status == 0
     shown = terminal.getvalue()
@@ -92,7 +75,7 @@ async def test_produce_readings_from_an_async_source_with_a_rate(
     seen: list[int] = []
 
     async def source() -> AsyncIterator[dict[str, Any]]:
-        for reading in _readings(40):
+        for reading in three_vehicles(40):
             yield reading
 
     stats = await produce_readings(
@@ -102,7 +85,7 @@ async def test_produce_readings_from_an_async_source_with_a_rate(
     assert (stats.readings, stats.messages) == (40, 40)
     assert seen[-1] == 40
     records = await read_partition_to_end(kafka, topic, 0)
-    assert [orjson.loads(r.value)["ts"] for r in records] == [r["ts"] for r in _readings(40)]
+    assert [orjson.loads(r.value)["ts"] for r in records] == [r["ts"] for r in three_vehicles(40)]
 
 
 async def test_a_pausing_source_does_not_hold_back_sent_readings(
@@ -113,7 +96,7 @@ async def test_a_pausing_source_does_not_hold_back_sent_readings(
     resume = asyncio.Event()
 
     async def live_source() -> AsyncIterator[dict[str, Any]]:
-        first, second = _readings(10)[:5], _readings(10)[5:]
+        first, second = three_vehicles(10)[:5], three_vehicles(10)[5:]
         for reading in first:
             yield reading
         await resume.wait()  # the feed pauses until the first readings were seen on Kafka
@@ -138,7 +121,7 @@ async def test_every_message_arrives_when_the_stale_batch_flusher_is_busy(
     submitting (seen as 2,979 of 3,000 messages). Many vehicles, tiny linger, several runs."""
     topic = f"{topic_prefix}.readings"
     await ensure_topics(kafka, [TopicSpec(topic, 4)])
-    readings = [{**r, "vehicle_id": f"v{i % 997}"} for i, r in enumerate(_readings(3000))]
+    readings = [{**r, "vehicle_id": f"v{i % 997}"} for i, r in enumerate(three_vehicles(3000))]
     for _ in range(3):
         stats = await produce_readings(kafka, topic, readings, batch_size=1, linger_ms=1)
         assert stats.messages == 3000
@@ -151,7 +134,7 @@ async def test_records_land_on_the_default_partition_of_their_key(
 ) -> None:
     topic = f"{topic_prefix}.readings"
     await ensure_topics(kafka, [TopicSpec(topic, 3)])
-    await produce_readings(kafka, topic, _readings(90), batch_size=4)
+    await produce_readings(kafka, topic, three_vehicles(90), batch_size=4)
     records = [r for p in range(3) for r in await read_partition_to_end(kafka, topic, p)]
     assert sum(len(_decode(r.value)) for r in records) == 90
     for record in records:  # the Java client's murmur2 choice, as aiokafka's send() makes it
@@ -165,13 +148,13 @@ def test_cli_replays_a_jsonl_file(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    readings = _readings(250)
+    readings = three_vehicles(250)
     path = tmp_path / "readings.jsonl"
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in readings) + b"\n")
     topic = f"{topic_prefix}.readings"
     monkeypatch.setenv("STREAM_DP_KAFKA_BOOTSTRAP", broker.bootstrap)
 
-    status = _produce_cli(
+    status = produce_cli(
         monkeypatch, str(path), "--topic", topic, "--batch-size", "10", "--partitions", "3"
     )
 

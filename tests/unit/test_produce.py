@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import io
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
-from stream_dp import cli
 from stream_dp.commands import produce as produce_command
-from stream_dp.kafka.connection import KafkaConnection
-from stream_dp.kafka.partition_reader import read_partition_to_end
 from stream_dp.producer import (
     ProduceStats,
     ReadingGrouper,
@@ -23,42 +18,14 @@ from stream_dp.producer import (
     encode_group,
 )
 from stream_dp.sources.sample import sample_path
-from stream_dp.testing.readings import vehicle_readings
-
-VEHICLES = ("veh-0", "veh-1", "veh-2")
-
-
-def _readings(count: int) -> list[dict[str, Any]]:
-    """Interleaved readings of three vehicles, one per second, in event-time order."""
-    return vehicle_readings(count, vehicles=3, interval=1.0, start=1_700_000_000, round_robin=True)
-
-
-def _decode(value: bytes) -> list[dict[str, Any]]:
-    payload = orjson.loads(value)
-    return payload if isinstance(payload, list) else [payload]
-
-
-def _read_topic(conn: KafkaConnection, topic: str, partitions: int) -> list[Any]:
-    async def read() -> list[Any]:
-        records = []
-        for p in range(partitions):
-            records += await read_partition_to_end(conn, topic, p)
-        return records
-
-    return asyncio.run(read())
-
-
-def _produce_cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
-    monkeypatch.setattr(cli, "COMMANDS", ("produce",))  # only this command's parser
-    return cli.main(["produce", *argv])
-
+from tests.producing import Terminal, produce_cli, three_vehicles
 
 # --- grouping -------------------------------------------------------------------------
 
 
 def test_groups_hold_one_vehicle_in_order_and_at_most_batch_size() -> None:
     grouper = ReadingGrouper(4, max_delay=1e9)
-    groups = [g for r in _readings(30) for g in grouper.add(r)] + list(grouper.flush())
+    groups = [g for r in three_vehicles(30) for g in grouper.add(r)] + list(grouper.flush())
     assert sum(len(members) for _, members in groups) == 30
     per_vehicle: dict[str, list[float]] = defaultdict(list)
     for key, members in groups:
@@ -71,7 +38,7 @@ def test_groups_hold_one_vehicle_in_order_and_at_most_batch_size() -> None:
 def test_a_reading_waits_at_most_max_delay_of_event_time() -> None:
     grouper = ReadingGrouper(100, max_delay=5.0)
     released: list[tuple[float, float]] = []  # (event time of release, oldest reading)
-    for reading in _readings(60):
+    for reading in three_vehicles(60):
         for _, members in grouper.add(reading):
             released.append((reading["ts"], members[0]["ts"]))
     assert released and all(now - oldest <= 6.0 for now, oldest in released)
@@ -79,24 +46,19 @@ def test_a_reading_waits_at_most_max_delay_of_event_time() -> None:
 
 def test_pending_readings_are_bounded() -> None:
     grouper = ReadingGrouper(50, max_delay=1e9, max_pending=60)
-    for reading in _readings(500):
+    for reading in three_vehicles(500):
         list(grouper.add(reading))
         assert grouper.pending <= 60
 
 
 def test_message_value_is_an_object_or_an_array() -> None:
-    one, two = _readings(2)
+    one, two = three_vehicles(2)
     assert orjson.loads(encode_group([one])) == one
     assert orjson.loads(encode_group([one, two])) == [one, two]
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_progress_bar_on_a_terminal_with_percentage_total_and_eta() -> None:
-    terminal = _Terminal()
+    terminal = Terminal()
     progress = TerminalProgress(terminal, total=3000, interval=0.0)
     progress(ProduceStats(readings=10, messages=1, seconds=0.01))  # too early for an ETA
     assert "%" in terminal.getvalue() and "ETA" not in terminal.getvalue()
@@ -114,7 +76,7 @@ def test_progress_bar_on_a_terminal_with_percentage_total_and_eta() -> None:
 
 
 def test_progress_without_a_total_is_a_counter_line() -> None:
-    terminal = _Terminal()
+    terminal = Terminal()
     progress = TerminalProgress(terminal)
     progress(ProduceStats(readings=1500, messages=15, seconds=2.0), final=True)
     assert terminal.getvalue().startswith("\r1,500 readings  15 messages")
@@ -147,7 +109,7 @@ def test_progress_off_a_terminal_is_plain_periodic_lines() -> None:
 
 
 def test_the_total_of_a_file_is_known_before_sending(tmp_path: Path) -> None:
-    rows = _readings(7)
+    rows = three_vehicles(7)
     jsonl = b"\n".join(orjson.dumps(r) for r in rows) + b"\n\n  \n"  # blank lines skipped
     (tmp_path / "r.jsonl").write_bytes(jsonl)
     (tmp_path / "r.ndjson.gz").write_bytes(gzip.compress(jsonl))
@@ -185,8 +147,8 @@ def test_cli_rejects_bad_values(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(orjson.dumps(_readings(1)[0]))
-    assert _produce_cli(monkeypatch, str(path), "--bootstrap", "127.0.0.1:1", *argv) == 2
+    path.write_bytes(orjson.dumps(three_vehicles(1)[0]))
+    assert produce_cli(monkeypatch, str(path), "--bootstrap", "127.0.0.1:1", *argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and option in err[0]
 
@@ -195,9 +157,9 @@ def test_cli_rejects_a_missing_file_and_a_missing_bootstrap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("STREAM_DP_KAFKA_BOOTSTRAP", raising=False)
-    assert _produce_cli(monkeypatch, str(tmp_path / "absent.jsonl"), "--bootstrap", "h:1") == 2
+    assert produce_cli(monkeypatch, str(tmp_path / "absent.jsonl"), "--bootstrap", "h:1") == 2
     assert "FILE" in capsys.readouterr().err
     path = tmp_path / "r.jsonl"
-    path.write_bytes(orjson.dumps(_readings(1)[0]))
-    assert _produce_cli(monkeypatch, str(path)) == 2
+    path.write_bytes(orjson.dumps(three_vehicles(1)[0]))
+    assert produce_cli(monkeypatch, str(path)) == 2
     assert "--bootstrap" in capsys.readouterr().err
