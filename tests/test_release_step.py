@@ -188,7 +188,7 @@ def test_release_cli_writes_valid_records(tmp_path):
     out = tmp_path / "releases.jsonl"
     assert main(["release", str(source), "--out", str(out), "--resolution", "7"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert records and all(r["schema_version"] == 1 for r in records)
+    assert records and all(r["schema_version"] == 2 for r in records)
     for record in records:
         jsonschema.validate(record, SCHEMA)
     assert main(["release", str(source), "--out", str(out), "--epsilon", "-1"]) == 2

@@ -46,13 +46,25 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--delta", type=float, help="delta for (eps, delta) mechanisms")
     group.add_argument("--prefix-limit", type=int, help="C: stored readings per pair")
     group.add_argument("--partitions", type=int, help="input partitions (default 4)")
+    group.add_argument(
+        "--variance-share", type=float, help="share of epsilon for the variance (default 0.5)"
+    )
+    group.add_argument(
+        "--target-mean-error", type=float, help="T: adaptive cells with mean_error <= T"
+    )
+    group.add_argument(
+        "--coarsest-resolution", type=int, help="R0: coarsest resolution of adaptive cells"
+    )
+    group.add_argument("--accounting", help="per-vehicle accounting: basic (default) or pld")
+    group.add_argument("--accounting-delta", type=float, help="delta of pld (default 1e-6)")
 
 
 def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     keys = (
         "epsilon", "upper", "resolution", "window_seconds", "grace_seconds", "error_bound",
         "max_future_seconds", "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism",
-        "delta", "prefix_limit", "partitions",
+        "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
+        "coarsest_resolution", "accounting", "accounting_delta",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     values.update(extra)

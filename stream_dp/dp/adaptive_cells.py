@@ -1,0 +1,212 @@
+"""Accuracy-targeted adaptive cells, chosen from the public occupancy only.
+
+Per window, readings observed in H3 cells at the finest resolution ``R`` are grouped into
+released cells with resolutions between ``R0`` and ``R`` so that every reading belongs to at
+most one released record and each record's predicted ``mean_error`` (:mod:`.error_bars`) is at
+most the target ``T``:
+
+- A *unit* is a set of readings under one H3 cell; at level ``R`` the units are the observed
+  cells. A unit *passes* when it has at least ``min_vehicles`` vehicles and its predicted
+  ``mean_error`` -- the clipped mean with the best pseudo-user cap (MATH.md, Sec. V-B3) and
+  nothing suppressed -- is ``<= T``.
+- ``shape="compact"``: if every unit under a parent passes, they are released as they are;
+  otherwise they all merge into the parent unit, one level up (siblings merge together: the
+  released set has the shape of ``h3.compact_cells``, no two released cells overlap).
+- ``shape="remainder"``: passing units are released; the failing ones pool into their parent,
+  which is released (if it passes) as the *remainder* of its released children.
+- At ``R0`` passing units are released and failing ones are withheld: no record, no budget.
+
+Everything here is a function of the occupancy (cells, vehicles, counts), which is public,
+so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the chosen cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+Shape = Literal["compact", "remainder"]
+
+
+@dataclass(frozen=True)
+class AdaptiveCells:
+    """The chosen released cells of one window.
+
+    ``unit_of_cell[i]``: index into ``names`` of the released cell holding observed cell ``i``
+    (-1: withheld). ``names`` are sorted; ``resolution`` and ``remainder`` are per released
+    cell. ``predicted_error`` is the predicted ``mean_error`` per released cell.
+    """
+
+    names: tuple[str, ...]
+    resolution: IntArray
+    remainder: NDArray[np.bool_]
+    predicted_error: FloatArray
+    unit_of_cell: IntArray
+
+    @property
+    def withheld_cells(self) -> IntArray:
+        """Observed cells (indices) whose readings are withheld."""
+        return np.flatnonzero(self.unit_of_cell < 0)
+
+
+def best_cap_mean_error(
+    unit: IntArray,
+    count: IntArray,
+    n_units: int,
+    upper: float,
+    mean_epsilon: float,
+    prefix_limit: int | None,
+) -> FloatArray:
+    """Per unit, ``min_c U (1 - S(c)/M) + ln20 U c / (S(c) eps_mean)`` over the caps the
+    pseudo-user step allows (``c`` in [min, max] of the unit's per-vehicle counts; ``c <= C``
+    or ``c = max``), ``S(c) = sum_l min(m_l, c)``. ``unit``/``count``: one entry per
+    (unit, vehicle) with that vehicle's readings in the unit. Between consecutive distinct
+    counts the objective is concave in ``c`` (``c / (P + R c)`` is concave, the bias linear),
+    so its minimum is at a distinct count, at ``C`` or at the max; +inf for an empty unit."""
+    out = np.full(n_units, np.inf)
+    if len(unit) == 0:
+        return out
+    order = np.lexsort((count, unit))
+    unit, count = unit[order], count[order]
+    start = np.searchsorted(unit, np.arange(n_units + 1))
+    has = np.diff(start) > 0
+    prefix = np.concatenate(([0], np.cumsum(count)))
+    total = (prefix[start[1:]] - prefix[start[:-1]]).astype(np.float64)
+    highest = np.where(has, count[np.maximum(start[1:] - 1, 0)], 0)
+    lowest = np.where(has, count[np.minimum(start[:-1], len(count) - 1)], 0)
+    cand_unit = [unit]
+    cand_cap = [count]
+    if prefix_limit is not None:
+        units = np.arange(n_units)
+        cand_unit.append(units)
+        cand_cap.append(np.full(n_units, prefix_limit))
+    cu = np.concatenate(cand_unit)
+    cc = np.concatenate(cand_cap)
+    ok = has[cu] & (cc >= lowest[cu]) & (cc <= highest[cu])
+    if prefix_limit is not None:
+        ok &= (cc <= prefix_limit) | (cc == highest[cu])
+    cu, cc = cu[ok], cc[ok]
+    key = unit.astype(np.int64) << 32 | count
+    below = np.searchsorted(key, cu.astype(np.int64) << 32 | cc, side="right")
+    kept = prefix[below] - prefix[start[cu]] + cc * (start[cu + 1] - below)
+    kept_f = kept.astype(np.float64)
+    value = upper * (1.0 - kept_f / total[cu]) + LN20 * (upper * cc / kept_f) / mean_epsilon * (
+        1.0 + SAMPLER_RTOL
+    )
+    np.minimum.at(out, cu, value)
+    return out
+
+
+def _parents(names: list[str], resolution: int) -> list[str]:
+    import h3
+
+    return [h3.cell_to_parent(n, resolution) for n in names]
+
+
+def choose_cells(
+    cell_names: tuple[str, ...] | list[str],
+    pair_cell: IntArray,
+    pair_vehicle: IntArray,
+    pair_count: IntArray,
+    *,
+    upper: float,
+    mean_epsilon: float,
+    target: float,
+    finest: int,
+    coarsest: int,
+    prefix_limit: int | None = None,
+    min_vehicles: int = 1,
+    shape: Shape = "compact",
+) -> AdaptiveCells:
+    """Choose the released cells (module docstring). ``cell_names``: the observed cells at
+    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``."""
+    if not target > 0:
+        raise ValueError("target must be positive")
+    if coarsest > finest:
+        raise ValueError("coarsest must be <= finest")
+    if shape not in ("compact", "remainder"):
+        raise ValueError(f"unknown shape {shape!r}")
+    n_cells = len(cell_names)
+    pair_cell = np.asarray(pair_cell, dtype=np.int64)
+    pair_vehicle = np.asarray(pair_vehicle, dtype=np.int64)
+    pair_count = np.asarray(pair_count, dtype=np.int64)
+    n_vehicles = int(pair_vehicle.max(initial=-1)) + 1
+    # Per observed cell: its unit at the current level (-1 once released or withheld).
+    unit_of_cell = np.arange(n_cells, dtype=np.int64)
+    unit_names: list[str] = list(cell_names)
+    final_of_cell = np.full(n_cells, -1, dtype=np.int64)
+    released: list[tuple[str, int, bool, float]] = []
+    partial_parent: set[str] = set()  # units some of whose readings were released below
+    for level in range(finest, coarsest - 1, -1):
+        alive = unit_of_cell >= 0
+        if not alive.any():
+            break
+        live_pairs = alive[pair_cell]
+        unit = unit_of_cell[pair_cell[live_pairs]]
+        key = unit * max(n_vehicles, 1) + pair_vehicle[live_pairs]
+        pair_key, inverse = np.unique(key, return_inverse=True)
+        counts = np.bincount(inverse, weights=pair_count[live_pairs]).astype(np.int64)
+        p_unit = pair_key // max(n_vehicles, 1)
+        n_units = len(unit_names)
+        vehicles = np.bincount(p_unit, minlength=n_units)
+        error = best_cap_mean_error(p_unit, counts, n_units, upper, mean_epsilon, prefix_limit)
+        passes = (error <= target) & (vehicles >= min_vehicles)
+        occupied = np.zeros(n_units, dtype=bool)
+        occupied[p_unit] = True
+        if level == coarsest:
+            release_now = passes & occupied
+            move_up = np.zeros(n_units, dtype=bool)
+        else:
+            parents = _parents(unit_names, level - 1)
+            parent_names, parent_of = np.unique(
+                np.asarray(parents, dtype=object), return_inverse=True
+            )
+            if shape == "compact":
+                all_pass = np.ones(len(parent_names), dtype=bool)
+                np.logical_and.at(all_pass, parent_of[occupied], passes[occupied])
+                release_now = occupied & all_pass[parent_of]
+            else:
+                release_now = occupied & passes
+            move_up = occupied & ~release_now
+        new_index = np.full(n_units, -1, dtype=np.int64)
+        for u in np.flatnonzero(release_now).tolist():
+            new_index[u] = len(released)
+            name = unit_names[u]
+            released.append((name, level, name in partial_parent, float(error[u])))
+        done = release_now[unit_of_cell.clip(0)] & alive
+        final_of_cell[done] = new_index[unit_of_cell[done]]
+        if level == coarsest:
+            break
+        # A parent unit is a remainder when readings under it were released at a finer level.
+        partial_parent = {
+            parents[u]
+            for u in range(n_units)
+            if release_now[u] or (move_up[u] and unit_names[u] in partial_parent)
+        }
+        moving = alive & move_up[unit_of_cell.clip(0)]
+        next_unit = np.full(n_cells, -1, dtype=np.int64)
+        next_unit[moving] = parent_of[unit_of_cell[moving]]
+        used = np.unique(next_unit[moving])
+        remap = np.full(len(parent_names), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
+        unit_names = [str(parent_names[i]) for i in used.tolist()]
+    order = sorted(range(len(released)), key=lambda i: released[i][0])
+    rank = np.empty(len(released), dtype=np.int64)
+    rank[order] = np.arange(len(released))
+    final = np.where(final_of_cell >= 0, rank[final_of_cell.clip(0)], -1)
+    chosen = [released[i] for i in order]
+    return AdaptiveCells(
+        names=tuple(r[0] for r in chosen),
+        resolution=np.array([r[1] for r in chosen], dtype=np.int64),
+        remainder=np.array([r[2] for r in chosen], dtype=bool),
+        predicted_error=np.array([r[3] for r in chosen], dtype=np.float64),
+        unit_of_cell=final.astype(np.int64),
+    )
