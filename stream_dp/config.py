@@ -97,7 +97,7 @@ class Settings(BaseSettings):
         description="R0: the coarsest resolution adaptive cells merge up to (default: resolution).",
     )
     adaptive_shape: Literal["compact", "remainder"] = Field(
-        "compact",
+        "remainder",
         description="Adaptive cells: 'compact' (siblings merge into their parent together) "
         "or 'remainder' (a parent releases what its released children leave).",
     )

@@ -13,7 +13,10 @@ most the target ``T``:
   otherwise they all merge into the parent unit, one level up (siblings merge together: the
   released set has the shape of ``h3.compact_cells``, no two released cells overlap).
 - ``shape="remainder"``: passing units are released; the failing ones pool into their parent,
-  which is released (if it passes) as the *remainder* of its released children.
+  which is released (if it passes) as the *remainder* of its released children. A parent is
+  split this way only when that covers at least ``1 - DETAIL_SLACK`` of the readings that
+  merging all its children would (the remainder alone may miss T); otherwise its children
+  all merge, as in ``compact``.
 - At ``R0`` passing units are released and failing ones are withheld: no record, no budget.
 
 Everything here is a function of the occupancy (cells, vehicles, counts), which is public,
@@ -33,6 +36,9 @@ from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 Shape = Literal["compact", "remainder"]
+#: ``remainder`` shape: a parent is split into its passing children (+ remainder) when that
+#: covers at least ``1 - DETAIL_SLACK`` of the readings releasing the whole parent would.
+DETAIL_SLACK = 0.2
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,55 @@ def best_cap_mean_error(
     return out
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """What a unit must meet: predicted mean_error <= target, >= min_vehicles vehicles."""
+
+    n_vehicles: int
+    upper: float
+    mean_epsilon: float
+    prefix_limit: int | None
+    target: float
+    min_vehicles: int
+
+    def passing(
+        self,
+        group: IntArray,
+        vehicle: IntArray,
+        count: IntArray,
+        n_groups: int,
+        select: NDArray[np.bool_] | None = None,
+    ) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """Predicted error and pass flag of each group (entries: one per live pair)."""
+        if select is not None:
+            group, vehicle, count = group[select], vehicle[select], count[select]
+        err, n_veh = _unit_error(
+            group, vehicle, count, n_groups, self.n_vehicles, self.upper, self.mean_epsilon,
+            self.prefix_limit,
+        )  # fmt: skip
+        return err, (err <= self.target) & (n_veh >= self.min_vehicles)
+
+
+def _unit_error(
+    unit: IntArray,
+    vehicle: IntArray,
+    count: IntArray,
+    n_units: int,
+    n_vehicles: int,
+    upper: float,
+    mean_epsilon: float,
+    prefix_limit: int | None,
+) -> tuple[FloatArray, IntArray]:
+    """Per unit, the predicted ``mean_error`` (:func:`best_cap_mean_error`) and the number of
+    vehicles, from one entry per (unit, vehicle, count) (a vehicle may repeat in a unit)."""
+    width = max(n_vehicles, 1)
+    pair_key, inverse = np.unique(unit * width + vehicle, return_inverse=True)
+    counts = np.bincount(inverse, weights=count, minlength=len(pair_key)).astype(np.int64)
+    p_unit = pair_key // width
+    error = best_cap_mean_error(p_unit, counts, n_units, upper, mean_epsilon, prefix_limit)
+    return error, np.bincount(p_unit, minlength=n_units)
+
+
 def _parents(names: list[str], resolution: int) -> list[str]:
     import h3
 
@@ -123,7 +178,8 @@ def choose_cells(
     coarsest: int,
     prefix_limit: int | None = None,
     min_vehicles: int = 1,
-    shape: Shape = "compact",
+    shape: Shape = "remainder",
+    detail_slack: float = DETAIL_SLACK,
 ) -> AdaptiveCells:
     """Choose the released cells (module docstring). ``cell_names``: the observed cells at
     resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``."""
@@ -150,16 +206,14 @@ def choose_cells(
             break
         live_pairs = alive[pair_cell]
         unit = unit_of_cell[pair_cell[live_pairs]]
-        key = unit * max(n_vehicles, 1) + pair_vehicle[live_pairs]
-        pair_key, inverse = np.unique(key, return_inverse=True)
-        counts = np.bincount(inverse, weights=pair_count[live_pairs]).astype(np.int64)
-        p_unit = pair_key // max(n_vehicles, 1)
+        live_vehicle, live_count = pair_vehicle[live_pairs], pair_count[live_pairs]
         n_units = len(unit_names)
-        vehicles = np.bincount(p_unit, minlength=n_units)
-        error = best_cap_mean_error(p_unit, counts, n_units, upper, mean_epsilon, prefix_limit)
-        passes = (error <= target) & (vehicles >= min_vehicles)
+
+        rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
+
+        error, passes = rule.passing(unit, live_vehicle, live_count, n_units)
         occupied = np.zeros(n_units, dtype=bool)
-        occupied[p_unit] = True
+        occupied[unit] = True
         if level == coarsest:
             release_now = passes & occupied
             move_up = np.zeros(n_units, dtype=bool)
@@ -173,7 +227,23 @@ def choose_cells(
                 np.logical_and.at(all_pass, parent_of[occupied], passes[occupied])
                 release_now = occupied & all_pass[parent_of]
             else:
-                release_now = occupied & passes
+                # Split a parent (release its passing children on their own) unless that
+                # leaves a remainder missing T where the whole parent would meet it.
+                failing = occupied & ~passes
+                n_parents = len(parent_names)
+                _, remainder_passes = rule.passing(
+                    parent_of[unit], live_vehicle, live_count, n_parents, failing[unit]
+                )
+                _, whole_passes = rule.passing(parent_of[unit], live_vehicle, live_count, n_parents)
+                # Readings covered now or next level: split vs whole parent.
+                readings = np.bincount(unit, weights=live_count, minlength=n_units)
+                kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
+                rest = np.bincount(parent_of, weights=readings * failing, minlength=n_parents)
+                whole = np.bincount(parent_of, weights=readings, minlength=n_parents)
+                kept_split += rest * remainder_passes
+                kept_whole = whole * whole_passes
+                split = kept_split >= (1.0 - detail_slack) * kept_whole
+                release_now = occupied & passes & split[parent_of]
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
         for u in np.flatnonzero(release_now).tolist():
@@ -201,7 +271,8 @@ def choose_cells(
     order = sorted(range(len(released)), key=lambda i: released[i][0])
     rank = np.empty(len(released), dtype=np.int64)
     rank[order] = np.arange(len(released))
-    final = np.where(final_of_cell >= 0, rank[final_of_cell.clip(0)], -1)
+    rank = np.append(rank, -1)  # index -1: withheld
+    final = rank[final_of_cell]
     chosen = [released[i] for i in order]
     return AdaptiveCells(
         names=tuple(r[0] for r in chosen),
