@@ -603,19 +603,50 @@ def _adaptive_columns(
     )  # fmt: skip
     unit = chosen.unit_of_cell[columns.cell_code]
     keep = unit >= 0
-    withheld = chosen.withheld_cells
     readings_out = int(columns.count[~keep].sum())
-    reading_keep = keep[columns.reading_pair]
-    new_pair = np.cumsum(keep) - 1
-    merged = WindowColumns(
-        chosen.names, unit[keep], columns.vehicle_names, columns.vehicle_code[keep],
-        columns.count[keep], columns.total[keep], columns.total_sq[keep],
-        new_pair[columns.reading_pair[reading_keep]], columns.reading_ts[reading_keep],
-        columns.reading_value[reading_keep],
-    )  # fmt: skip
-    if len(chosen.names) < int(np.count_nonzero(chosen.unit_of_cell >= 0)):
-        merged = merged._merge_repeated_pairs(settings.prefix_limit)  # some cells were merged
-    return merged, chosen, (len(withheld), readings_out)
+    merged = _regroup(columns, chosen.names, unit, settings.prefix_limit)
+    return merged, chosen, (len(chosen.withheld_cells), readings_out)
+
+
+def _regroup(
+    columns: WindowColumns, names: tuple[str, ...], unit: np.ndarray, prefix_limit: int
+) -> WindowColumns:
+    """``columns`` with each pair moved to cell ``unit[pair]`` of ``names`` (-1: dropped),
+    pairs of one vehicle in one new cell merged (counts and sums added; the reading log cut
+    back to each merged pair's first ``prefix_limit`` by ``(ts, value)``; only pairs whose
+    joined log is longer are sorted)."""
+    n_vehicles = max(len(columns.vehicle_names), 1)
+    keep = unit >= 0
+    key = np.where(keep, unit * n_vehicles + columns.vehicle_code, -1)
+    unique_key, inverse = np.unique(key[keep], return_inverse=True)
+    pair_of = np.full(len(columns), -1, dtype=np.int64)
+    pair_of[keep] = inverse
+    n = len(unique_key)
+    reading_pair = pair_of[columns.reading_pair]
+    live = reading_pair >= 0
+    reading_pair = reading_pair[live]
+    ts, value = columns.reading_ts[live], columns.reading_value[live]
+    stored = np.bincount(reading_pair, minlength=n)
+    overfull = stored[reading_pair] > prefix_limit
+    if overfull.any():
+        at = np.flatnonzero(overfull)
+        order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
+        drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
+        kept = np.ones(len(reading_pair), dtype=bool)
+        kept[drop] = False
+        reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
+    return WindowColumns(
+        names,
+        unique_key // n_vehicles,
+        columns.vehicle_names,
+        unique_key % n_vehicles,
+        np.bincount(inverse, weights=columns.count[keep], minlength=n).astype(np.int64),
+        np.bincount(inverse, weights=columns.total[keep], minlength=n),
+        np.bincount(inverse, weights=columns.total_sq[keep], minlength=n),
+        reading_pair,
+        ts,
+        value,
+    )
 
 
 def _cell_shapes(

@@ -79,8 +79,9 @@ def best_cap_mean_error(
     out = np.full(n_units, np.inf)
     if len(unit) == 0:
         return out
-    order = np.lexsort((count, unit))
-    unit, count = unit[order], count[order]
+    key = unit.astype(np.int64) << 32 | count
+    order = np.argsort(key)
+    key, unit, count = key[order], unit[order], count[order]
     start = np.searchsorted(unit, np.arange(n_units + 1))
     has = np.diff(start) > 0
     prefix = np.concatenate(([0], np.cumsum(count)))
@@ -99,7 +100,6 @@ def best_cap_mean_error(
     if prefix_limit is not None:
         ok &= (cc <= prefix_limit) | (cc == highest[cu])
     cu, cc = cu[ok], cc[ok]
-    key = unit.astype(np.int64) << 32 | count
     below = np.searchsorted(key, cu.astype(np.int64) << 32 | cc, side="right")
     kept = prefix[below] - prefix[start[cu]] + cc * (start[cu + 1] - below)
     kept_f = kept.astype(np.float64)
@@ -128,35 +128,29 @@ class _Rule:
         count: IntArray,
         n_groups: int,
         select: NDArray[np.bool_] | None = None,
+        unique: bool = False,
     ) -> tuple[FloatArray, NDArray[np.bool_]]:
-        """Predicted error and pass flag of each group (entries: one per live pair)."""
+        """Predicted error and pass flag of each group (entries: (group, vehicle, count);
+        ``unique``: no (group, vehicle) repeats)."""
         if select is not None:
             group, vehicle, count = group[select], vehicle[select], count[select]
-        err, n_veh = _unit_error(
-            group, vehicle, count, n_groups, self.n_vehicles, self.upper, self.mean_epsilon,
-            self.prefix_limit,
-        )  # fmt: skip
+        if not unique:
+            group, vehicle, count = _aggregate(group, vehicle, count, self.n_vehicles)
+        err = best_cap_mean_error(
+            group, count, n_groups, self.upper, self.mean_epsilon, self.prefix_limit
+        )
+        n_veh = np.bincount(group, minlength=n_groups)
         return err, (err <= self.target) & (n_veh >= self.min_vehicles)
 
 
-def _unit_error(
-    unit: IntArray,
-    vehicle: IntArray,
-    count: IntArray,
-    n_units: int,
-    n_vehicles: int,
-    upper: float,
-    mean_epsilon: float,
-    prefix_limit: int | None,
-) -> tuple[FloatArray, IntArray]:
-    """Per unit, the predicted ``mean_error`` (:func:`best_cap_mean_error`) and the number of
-    vehicles, from one entry per (unit, vehicle, count) (a vehicle may repeat in a unit)."""
+def _aggregate(
+    group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """One entry per distinct (group, vehicle), counts added."""
     width = max(n_vehicles, 1)
-    pair_key, inverse = np.unique(unit * width + vehicle, return_inverse=True)
-    counts = np.bincount(inverse, weights=count, minlength=len(pair_key)).astype(np.int64)
-    p_unit = pair_key // width
-    error = best_cap_mean_error(p_unit, counts, n_units, upper, mean_epsilon, prefix_limit)
-    return error, np.bincount(p_unit, minlength=n_units)
+    key, inverse = np.unique(group * width + vehicle, return_inverse=True)
+    summed = np.bincount(inverse, weights=count, minlength=len(key)).astype(np.int64)
+    return key // width, key % width, summed
 
 
 def _parents(names: list[str], resolution: int) -> list[str]:
@@ -200,18 +194,16 @@ def choose_cells(
     final_of_cell = np.full(n_cells, -1, dtype=np.int64)
     released: list[tuple[str, int, bool, float]] = []
     partial_parent: set[str] = set()  # units some of whose readings were released below
+    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
+    # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
+    entries = (pair_cell, pair_vehicle, pair_count)
     for level in range(finest, coarsest - 1, -1):
         alive = unit_of_cell >= 0
         if not alive.any():
             break
-        live_pairs = alive[pair_cell]
-        unit = unit_of_cell[pair_cell[live_pairs]]
-        live_vehicle, live_count = pair_vehicle[live_pairs], pair_count[live_pairs]
+        unit, vehicle, count = entries
         n_units = len(unit_names)
-
-        rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
-
-        error, passes = rule.passing(unit, live_vehicle, live_count, n_units)
+        error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
         occupied = np.zeros(n_units, dtype=bool)
         occupied[unit] = True
         if level == coarsest:
@@ -231,18 +223,22 @@ def choose_cells(
                 # leaves a remainder missing T where the whole parent would meet it.
                 failing = occupied & ~passes
                 n_parents = len(parent_names)
+                has_failing = np.zeros(n_parents, dtype=bool)
+                has_failing[parent_of[failing]] = True
+                mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
+                up = parent_of[unit]
                 _, remainder_passes = rule.passing(
-                    parent_of[unit], live_vehicle, live_count, n_parents, failing[unit]
+                    up, vehicle, count, n_parents, mixed & failing[unit]
                 )
-                _, whole_passes = rule.passing(parent_of[unit], live_vehicle, live_count, n_parents)
+                _, whole_passes = rule.passing(up, vehicle, count, n_parents, mixed)
                 # Readings covered now or next level: split vs whole parent.
-                readings = np.bincount(unit, weights=live_count, minlength=n_units)
+                readings = np.bincount(unit, weights=count, minlength=n_units)
                 kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
                 rest = np.bincount(parent_of, weights=readings * failing, minlength=n_parents)
                 whole = np.bincount(parent_of, weights=readings, minlength=n_parents)
                 kept_split += rest * remainder_passes
                 kept_whole = whole * whole_passes
-                split = kept_split >= (1.0 - detail_slack) * kept_whole
+                split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
                 release_now = occupied & passes & split[parent_of]
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
@@ -268,6 +264,10 @@ def choose_cells(
         remap[used] = np.arange(len(used))
         unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
         unit_names = [str(parent_names[i]) for i in used.tolist()]
+        up_entry = move_up[unit]
+        entries = _aggregate(
+            remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
+        )
     order = sorted(range(len(released)), key=lambda i: released[i][0])
     rank = np.empty(len(released), dtype=np.int64)
     rank[order] = np.arange(len(released))
