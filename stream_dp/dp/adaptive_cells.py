@@ -188,13 +188,16 @@ def choose_cells(
     pair_vehicle = np.asarray(pair_vehicle, dtype=np.int64)
     pair_count = np.asarray(pair_count, dtype=np.int64)
     n_vehicles = int(pair_vehicle.max(initial=-1)) + 1
+    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
+    if shape == "compact":
+        pairs = (pair_cell, pair_vehicle, pair_count)
+        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest)
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
     final_of_cell = np.full(n_cells, -1, dtype=np.int64)
     released: list[tuple[str, int, bool, float]] = []
     partial_parent: set[str] = set()  # units some of whose readings were released below
-    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
     entries = (pair_cell, pair_vehicle, pair_count)
     for level in range(finest, coarsest - 1, -1):
@@ -214,32 +217,25 @@ def choose_cells(
             parent_names, parent_of = np.unique(
                 np.asarray(parents, dtype=object), return_inverse=True
             )
-            if shape == "compact":
-                all_pass = np.ones(len(parent_names), dtype=bool)
-                np.logical_and.at(all_pass, parent_of[occupied], passes[occupied])
-                release_now = occupied & all_pass[parent_of]
-            else:
-                # Split a parent (release its passing children on their own) unless that
-                # leaves a remainder missing T where the whole parent would meet it.
-                failing = occupied & ~passes
-                n_parents = len(parent_names)
-                has_failing = np.zeros(n_parents, dtype=bool)
-                has_failing[parent_of[failing]] = True
-                mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
-                up = parent_of[unit]
-                _, remainder_passes = rule.passing(
-                    up, vehicle, count, n_parents, mixed & failing[unit]
-                )
-                _, whole_passes = rule.passing(up, vehicle, count, n_parents, mixed)
-                # Readings covered now or next level: split vs whole parent.
-                readings = np.bincount(unit, weights=count, minlength=n_units)
-                kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
-                rest = np.bincount(parent_of, weights=readings * failing, minlength=n_parents)
-                whole = np.bincount(parent_of, weights=readings, minlength=n_parents)
-                kept_split += rest * remainder_passes
-                kept_whole = whole * whole_passes
-                split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
-                release_now = occupied & passes & split[parent_of]
+            # Split a parent (release its passing children on their own) unless that
+            # leaves a remainder missing T where the whole parent would meet it.
+            failing = occupied & ~passes
+            n_parents = len(parent_names)
+            has_failing = np.zeros(n_parents, dtype=bool)
+            has_failing[parent_of[failing]] = True
+            mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
+            up = parent_of[unit]
+            _, remainder_passes = rule.passing(up, vehicle, count, n_parents, mixed & failing[unit])
+            _, whole_passes = rule.passing(up, vehicle, count, n_parents, mixed)
+            # Readings covered now or next level: split vs whole parent.
+            readings = np.bincount(unit, weights=count, minlength=n_units)
+            kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
+            rest = np.bincount(parent_of, weights=readings * failing, minlength=n_parents)
+            whole = np.bincount(parent_of, weights=readings, minlength=n_parents)
+            kept_split += rest * remainder_passes
+            kept_whole = whole * whole_passes
+            split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
+            release_now = occupied & passes & split[parent_of]
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
         for u in np.flatnonzero(release_now).tolist():
@@ -268,12 +264,67 @@ def choose_cells(
         entries = _aggregate(
             remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
         )
-    order = sorted(range(len(released)), key=lambda i: released[i][0])
-    rank = np.empty(len(released), dtype=np.int64)
-    rank[order] = np.arange(len(released))
-    rank = np.append(rank, -1)  # index -1: withheld
+    return _result(released, final_of_cell)
+
+
+def _choose_compact(
+    cell_names: list[str],
+    pairs: tuple[IntArray, IntArray, IntArray],
+    rule: _Rule,
+    finest: int,
+    coarsest: int,
+) -> AdaptiveCells:
+    """The compact shape, bottom-up: a node is *complete* when its selection covers all its
+    readings: every occupied child is complete (keep their selections), or else the node as
+    a whole passes (release it instead). An incomplete node's readings all move up; an
+    incomplete node at ``R0`` is withheld. No two released cells overlap."""
+    cell, vehicle, count = pairs
+    n_cells = len(cell_names)
+    released: list[tuple[str, int, bool, float]] = []
+    selection = np.full(n_cells, -1, dtype=np.int64)  # per observed cell: tentative release
+    node_names = list(cell_names)
+    node_of_cell = np.arange(n_cells, dtype=np.int64)
+    complete = np.zeros(0, dtype=bool)
+    child_parent = np.zeros(0, dtype=np.int64)  # per node of the level below: its parent
+    for level in range(finest, coarsest - 1, -1):
+        n_nodes = len(node_names)
+        error, passes = rule.passing(node_of_cell[cell], vehicle, count, n_nodes)
+        if level == finest:
+            node_complete = passes.copy()
+            keep_children = np.zeros(n_nodes, dtype=bool)
+        else:
+            all_children = np.ones(n_nodes, dtype=bool)
+            np.logical_and.at(all_children, child_parent, complete)
+            keep_children = all_children
+            node_complete = all_children | passes
+        whole = node_complete & ~keep_children
+        entry = np.full(n_nodes, -1, dtype=np.int64)
+        for u in np.flatnonzero(whole).tolist():
+            entry[u] = len(released)
+            released.append((node_names[u], level, False, float(error[u])))
+        cell_node = node_of_cell
+        selection = np.where(
+            keep_children[cell_node], selection, np.where(whole[cell_node], entry[cell_node], -1)
+        )
+        complete = node_complete
+        if level == coarsest:
+            break
+        parents = _parents(node_names, level - 1)
+        parent_names, child_parent = np.unique(
+            np.asarray(parents, dtype=object), return_inverse=True
+        )
+        node_of_cell = child_parent[node_of_cell]
+        node_names = [str(n) for n in parent_names.tolist()]
+    return _result(released, selection)
+
+
+def _result(released: list[tuple[str, int, bool, float]], final_of_cell: IntArray) -> AdaptiveCells:
+    """The released cells sorted by name (entries no observed cell maps to are dropped)."""
+    used = sorted(set(final_of_cell[final_of_cell >= 0].tolist()), key=lambda i: released[i][0])
+    rank = np.full(len(released) + 1, -1, dtype=np.int64)  # index -1: withheld
+    rank[used] = np.arange(len(used))
     final = rank[final_of_cell]
-    chosen = [released[i] for i in order]
+    chosen = [released[i] for i in used]
     return AdaptiveCells(
         names=tuple(r[0] for r in chosen),
         resolution=np.array([r[1] for r in chosen], dtype=np.int64),
