@@ -54,25 +54,24 @@ ROWS: dict[str, dict[str, Any]] = {
         "epsilon": 1.0,
         "mean_mechanism": "array-averaging-bestfit",
     },
-    "targeted compact (recommended)": {
+    "targeted (recommended: remainder, T 15, R0 3, eps 1, share 0)": {
         "resolution": 8,
-        "coarsest_resolution": 4,
-        "target_mean_error": 6.5,
+        "coarsest_resolution": 3,
+        "target_mean_error": 15.0,
         "variance_share": 0.0,
-        "epsilon": 0.5,
-        "min_vehicles": 1,
-    },
-    "targeted remainder": {
-        "resolution": 8,
-        "coarsest_resolution": 4,
-        "target_mean_error": 6.5,
-        "variance_share": 0.0,
-        "epsilon": 0.5,
-        "min_vehicles": 1,
+        "epsilon": 1.0,
         "adaptive_shape": "remainder",
     },
+    "targeted compact (same settings)": {
+        "resolution": 8,
+        "coarsest_resolution": 3,
+        "target_mean_error": 15.0,
+        "variance_share": 0.0,
+        "epsilon": 1.0,
+        "adaptive_shape": "compact",
+    },
 }
-TARGETED = "targeted compact (recommended)"
+TARGETED = "targeted (recommended: remainder, T 15, R0 3, eps 1, share 0)"
 
 
 def settings_of(row: dict[str, Any]) -> Any:
