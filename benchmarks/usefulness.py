@@ -165,10 +165,10 @@ def score(
     useful = error <= USEFUL
     useful_readings = counts[useful].sum()
     res = np.array([int(r["resolution"]) for r in records], dtype=np.int64)
-    holds = None
+    holds = None  # (cells where |error| <= mean_error, cells with a bound)
     if bounds is not None and n:
         has = ~np.isnan(bounds)
-        holds = float(np.mean(error[has] <= bounds[has])) if has.any() else None
+        holds = (int(np.sum(error[has] <= bounds[has])), int(has.sum())) if has.any() else None
     return {
         "coverage": useful_readings / len(truth.readings),
         "median_error": float(np.median(error)) if n else float("nan"),
@@ -339,7 +339,8 @@ def print_row(
 ) -> None:
     keys = ("coverage", "median_error", "at_bounds", "fine_share", "cells")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
-    holds = [r["holds"] for r in runs if r["holds"] is not None]
+    pairs = [r["holds"] for r in runs if r["holds"] is not None]
+    holds = [sum(h for h, _ in pairs) / sum(n for _, n in pairs)] if pairs else []  # pooled
     per_res = runs[0]["per_resolution"]
     eps_text = "n/a"
     if eps_pairs:
@@ -349,7 +350,7 @@ def print_row(
     print(
         f"| {name} | {100 * med['coverage']:.1f} % | {med['median_error']:.2f} "
         f"| {100 * med['at_bounds']:.1f} % | "
-        f"{fmt(100 * min(holds) if holds else None)} % | {eps_text} | "
+        f"{fmt(100 * holds[0] if holds else None)} % | {eps_text} | "
         f"{', '.join(f'r{k}: {v}' for k, v in per_res.items())} | "
         f"{100 * med['fine_share']:.1f} % | {fmt(timing, '.3f')} |",
         flush=True,

@@ -497,6 +497,15 @@ def _release_window(
     # Adaptive cells: a cell whose mean_error misses T after CLIP-USER and the cap (the budget
     # mask can raise it) is withheld; a function of the occupancy only.
     released = np.ones(n_cells, dtype=bool) if target is None else mean_errors <= target
+    # The pseudo-user cap never empties a kept entry, so the cells used per vehicle are
+    # CLIP-USER's G_l (over the released cells only, when adaptive cells withheld some).
+    grids = clip.grids_per_vehicle()
+    if not released.all():
+        in_released = released[occupancy.cell_index]
+        grids = occupancy.grids_per_vehicle(clip.kept & in_released)
+        more = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
+        cells_withheld = (cells_withheld[0] + more[0], cells_withheld[1] + more[1])
+    k_released = int(grids.max(initial=0))
     # Per cell, the mean and the variance of the kept readings with their shares of eps; all
     # draws of the window in two batches (independent draws: their order does not matter).
     means = cell_sum / kept_readings
@@ -564,18 +573,9 @@ def _release_window(
                 "cap": int(cap_list[g]),
                 "error_bound": error_bound,
                 "mechanism": settings.mean_mechanism,
-                "K": clip.k,
+                "K": k_released,
             }
         )
-    # The pseudo-user cap never empties a kept entry, so the cells used per vehicle are
-    # CLIP-USER's G_l (over the released cells only, when adaptive cells withheld some).
-    grids = clip.grids_per_vehicle()
-    if not released.all():
-        in_released = released[occupancy.cell_index]
-        grids = occupancy.grids_per_vehicle(clip.kept & in_released)
-        more = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
-        cells_withheld = (cells_withheld[0] + more[0], cells_withheld[1] + more[1])
-    k_released = int(grids.max(initial=0))
     summary = _summary(settings, base, window_start, clip, capped, len(cells), columns)
     summary["readings_dropped_late"] = late_readings
     summary["K"], summary["privacy_loss"] = k_released, k_released * eps
