@@ -173,6 +173,11 @@ class Settings(BaseSettings):
                 f"coarsest_resolution ({self.coarsest_resolution}) must be <= resolution "
                 f"({self.resolution})"
             )
+        if self.target_mean_error is not None and self.mean_mechanism != "clip":
+            raise ValueError(
+                "target_mean_error needs mean_mechanism 'clip' (adaptive cells predict the "
+                f"clipped mean's mean_error), got {self.mean_mechanism!r}"
+            )
         if self.accounting == "pld":
             from stream_dp.dp.pld_accounting import check_composable
 

@@ -195,6 +195,7 @@ def test_the_choice_depends_on_the_occupancy_only() -> None:
         (["--accounting", "pld", "--mean-mechanism", "levy"], "levy"),
         (["--accounting", "pld", "--mean-mechanism", "cummings", "--delta", "1e-6"], "cummings"),
         (["--accounting", "fancy"], "accounting"),
+        (["--target-mean-error", "5", "--mean-mechanism", "baseline"], "target_mean_error"),
     ],
 )
 def test_bad_settings_fail_with_one_line_and_exit_2(tmp_path, capsys, args, field) -> None:
