@@ -25,7 +25,7 @@ import numpy as np
 
 from stream_dp import background
 from stream_dp.config import Settings
-from stream_dp.dp.adaptive_cells import AdaptiveCells, choose_cells
+from stream_dp.dp.adaptive_cells import AdaptiveCells, choose_cells, pair_groups
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
 from stream_dp.dp.error_bars import (
@@ -604,32 +604,46 @@ def _adaptive_columns(
     unit = chosen.unit_of_cell[columns.cell_code]
     keep = unit >= 0
     readings_out = int(columns.count[~keep].sum())
-    merged = _regroup(columns, chosen.names, unit, settings.prefix_limit)
+    cells_in = np.bincount(
+        chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
+    )
+    merged = _regroup(columns, chosen.names, unit, settings.prefix_limit, cells_in > 1)
     return merged, chosen, (len(chosen.withheld_cells), readings_out)
 
 
 def _regroup(
-    columns: WindowColumns, names: tuple[str, ...], unit: np.ndarray, prefix_limit: int
+    columns: WindowColumns,
+    names: tuple[str, ...],
+    unit: np.ndarray,
+    prefix_limit: int,
+    merged_unit: np.ndarray,
 ) -> WindowColumns:
     """``columns`` with each pair moved to cell ``unit[pair]`` of ``names`` (-1: dropped),
     pairs of one vehicle in one new cell merged (counts and sums added; the reading log cut
     back to each merged pair's first ``prefix_limit`` by ``(ts, value)``; only pairs whose
-    joined log is longer are sorted)."""
-    n_vehicles = max(len(columns.vehicle_names), 1)
+    joined log is longer are sorted). Only the pairs of a ``merged_unit`` (one made of
+    several observed cells) can meet another pair of their vehicle, so only they are grouped."""
     keep = unit >= 0
-    key = np.where(keep, unit * n_vehicles + columns.vehicle_code, -1)
-    unique_key, inverse = np.unique(key[keep], return_inverse=True)
+    multi = keep & merged_unit[np.where(keep, unit, 0)]
+    single = np.flatnonzero(keep & ~multi)
+    group_cell, group_vehicle, inverse = pair_groups(
+        unit[multi], columns.vehicle_code[multi], len(names), len(columns.vehicle_names)
+    )
+    cell_code = np.concatenate((unit[single], group_cell))
+    vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
     pair_of = np.full(len(columns), -1, dtype=np.int64)
-    pair_of[keep] = inverse
-    n = len(unique_key)
+    pair_of[single] = np.arange(len(single))
+    pair_of[multi] = len(single) + inverse
+    n = len(cell_code)
+    inverse = pair_of[keep]
     reading_pair = pair_of[columns.reading_pair]
-    live = reading_pair >= 0
-    reading_pair = reading_pair[live]
-    ts, value = columns.reading_ts[live], columns.reading_value[live]
+    ts, value = columns.reading_ts, columns.reading_value
+    if not keep.all():
+        live = reading_pair >= 0
+        reading_pair, ts, value = reading_pair[live], ts[live], value[live]
     stored = np.bincount(reading_pair, minlength=n)
-    overfull = stored[reading_pair] > prefix_limit
-    if overfull.any():
-        at = np.flatnonzero(overfull)
+    if n and int(stored.max()) > prefix_limit:
+        at = np.flatnonzero(stored[reading_pair] > prefix_limit)
         order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
         drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
         kept = np.ones(len(reading_pair), dtype=bool)
@@ -637,9 +651,9 @@ def _regroup(
         reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
     return WindowColumns(
         names,
-        unique_key // n_vehicles,
+        cell_code,
         columns.vehicle_names,
-        unique_key % n_vehicles,
+        vehicle_code,
         np.bincount(inverse, weights=columns.count[keep], minlength=n).astype(np.int64),
         np.bincount(inverse, weights=columns.total[keep], minlength=n),
         np.bincount(inverse, weights=columns.total_sq[keep], minlength=n),

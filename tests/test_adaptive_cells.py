@@ -222,3 +222,39 @@ def test_pld_without_the_optional_package_names_the_extra(monkeypatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_dp_accounting)
     with pytest.raises(ConfigError, match=r"stream-dp\[pld\]"):
         load_settings(accounting="pld")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_regrouping_a_window_merges_pairs_exactly(seed) -> None:
+    """Each merged (cell, vehicle) pair: counts and sums added, the first C readings kept."""
+    from stream_dp.release import _regroup
+
+    rng = random.Random(seed)
+    cells = sorted(h3.grid_disk(CENTRE, 2))
+    readings = [
+        (rng.choice(cells), f"v{rng.randrange(6)}", float(rng.randrange(1000)), rng.uniform(0, U))
+        for _ in range(400)
+    ]
+    limit = 5
+    cs, vs, ts, xs = (list(x) for x in zip(*readings, strict=True))
+    window = WindowColumns.from_readings(cs, vs, ts, xs, limit)
+    parents = sorted({h3.cell_to_parent(c, 7) for c in cells})
+    names = tuple(sorted(parents + cells[:3]))  # three cells on their own, the rest merged
+    target = {c: names.index(c) if c in cells[:3] else names.index(h3.cell_to_parent(c, 7))
+              for c in cells}  # fmt: skip
+    target[cells[3]] = -1  # one cell dropped
+    unit = np.array([target[window.cell_names[c]] for c in window.cell_code.tolist()])
+    cells_in = np.bincount([u for u in target.values() if u >= 0], minlength=len(names))
+    merged = _regroup(window, names, unit, limit, cells_in > 1)
+    expected: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for c, v, t, x in readings:
+        if target[c] >= 0:
+            expected.setdefault((names[target[c]], v), []).append((t, x))
+    got = merged.pair_index()
+    assert set(got) == set(expected)
+    for key, pair in got.items():
+        values = sorted(expected[key])
+        assert merged.count[pair] == len(values)
+        assert merged.total[pair] == pytest.approx(sum(x for _, x in values))
+        prefix = merged.prefixes(np.array([pair]))[0]
+        assert list(prefix) == [x for _, x in values[:limit]]

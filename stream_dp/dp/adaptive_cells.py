@@ -79,35 +79,55 @@ def best_cap_mean_error(
     out = np.full(n_units, np.inf)
     if len(unit) == 0:
         return out
-    key = unit.astype(np.int64) << 32 | count
-    order = np.argsort(key)
-    key, unit, count = key[order], unit[order], count[order]
+    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+
+    unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
+    order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
+    unit, count = unit[order], count[order]
+    key = unit << 32 | count
     start = np.searchsorted(unit, np.arange(n_units + 1))
     has = np.diff(start) > 0
     prefix = np.concatenate(([0], np.cumsum(count)))
     total = (prefix[start[1:]] - prefix[start[:-1]]).astype(np.float64)
     highest = np.where(has, count[np.maximum(start[1:] - 1, 0)], 0)
     lowest = np.where(has, count[np.minimum(start[:-1], len(count) - 1)], 0)
-    cand_unit = [unit]
-    cand_cap = [count]
+    # Candidates: every entry's own count (grouped by unit, so a segment minimum), then C.
+    # Past the last entry with a count <= c in its unit: the end of its run of equal entries.
+    run_end = np.ones(len(unit), dtype=bool)
+    run_end[:-1] = (unit[1:] != unit[:-1]) | (count[1:] != count[:-1])
+    ends = np.flatnonzero(run_end) + 1
+    below = ends[np.cumsum(run_end) - run_end]
+    value = _cap_error(unit, count, below, prefix, start, total, upper, mean_epsilon)
     if prefix_limit is not None:
-        units = np.arange(n_units)
-        cand_unit.append(units)
-        cand_cap.append(np.full(n_units, prefix_limit))
-    cu = np.concatenate(cand_unit)
-    cc = np.concatenate(cand_cap)
-    ok = has[cu] & (cc >= lowest[cu]) & (cc <= highest[cu])
+        value = np.where((count <= prefix_limit) | (count == highest[unit]), value, np.inf)
+    firsts = start[:-1][has]
+    out[has] = np.minimum.reduceat(value, firsts)
     if prefix_limit is not None:
-        ok &= (cc <= prefix_limit) | (cc == highest[cu])
-    cu, cc = cu[ok], cc[ok]
-    below = np.searchsorted(key, cu.astype(np.int64) << 32 | cc, side="right")
+        cu = np.flatnonzero(has & (lowest <= prefix_limit) & (prefix_limit <= highest))
+        cc = np.full(len(cu), prefix_limit, dtype=np.int64)
+        below_c = np.searchsorted(key, cu << 32 | cc, side="right")
+        at_c = _cap_error(cu, cc, below_c, prefix, start, total, upper, mean_epsilon)
+        out[cu] = np.minimum(out[cu], at_c)
+    return out
+
+
+def _cap_error(
+    cu: IntArray,
+    cc: IntArray,
+    below: IntArray,
+    prefix: IntArray,
+    start: IntArray,
+    total: FloatArray,
+    upper: float,
+    mean_epsilon: float,
+) -> FloatArray:
+    """The objective of :func:`best_cap_mean_error` at cap ``cc`` of unit ``cu``; ``below``:
+    one past the last entry (sorted by unit, count) of that unit with a count <= ``cc``;
+    ``prefix``: the entries' cumulative counts."""
     kept = prefix[below] - prefix[start[cu]] + cc * (start[cu + 1] - below)
     kept_f = kept.astype(np.float64)
-    value = upper * (1.0 - kept_f / total[cu]) + LN20 * (upper * cc / kept_f) / mean_epsilon * (
-        1.0 + SAMPLER_RTOL
-    )
-    np.minimum.at(out, cu, value)
-    return out
+    noise = LN20 * (upper * cc / kept_f) / mean_epsilon * (1.0 + SAMPLER_RTOL)
+    return upper * (1.0 - kept_f / total[cu]) + noise
 
 
 @dataclass(frozen=True)
@@ -147,10 +167,31 @@ def _aggregate(
     group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
     """One entry per distinct (group, vehicle), counts added."""
-    width = max(n_vehicles, 1)
-    key, inverse = np.unique(group * width + vehicle, return_inverse=True)
-    summed = np.bincount(inverse, weights=count, minlength=len(key)).astype(np.int64)
-    return key // width, key % width, summed
+    groups, vehicles, inverse = pair_groups(group, vehicle, int(group.max(initial=-1)) + 1,
+                                            n_vehicles)  # fmt: skip
+    summed = np.bincount(inverse, weights=count, minlength=len(groups)).astype(np.int64)
+    return groups, vehicles, summed
+
+
+def pair_groups(
+    major: IntArray, minor: IntArray, n_major: int, n_minor: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """The distinct ``(major, minor)`` pairs in ascending order and each input's index into
+    them (``np.unique`` of the pairs with ``return_inverse``, by counting sorts)."""
+    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+
+    major = major.astype(np.int64, copy=False)
+    minor = minor.astype(np.int64, copy=False)
+    if len(major) == 0:
+        return major, minor, np.zeros(0, dtype=np.int64)
+    order = order_by_pair(major, minor, max(n_major, 1), max(n_minor, 1))
+    a, b = major[order], minor[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    rank = np.cumsum(new) - 1
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = rank
+    return a[new], b[new], inverse
 
 
 def _parents(names: list[str], resolution: int) -> list[str]:
