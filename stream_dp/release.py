@@ -624,7 +624,7 @@ def _regroup(
     joined log is longer are sorted). Only the pairs of a ``merged_unit`` (one made of
     several observed cells) can meet another pair of their vehicle, so only they are grouped."""
     keep = unit >= 0
-    multi = keep & merged_unit[np.where(keep, unit, 0)]
+    multi = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
     single = np.flatnonzero(keep & ~multi)
     group_cell, group_vehicle, inverse = pair_groups(
         unit[multi], columns.vehicle_code[multi], len(names), len(columns.vehicle_names)

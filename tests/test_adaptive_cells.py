@@ -258,3 +258,13 @@ def test_regrouping_a_window_merges_pairs_exactly(seed) -> None:
         assert merged.total[pair] == pytest.approx(sum(x for _, x in values))
         prefix = merged.prefixes(np.array([pair]))[0]
         assert list(prefix) == [x for _, x in values[:limit]]
+
+
+def test_a_window_with_every_cell_withheld_releases_nothing_and_charges_nobody() -> None:
+    settings = load_settings(resolution=8, coarsest_resolution=7, target_mean_error=1.0)
+    window = targeted_window(4)
+    release = release_window(0, window, settings, LaplaceNoise(), ledger=BudgetLedger(86400, None))
+    assert release.cells == []
+    assert release.summary["readings_withheld"] == int(window.count.sum())
+    assert release.summary["cells_withheld"] > 0 and release.summary["K"] == 0
+    assert release.loss is not None and len(release.loss) == 0
