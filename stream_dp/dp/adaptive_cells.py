@@ -79,55 +79,14 @@ def best_cap_mean_error(
     out = np.full(n_units, np.inf)
     if len(unit) == 0:
         return out
-    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+    from stream_dp.dp.adaptive_kernel import best_cap_scan  # numba: imported on first use
+    from stream_dp.dp.array_kernels import order_by_pair
 
     unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
     order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
-    unit, count = unit[order], count[order]
-    key = unit << 32 | count
-    start = np.searchsorted(unit, np.arange(n_units + 1))
-    has = np.diff(start) > 0
-    prefix = np.concatenate(([0], np.cumsum(count)))
-    total = (prefix[start[1:]] - prefix[start[:-1]]).astype(np.float64)
-    highest = np.where(has, count[np.maximum(start[1:] - 1, 0)], 0)
-    lowest = np.where(has, count[np.minimum(start[:-1], len(count) - 1)], 0)
-    # Candidates: every entry's own count (grouped by unit, so a segment minimum), then C.
-    # Past the last entry with a count <= c in its unit: the end of its run of equal entries.
-    run_end = np.ones(len(unit), dtype=bool)
-    run_end[:-1] = (unit[1:] != unit[:-1]) | (count[1:] != count[:-1])
-    ends = np.flatnonzero(run_end) + 1
-    below = ends[np.cumsum(run_end) - run_end]
-    value = _cap_error(unit, count, below, prefix, start, total, upper, mean_epsilon)
-    if prefix_limit is not None:
-        value = np.where((count <= prefix_limit) | (count == highest[unit]), value, np.inf)
-    firsts = start[:-1][has]
-    out[has] = np.minimum.reduceat(value, firsts)
-    if prefix_limit is not None:
-        cu = np.flatnonzero(has & (lowest <= prefix_limit) & (prefix_limit <= highest))
-        cc = np.full(len(cu), prefix_limit, dtype=np.int64)
-        below_c = np.searchsorted(key, cu << 32 | cc, side="right")
-        at_c = _cap_error(cu, cc, below_c, prefix, start, total, upper, mean_epsilon)
-        out[cu] = np.minimum(out[cu], at_c)
-    return out
-
-
-def _cap_error(
-    cu: IntArray,
-    cc: IntArray,
-    below: IntArray,
-    prefix: IntArray,
-    start: IntArray,
-    total: FloatArray,
-    upper: float,
-    mean_epsilon: float,
-) -> FloatArray:
-    """The objective of :func:`best_cap_mean_error` at cap ``cc`` of unit ``cu``; ``below``:
-    one past the last entry (sorted by unit, count) of that unit with a count <= ``cc``;
-    ``prefix``: the entries' cumulative counts."""
-    kept = prefix[below] - prefix[start[cu]] + cc * (start[cu + 1] - below)
-    kept_f = kept.astype(np.float64)
-    noise = LN20 * (upper * cc / kept_f) / mean_epsilon * (1.0 + SAMPLER_RTOL)
-    return upper * (1.0 - kept_f / total[cu]) + noise
+    limit = -1 if prefix_limit is None else int(prefix_limit)
+    factor = LN20 * (1.0 + SAMPLER_RTOL)
+    return best_cap_scan(unit[order], count[order], n_units, upper, mean_epsilon, limit, factor)
 
 
 @dataclass(frozen=True)
