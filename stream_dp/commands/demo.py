@@ -24,8 +24,16 @@ from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.config import Settings
 
-# Sparse AIS data: res-7 cells, cells with >= 3 vessels, eps 0.5 per cell (see README).
-DEMO_DEFAULTS = {"resolution": 7, "min_vehicles": 3, "epsilon": 0.5, "idle_close_seconds": 5.0}
+# Accuracy-targeted adaptive cells (README, "Adaptive cells"): res-8 cells merged up to res 3
+# until each mean's 95 % error bar is <= 15 km/h; the mean gets all of eps 1 (no variance).
+DEMO_DEFAULTS = {
+    "resolution": 8,
+    "coarsest_resolution": 3,
+    "target_mean_error": 15.0,
+    "variance_share": 0.0,
+    "epsilon": 1.0,
+    "idle_close_seconds": 5.0,
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:

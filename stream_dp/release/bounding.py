@@ -15,8 +15,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
+from stream_dp.dp.error_bars import ErrorModel
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
 from stream_dp.release.selection import occupancy_of, select_cells
@@ -31,6 +33,9 @@ NOTHING_BOUNDED: dict[str, Any] = {
     "error_bound": 0.0,
     "suppressed_pairs": 0,
     "max_error": 0.0,
+    "cells_withheld": 0,
+    "readings_withheld": 0,
+    "privacy_loss_pld": 0.0,
 }
 
 
@@ -61,16 +66,14 @@ class BudgetMask:
     columns: WindowColumns
     ledger: BudgetLedger | None
     window_start: int
-    epsilon: float
-    min_vehicles: int
-    top_cells: int | None
+    settings: Settings
 
     def apply(self, pairs: Contributions, report: dict[str, Any]) -> Contributions:
         report["vehicles_budget_limited"] = report["pairs_withheld_budget"] = 0
-        ledger, occupancy = self.ledger, pairs.occupancy
+        ledger, occupancy, settings = self.ledger, pairs.occupancy, self.settings
         if ledger is None or ledger.cap is None or not len(pairs.chosen):
             return pairs
-        allowed = ledger.allowed_cells(occupancy.vehicles, self.window_start, self.epsilon)
+        allowed = self._allowed(ledger, occupancy)
         keep = limit_to_budget(occupancy, allowed)
         if keep.all():
             return pairs
@@ -79,8 +82,22 @@ class BudgetMask:
         report["pairs_withheld_budget"] = int(np.count_nonzero(~keep))
         usable = np.zeros(len(self.columns), dtype=bool)
         usable[pairs.entry_of[keep]] = True
-        chosen = select_cells(self.columns, self.min_vehicles, self.top_cells, usable)
+        chosen = select_cells(self.columns, settings.min_vehicles, settings.top_cells, usable)
         return Contributions(chosen, *occupancy_of(self.columns, chosen, usable))
+
+    def _allowed(self, ledger: BudgetLedger, occupancy: Occupancy) -> np.ndarray:
+        """Cells each vehicle may still be read in: its remaining budget over ε (basic), or
+        what keeps its PLD ε at δ within the cap (§8.4)."""
+        settings = self.settings
+        if settings.accounting == "pld":
+            from stream_dp.dp.pld_accounting import pld_allowed_cells
+
+            spent = ledger.spent(occupancy.vehicles, self.window_start)
+            return pld_allowed_cells(
+                spent, settings.epsilon, settings.variance_share, settings.accounting_delta,
+                ledger.cap,
+            )  # fmt: skip
+        return ledger.allowed_cells(occupancy.vehicles, self.window_start, settings.epsilon)
 
 
 @dataclass(frozen=True)
@@ -91,9 +108,12 @@ class ClipUserBound:
     upper: float
     epsilon: float
     error_bound: float | None
+    model: ErrorModel | None = None
 
     def apply(self, pairs: Contributions, report: dict[str, Any]) -> Contributions:
-        clip = clip_user(pairs.occupancy, self.upper, self.epsilon, self.error_bound)
+        clip = clip_user(
+            pairs.occupancy, self.upper, self.epsilon, self.error_bound, model=self.model
+        )
         report["G1"], report["K"] = clip.g1, clip.k
         report["error_bound"] = float(clip.error_bound)
         report["suppressed_pairs"] = clip.n_suppressed

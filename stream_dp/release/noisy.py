@@ -1,6 +1,7 @@
-"""Stage 4 of the release, noise (docs/math.md §3.5, §9.4): each released cell's mean and
-variance with independent Laplace noise at ε/2 each, or the cell's mean from the configured
-mean mechanism (§7) at ε/2."""
+"""Stage 4 of the release, noise (docs/math.md §3.5, §9.4): each released cell's mean with
+(1 − s)·ε and its variance with s·ε of independent Laplace noise (no variance when s = 0),
+or the cell's mean from the configured mean mechanism (§7) at (1 − s)·ε; and the 95 % error
+bars published with them (:mod:`stream_dp.dp.error_bars`), functions of public counts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_dp.dp.error_bars import mean_error, mechanism_mean_error, variance_error
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.pseudo_user import PseudoUserResult
@@ -18,51 +20,35 @@ from stream_dp.windows.columns import WindowColumns
 
 
 @dataclass(frozen=True)
+class ErrorBars:
+    """Per cell, the 95 % bounds on the released mean's and variance's errors."""
+
+    mean: np.ndarray
+    variance: np.ndarray | None
+
+
+def error_bars(
+    stats: CellStatistics, capped: PseudoUserResult, accountant: WindowAccountant, upper: float
+) -> ErrorBars:
+    """The CLIP mean's and the variance's error bars from the kept counts and the cap."""
+    kept, total = stats.kept_readings, stats.n_readings
+    mean = mean_error(upper, accountant.mean_epsilon, capped.cap, kept, total)
+    variance = None
+    if accountant.variance_share:
+        variance = variance_error(upper, accountant.variance_epsilon, capped.cap, kept, total)
+    return ErrorBars(mean, variance)
+
+
+@dataclass(frozen=True)
 class NoisyCells:
-    """Per released cell: the noisy mean and variance (not yet clamped) and the worst-case
-    error published with them (None where the mechanism gives none)."""
+    """Per cell: the noisy mean and variance (not yet clamped; variance None when it gets no
+    budget), the worst-case error and the mean's error bar published with them (None where
+    the mechanism gives none; None for a withheld cell of a mechanism)."""
 
-    means: list[float]
-    variances: list[float]
+    means: list[float | None]
+    variances: list[float | None]
     error_bounds: list[float | None]
-
-
-def noisy_cells(
-    stats: CellStatistics,
-    capped: PseudoUserResult,
-    accountant: WindowAccountant,
-    noise: LaplaceNoise,
-    mechanism: Any = None,
-    cell_data: Any = None,
-) -> NoisyCells:
-    """Noise every cell: all variances in one batch, then all CLIP means in one (independent
-    draws: their order does not matter); with a ``mechanism`` (None: the CLIP mean), each
-    cell's mean is its release on ``cell_data(g)`` instead, in cell order."""
-    variances = noise.release_many(
-        stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
-    ).tolist()
-    if mechanism is None:
-        means = noise.release_many(
-            stats.means, capped.mean_sensitivity, accountant.mean_epsilon
-        ).tolist()
-        return NoisyCells(means, variances, capped.error.tolist())
-    var_bias = variance_bias(
-        cell_data.upper, stats.kept_readings.astype(np.int64), stats.n_readings
-    )
-    means, bounds = [], []
-    for g in range(len(variances)):
-        outcome = mechanism.release(
-            cell_data(g), cell_data.upper, accountant.mean_epsilon, noise.source
-        )
-        means.append(outcome.value)
-        # eq. (11): the mechanism's mean error, the variance's bias and its noise scale at ε/2
-        variance_part = var_bias[g] + 2.0 * capped.variance_sensitivity[g] / accountant.epsilon
-        bounds.append(
-            None
-            if outcome.worst_case_error is None
-            else float(outcome.worst_case_error + variance_part)
-        )
-    return NoisyCells(means, variances, bounds)
+    mean_errors: list[float | None]
 
 
 @dataclass(frozen=True)
@@ -88,3 +74,63 @@ class CellDataOf:
             prefixes=self.columns.prefixes(chosen),
             kept_counts=np.asarray(self.kept_count[start:stop], dtype=np.int64),
         )
+
+
+def noisy_cells(
+    stats: CellStatistics,
+    capped: PseudoUserResult,
+    accountant: WindowAccountant,
+    noise: LaplaceNoise,
+    bars: ErrorBars,
+    released: np.ndarray,
+    mechanism: Any = None,
+    cell_data: CellDataOf | None = None,
+) -> NoisyCells:
+    """Noise every cell: all variances in one batch, then all CLIP means in one (independent
+    draws: their order does not matter); with a ``mechanism`` (None: the CLIP mean), each
+    ``released`` cell's mean is its release on ``cell_data(g)`` instead, in cell order."""
+    n_cells = len(released)
+    variances: list[float | None] = [None] * n_cells
+    if accountant.variance_share:
+        variances = noise.release_many(
+            stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
+        ).tolist()
+    if mechanism is None:
+        means = noise.release_many(
+            stats.means, capped.mean_sensitivity, accountant.mean_epsilon
+        ).tolist()
+        return NoisyCells(means, variances, capped.error.tolist(), bars.mean.tolist())
+    assert cell_data is not None
+    out = NoisyCells([None] * n_cells, variances, [None] * n_cells, [None] * n_cells)
+    for g in np.flatnonzero(released).tolist():
+        _mechanism_cell(g, out, mechanism, cell_data, stats, capped, accountant, noise)
+    return out
+
+
+def _mechanism_cell(
+    g: int,
+    out: NoisyCells,
+    mechanism: Any,
+    cell_data: CellDataOf,
+    stats: CellStatistics,
+    capped: PseudoUserResult,
+    accountant: WindowAccountant,
+    noise: LaplaceNoise,
+) -> None:
+    """Cell ``g``'s mean by the mechanism, its worst-case error (the mechanism's plus the
+    variance's bias and noise scale, eq. (11)) and its error bar, into ``out``."""
+    upper, data = cell_data.upper, cell_data(g)
+    outcome = mechanism.release(data, upper, accountant.mean_epsilon, noise.source)
+    out.means[g] = outcome.value
+    variance_part = 0.0
+    if accountant.variance_share:
+        kept, total = int(stats.kept_readings[g]), int(stats.n_readings[g])
+        bias = float(variance_bias(upper, np.array([kept]), np.array([total]))[0])
+        variance_part = bias + capped.variance_sensitivity[g] / accountant.variance_epsilon
+    if outcome.worst_case_error is not None:
+        out.error_bounds[g] = float(outcome.worst_case_error + variance_part)
+    participants = int(data.counts[data.kept_counts > 0].sum())
+    out.mean_errors[g] = mechanism_mean_error(
+        mechanism.name, outcome.parameters, outcome.worst_case_error, outcome.sensitivity,
+        upper, participants, int(stats.n_readings[g]),
+    )  # fmt: skip

@@ -117,23 +117,30 @@ def cell_records(
     cells: tuple[str, ...],
     ids: list[str],
     noisy: NoisyCells,
+    variance_errors: list[float | None],
     stats: CellStatistics,
     cap: list[int],
+    released: list[bool],
+    shapes: list[dict[str, Any]],
     k: int,
 ) -> list[dict[str, Any]]:
     """One record per released cell (docs/math.md §9.5): the noisy mean and variance clamped
-    to [0, U] and [0, U²/4] (post-processing), public counts, the cap and the error bound."""
+    to [0, U] and [0, U²/4] (post-processing), their error bars, public counts, the cap and
+    the worst-case error bound."""
     upper = settings.upper
     kept, vehicles = stats.kept_readings.tolist(), stats.n_vehicles.tolist()
     kept_vehicles, readings = stats.n_kept_vehicles.tolist(), stats.n_readings.tolist()
     return [
         {
             **base,
+            **shapes[g],
             "type": "cell",
             "release_id": ids[g],
             "cell": cell,
             "mean": min(max(noisy.means[g], 0.0), upper),
-            "variance": min(max(noisy.variances[g], 0.0), upper * upper / 4.0),
+            "variance": _clamped_variance(noisy.variances[g], upper),
+            "mean_error": noisy.mean_errors[g],
+            "variance_error": variance_errors[g],
             "n_vehicles": int(vehicles[g]),
             "n_vehicles_kept": int(kept_vehicles[g]),
             "n_readings": int(readings[g]),
@@ -144,7 +151,12 @@ def cell_records(
             "K": k,
         }
         for g, cell in enumerate(cells)
+        if released[g]
     ]
+
+
+def _clamped_variance(variance: float | None, upper: float) -> float | None:
+    return None if variance is None else min(max(variance, 0.0), upper**2 / 4)
 
 
 def window_summary(
@@ -157,8 +169,9 @@ def window_summary(
     late_readings: int,
     nonce: str,
 ) -> dict[str, Any]:
-    """The window's summary record (docs/math.md §9.5): what each bound reported
-    (``report``), K·ε and G1·ε, the window's public counts and the budget fields."""
+    """The window's summary record (docs/math.md §9.5): what each stage reported
+    (``report``: the bounds, the cells withheld, K over the released cells and its PLD
+    loss), K·ε and G1·ε, the window's public counts and the budget fields."""
     eps = settings.epsilon
     return {
         **base,
@@ -183,4 +196,11 @@ def window_summary(
         "budget_period_seconds": settings.budget_period_seconds,
         "vehicles_budget_limited": report["vehicles_budget_limited"],
         "pairs_withheld_budget": report["pairs_withheld_budget"],
+        "cells_withheld": report["cells_withheld"],
+        "readings_withheld": report["readings_withheld"],
+        "variance_share": settings.variance_share,
+        "accounting": settings.accounting,
+        "accounting_delta": settings.accounting_delta,
+        "target_mean_error": settings.target_mean_error,
+        "privacy_loss_pld": report["privacy_loss_pld"],
     }

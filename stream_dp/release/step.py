@@ -1,9 +1,12 @@
 """The release of one complete window, as named stages (docs/math.md §9):
 
+0. with ``target_mean_error``, regroup into adaptive cells (:mod:`.adaptive`, §12);
 1. select cells (:mod:`.selection`, §9.1);
 2. bound contributions (:mod:`.bounding`, §9.2): budget mask → CLIP-USER → pseudo-user cap;
-3. statistics of the kept readings (:mod:`.statistics`, §9.3);
-4. noise (:mod:`.noisy`, §9.4), ε split and K·ε by the window's :class:`WindowAccountant`;
+3. statistics of the kept readings (:mod:`.statistics`, §9.3), and their error bars;
+   with adaptive cells, the cells still missing the target are withheld;
+4. noise (:mod:`.noisy`, §9.4), the ε split and K·ε by the window's
+   :class:`~stream_dp.release.accounting.WindowAccountant`;
 5. records (:mod:`.records`, §9.5).
 
 Everything published is computed from the public occupancy array and noised values
@@ -19,8 +22,10 @@ import numpy as np
 
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger
+from stream_dp.dp.error_bars import LN20
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release.accounting import WindowAccountant
+from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import (
     NOTHING_BOUNDED,
     BudgetMask,
@@ -28,7 +33,7 @@ from stream_dp.release.bounding import (
     Contributions,
     ReadingCap,
 )
-from stream_dp.release.noisy import CellDataOf, noisy_cells
+from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.records import (
     WindowRelease,
     cell_records,
@@ -79,10 +84,8 @@ def chosen_pairs(
     allows (``chosen``: :func:`select_cells` of the columns, if at hand)."""
     if chosen is None:
         chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
-    mask = BudgetMask(
-        columns, ledger, window_start, settings.epsilon, settings.min_vehicles, settings.top_cells
-    )
     pairs = Contributions(chosen, *occupancy_of(columns, chosen))
+    mask = BudgetMask(columns, ledger, window_start, settings)
     return mask.apply(pairs, {} if report is None else report)
 
 
@@ -94,13 +97,18 @@ def _run_stages(
     late_readings: int,
     ledger: BudgetLedger | None,
 ) -> WindowRelease:
-    accountant = WindowAccountant(window_start, settings.epsilon)
+    accountant = WindowAccountant.for_settings(settings, window_start)
     nonce = new_release_nonce()  # one per release event: every record id derives from it
-    base = window_base(settings, window_start)
     report = dict(NOTHING_BOUNDED)
+    target = settings.target_mean_error
+    adaptive = None
+    if target is not None:  # stage 0: the adaptive cells of the occupancy (§12)
+        columns, adaptive, withheld = adaptive_columns(columns, settings, accountant.mean_epsilon)
+        report["cells_withheld"], report["readings_withheld"] = withheld
+    base = window_base(settings, window_start)
+    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     # Performance (benchmarks/release.py): only the cap reads each pair's reading prefixes;
     # their sums run on the background thread (a GIL-free kernel) while CLIP-USER runs.
-    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
     pairs = chosen_pairs(window_start, columns, settings, ledger, report, chosen)
     if not len(pairs.chosen):
@@ -115,31 +123,53 @@ def _run_stages(
         release_ids, settings.app_id, window_start, settings.resolution,
         list(pairs.occupancy.cells), nonce,
     )  # fmt: skip
-    for bound in (
-        ClipUserBound(settings.upper, settings.epsilon, settings.error_bound),
-        ReadingCap(settings.pseudo_user, settings.upper, settings.epsilon, settings.prefix_limit),
-    ):
-        pairs = bound.apply(pairs, report)
+    pairs = _bound(pairs, settings, accountant, report)
     assert pairs.clip is not None and pairs.capped is not None
     capped, occupancy = pairs.capped, pairs.occupancy
     stats = cell_statistics(
         columns, occupancy, pairs.entry_of, capped.kept_count, prefix_sums, entry_totals
     )
+    bars = error_bars(stats, capped, accountant, settings.upper)
+    released, grids, k, withheld = released_cells(
+        target, bars.mean, pairs.clip, occupancy, stats.n_readings,
+        (report["cells_withheld"], report["readings_withheld"]),
+    )  # fmt: skip
+    report["cells_withheld"], report["readings_withheld"] = withheld
+    report["K"], report["privacy_loss_pld"] = k, accountant.pld_loss(k)
     mechanism = None if settings.mean_mechanism == "clip" else configured_mean_mechanism(settings)
     cell_data = CellDataOf(
         columns, pairs.entry_of, capped.kept_count, occupancy.cell_start, settings.upper
     )
-    noisy = noisy_cells(stats, capped, accountant, noise, mechanism, cell_data)
+    noisy = noisy_cells(stats, capped, accountant, noise, bars, released, mechanism, cell_data)
+    variance_errors = [None] * len(released) if bars.variance is None else bars.variance.tolist()
     cells = cell_records(
-        base, settings, occupancy.cells, ids.result(), noisy, stats, capped.cap.tolist(),
-        pairs.clip.k,
+        base, settings, occupancy.cells, ids.result(), noisy, variance_errors, stats,
+        capped.cap.tolist(), released.tolist(),
+        cell_shapes(adaptive, occupancy.cells, settings.resolution), k,
     )  # fmt: skip
     summary = window_summary(
         base, settings, window_start, report, len(cells), columns, late_readings, nonce
     )
-    # The cap never empties a kept entry, so the cells read per vehicle are CLIP-USER's G_l.
-    loss = None if ledger is None else accountant.loss(occupancy, pairs.clip.grids_per_vehicle())
+    loss = None if ledger is None else accountant.loss(occupancy, grids)
     return WindowRelease(window_start, cells, summary, loss)
+
+
+def _bound(
+    pairs: Contributions, settings: Settings, accountant: WindowAccountant, report: dict[str, Any]
+) -> Contributions:
+    """The bounds of stage 2 after the budget mask: CLIP-USER, then the cap. CLIP-USER keeps
+    the error of the accountant's split within E (with adaptive cells and no variance, T)."""
+    target = settings.target_mean_error
+    error_star = settings.error_bound
+    if error_star is None and target is not None and settings.variance_share == 0.0:
+        error_star = target  # the model's error is then the mean_error itself
+    model = accountant.error_model(LN20 if target is not None else 1.0)
+    for bound in (
+        ClipUserBound(settings.upper, settings.epsilon, error_star, model),
+        ReadingCap(settings.pseudo_user, settings.upper, settings.epsilon, settings.prefix_limit),
+    ):
+        pairs = bound.apply(pairs, report)
+    return pairs
 
 
 def configured_mean_mechanism(settings: Settings) -> Any:

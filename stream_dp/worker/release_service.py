@@ -243,7 +243,19 @@ class ReleaseService:
         if not self.rebuilding:
             self.metrics.privacy_budget_spent_all.set(self.spent_all)
         if loss is not None:
-            self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(start))
+            self._export_loss(start)
+
+    def _export_loss(self, window_start: int) -> None:
+        """Export the largest per-vehicle loss over the rolling period (and by the PLD
+        accountant, when it is installed)."""
+        from stream_dp.dp.pld_accounting import pld_loss
+
+        worst = self.ledger.max_loss(window_start)
+        self.metrics.vehicle_loss_period_max.set(worst)
+        s = self.settings
+        pld = pld_loss(round(worst / s.epsilon), s.epsilon, s.variance_share, s.accounting_delta)
+        if pld is not None:
+            self.metrics.vehicle_loss_period_max_pld.set(pld)
 
     def _observe(self, release: WindowRelease, seconds: float, ours: bool) -> None:
         """Export a published window; the spend counter counts only the copy this process

@@ -1,0 +1,130 @@
+"""Accuracy-targeted adaptive cells (docs/math.md §12): with ``target_mean_error`` T, the
+window is regrouped into the cells chosen from its occupancy (before stage 1), and a cell
+whose mean_error still misses T after the bounds is withheld (after stage 2). Both are
+functions of the public occupancy only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stream_dp.config import Settings
+from stream_dp.dp.adaptive_cells import AdaptiveCells, choose_cells, pair_groups
+from stream_dp.dp.clip_user import ClipUserResult
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.windows.columns import WindowColumns
+from stream_dp.windows.state import rank_in_runs
+
+
+def adaptive_columns(
+    columns: WindowColumns, settings: Settings, mean_epsilon: float
+) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
+    """The window regrouped into the adaptive cells chosen from its occupancy
+    (:func:`~stream_dp.dp.adaptive_cells.choose_cells`), and the (cells, readings) withheld."""
+    coarsest = settings.coarsest_resolution
+    chosen = choose_cells(
+        columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
+        upper=settings.upper, mean_epsilon=mean_epsilon, target=float(settings.target_mean_error),
+        finest=settings.resolution,
+        coarsest=settings.resolution if coarsest is None else coarsest,
+        prefix_limit=settings.prefix_limit, min_vehicles=settings.min_vehicles,
+        shape=settings.adaptive_shape,
+    )  # fmt: skip
+    unit = chosen.unit_of_cell[columns.cell_code]
+    keep = unit >= 0
+    readings_out = int(columns.count[~keep].sum())
+    cells_in = np.bincount(
+        chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
+    )
+    merged = regroup(columns, chosen.names, unit, settings.prefix_limit, cells_in > 1)
+    return merged, chosen, (len(chosen.withheld_cells), readings_out)
+
+
+def regroup(
+    columns: WindowColumns,
+    names: tuple[str, ...],
+    unit: np.ndarray,
+    prefix_limit: int,
+    merged_unit: np.ndarray,
+) -> WindowColumns:
+    """``columns`` with each pair moved to cell ``unit[pair]`` of ``names`` (-1: dropped),
+    pairs of one vehicle in one new cell merged (counts and sums added; the reading log cut
+    back to each merged pair's first ``prefix_limit`` by ``(ts, value)``; only pairs whose
+    joined log is longer are sorted). Only the pairs of a ``merged_unit`` (one made of
+    several observed cells) can meet another pair of their vehicle, so only they are grouped."""
+    keep = unit >= 0
+    multi = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
+    single = np.flatnonzero(keep & ~multi)
+    group_cell, group_vehicle, inverse = pair_groups(
+        unit[multi], columns.vehicle_code[multi], len(names), len(columns.vehicle_names)
+    )
+    cell_code = np.concatenate((unit[single], group_cell))
+    vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
+    pair_of = np.full(len(columns), -1, dtype=np.int64)
+    pair_of[single] = np.arange(len(single))
+    pair_of[multi] = len(single) + inverse
+    n = len(cell_code)
+    inverse = pair_of[keep]
+    reading_pair = pair_of[columns.reading_pair]
+    ts, value = columns.reading_ts, columns.reading_value
+    if not keep.all():
+        live = reading_pair >= 0
+        reading_pair, ts, value = reading_pair[live], ts[live], value[live]
+    stored = np.bincount(reading_pair, minlength=n)
+    if n and int(stored.max()) > prefix_limit:
+        at = np.flatnonzero(stored[reading_pair] > prefix_limit)
+        order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
+        drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
+        kept = np.ones(len(reading_pair), dtype=bool)
+        kept[drop] = False
+        reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
+    return WindowColumns(
+        names,
+        cell_code,
+        columns.vehicle_names,
+        vehicle_code,
+        np.bincount(inverse, weights=columns.count[keep], minlength=n).astype(np.int64),
+        np.bincount(inverse, weights=columns.total[keep], minlength=n),
+        np.bincount(inverse, weights=columns.total_sq[keep], minlength=n),
+        reading_pair,
+        ts,
+        value,
+    )
+
+
+def cell_shapes(
+    adaptive: AdaptiveCells | None, cells: tuple[str, ...], resolution: int
+) -> list[dict[str, Any]]:
+    """Each record's ``resolution`` and ``scope`` (``remainder``: a parent cell's readings
+    left after its separately released children)."""
+    if adaptive is None:
+        return [{"resolution": resolution, "scope": "cell"}] * len(cells)
+    index = {name: g for g, name in enumerate(adaptive.names)}
+    res, rem = adaptive.resolution.tolist(), adaptive.remainder.tolist()
+    return [
+        {"resolution": res[index[c]], "scope": "remainder" if rem[index[c]] else "cell"}
+        for c in cells
+    ]
+
+
+def released_cells(
+    target: float | None,
+    mean_errors: np.ndarray,
+    clip: ClipUserResult,
+    occupancy: Occupancy,
+    n_readings: np.ndarray,
+    cells_withheld: tuple[int, int],
+) -> tuple[np.ndarray, np.ndarray, int, tuple[int, int]]:
+    """Which cells are released (those whose mean_error meets T; all without T), the cells
+    each vehicle is read in over them (CLIP-USER's G_l: the cap never empties a kept entry),
+    their maximum K, and the (cells, readings) withheld so far plus these."""
+    n_cells = len(occupancy.cells)
+    released = np.ones(n_cells, dtype=bool) if target is None else mean_errors <= target
+    grids = clip.grids_per_vehicle()
+    if not released.all():
+        in_released = released[occupancy.cell_index]
+        grids = occupancy.grids_per_vehicle(clip.kept & in_released)
+        more = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
+        cells_withheld = (cells_withheld[0] + more[0], cells_withheld[1] + more[1])
+    return released, grids, int(grids.max(initial=0)), cells_withheld
