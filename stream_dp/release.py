@@ -500,7 +500,8 @@ def _release_window(
     target = settings.target_mean_error
     model = ErrorModel.split(eps, share, LN20 if target is not None else 1.0)
     nonce = new_release_nonce()  # one per release event: every record id derives from it
-    adaptive, cells_withheld = None, (0, 0)
+    # The summary counts every reading of the window (``observed``), withheld or not.
+    adaptive, cells_withheld, observed = None, (0, 0), columns
     if target is not None:
         columns, adaptive, cells_withheld = _adaptive_columns(columns, settings, eps_m)
     chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
@@ -511,7 +512,7 @@ def _release_window(
         window_start, columns, settings, ledger, chosen
     )
     if not len(chosen):
-        summary = _summary(settings, base, window_start, None, None, 0, columns, nonce)
+        summary = _summary(settings, base, window_start, None, None, 0, observed, nonce)
         summary["readings_dropped_late"] = late_readings
         _budget_summary(summary, settings, withheld)
         _withheld_summary(summary, settings, cells_withheld, 0)
@@ -637,7 +638,7 @@ def _release_window(
                 "K": k_released,
             }
         )
-    summary = _summary(settings, base, window_start, clip, capped, len(cells), columns, nonce)
+    summary = _summary(settings, base, window_start, clip, capped, len(cells), observed, nonce)
     summary["readings_dropped_late"] = late_readings
     summary["K"], summary["privacy_loss"] = k_released, k_released * eps
     _budget_summary(summary, settings, withheld)
