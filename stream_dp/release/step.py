@@ -101,7 +101,8 @@ def _run_stages(
     nonce = new_release_nonce()  # one per release event: every record id derives from it
     report = dict(NOTHING_BOUNDED)
     target = settings.target_mean_error
-    adaptive = None
+    # The summary counts every reading of the window (``observed``), withheld or not.
+    adaptive, observed = None, columns
     if target is not None:  # stage 0: the adaptive cells of the occupancy (§12)
         columns, adaptive, withheld = adaptive_columns(columns, settings, accountant.mean_epsilon)
         report["cells_withheld"], report["readings_withheld"] = withheld
@@ -113,7 +114,7 @@ def _run_stages(
     pairs = chosen_pairs(window_start, columns, settings, ledger, report, chosen)
     if not len(pairs.chosen):
         summary = window_summary(
-            base, settings, window_start, report, 0, columns, late_readings, nonce
+            base, settings, window_start, report, 0, observed, late_readings, nonce
         )
         loss = None if ledger is None else accountant.loss(None, None)
         return WindowRelease(window_start, [], summary, loss)
@@ -148,7 +149,7 @@ def _run_stages(
         cell_shapes(adaptive, occupancy.cells, settings.resolution), k,
     )  # fmt: skip
     summary = window_summary(
-        base, settings, window_start, report, len(cells), columns, late_readings, nonce
+        base, settings, window_start, report, len(cells), observed, late_readings, nonce
     )
     loss = None if ledger is None else accountant.loss(occupancy, grids)
     return WindowRelease(window_start, cells, summary, loss)
