@@ -6,7 +6,11 @@ release log, before it is published. ``after-published``: right after it is publ
 (without blocking the event loop) until ``PATH`` exists — a test can store a rival copy of
 the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-th ingest
 batch's state is acknowledged, before that batch's offsets are committed (a kill in the
-middle of ingestion). Unset (always, in production) it does nothing.
+middle of ingestion). Around the N-th state checkpoint of the process
+(:mod:`stream_dp.worker.checkpoints`): ``before-checkpoint:N`` (its windows' close records
+are durable, the checkpoint not written), ``during-checkpoint:N`` (handed to the producer,
+killed a few milliseconds later whether or not the broker has it), ``after-checkpoint:N``
+(acknowledged; nothing after it done). Unset (always, in production) it does nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ def crash_point_counted(name: str) -> None:
     _calls[name] = _calls.get(name, 0) + 1
     if _calls[name] == int(value.split(":", 1)[1]):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def crash_point_in_flight(name: str, delay: float = 0.005) -> None:
+    """Like :func:`crash_point_counted`, but first lets the event loop run for ``delay``
+    seconds (a record just sent is then on its way, its acknowledgement maybe not)."""
+    value = os.environ.get(ENV, "")
+    if value.startswith(name + ":") and _calls.get(name, 0) + 1 == int(value.split(":", 1)[1]):
+        await asyncio.sleep(delay)
+    crash_point_counted(name)
 
 
 _paused: set[str] = set()

@@ -31,11 +31,20 @@ from stream_dp.config import Settings
 from stream_dp.engine import new_partition_state
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.kafka.partition_tail import RecordDeleter, find_last
 from stream_dp.metrics import ServiceMetrics
 from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
 from stream_dp.window_state import PartitionState
 from stream_dp.worker import internal_records as rec
-from stream_dp.worker.fault_injection import crash_point_counted
+from stream_dp.worker.checkpoints import (
+    CHECKPOINT_EVERY_RECORDS,
+    Checkpoint,
+    CheckpointTracker,
+    StateReplay,
+    is_checkpoint,
+    plan_replay,
+)
+from stream_dp.worker.fault_injection import crash_point_counted, crash_point_in_flight
 
 log = logging.getLogger(__name__)
 #: A quiet partition whose input is fetched but not all applied (offsets without records, such
@@ -54,6 +63,8 @@ class PartitionRuntime:
     durable_offset: int = -1
     last_event_wall: float = field(default_factory=time.monotonic)
     last_progress: tuple[float, int] | None = None
+    #: State-topic offsets for the partition's checkpoints (see ``worker.checkpoints``).
+    checkpoints: CheckpointTracker = field(default_factory=CheckpointTracker)
 
 
 class IngestProcessor:
@@ -77,6 +88,8 @@ class IngestProcessor:
         self.lock = asyncio.Lock()
         self.recovering = 0
         self._last_done = time.monotonic()
+        self.deleter = RecordDeleter(conn)
+        self._deleting: set[asyncio.Task[bool]] = set()
 
     # --- recovery ---------------------------------------------------------------------
     async def _runtime(
@@ -101,28 +114,20 @@ class IngestProcessor:
         try:
             runtime = PartitionRuntime(new_partition_state(self.settings))
             state = runtime.state
-            replayed = truncated = 0
-            parts = rec.PartAssembler()
-            async for batch in iter_partition_to_end(
-                self.conn, self.settings.topic_state, partition
-            ):
+            topic = self.settings.topic_state
+            tail = await find_last(self.conn, topic, partition, is_checkpoint)
+            latest = None
+            if tail.record is not None:
+                latest = (tail.record.offset, Checkpoint.from_record(rec.decode(tail.record.value)))
+            plan = plan_replay(tail.earliest, tail.end, latest)
+            replay = StateReplay(state, plan, runtime.checkpoints)
+            async for batch in iter_partition_to_end(self.conn, topic, partition, plan.start):
                 if still_assigned is not None and partition not in still_assigned:
                     raise _Revoked(partition)
                 for record in batch:
-                    data = rec.decode(record.value)
-                    replayed += 1
-                    if data["kind"] == "close":
-                        state.close(data["window"], forced=data["forced"])
-                        continue
-                    whole = parts.add(data)
-                    if whole is None:  # a delta counts only once all its parts are read
-                        continue
-                    delta = rec.delta_payload(whole)
-                    if delta["offset"] <= runtime.applied_offset:
-                        continue  # a producer retry wrote it twice: apply it once
-                    truncated += state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
-                    runtime.applied_offset = delta["offset"]
-            runtime.durable_offset = runtime.applied_offset
+                    replay.add(record.offset, record.value)
+            runtime.applied_offset = runtime.durable_offset = replay.finish()
+            replayed, truncated = replay.replayed, replay.truncated
             if still_assigned is not None and partition not in still_assigned:
                 raise _Revoked(partition)
             if truncated:
@@ -133,8 +138,10 @@ class IngestProcessor:
                     partition, truncated,
                 )  # fmt: skip
             log.info(
-                "partition %d recovered from %d state records (%d open windows)",
-                partition, replayed, len(state.open),
+                "partition %d recovered from %d state records from offset %d of %d "
+                "(%s; %d open windows)", partition, replayed, plan.start, tail.end,
+                "no checkpoint" if plan.checkpoint is None else "from its latest checkpoint",
+                len(state.open),
             )  # fmt: skip
             return runtime
         finally:
@@ -196,6 +203,9 @@ class IngestProcessor:
                 await asyncio.gather(*sends)
             for runtime in done_runtimes:  # only now may their offsets be committed
                 runtime.durable_offset = runtime.applied_offset
+            for partition, runtime in self.partitions.items():
+                if runtime.checkpoints.records_since >= CHECKPOINT_EVERY_RECORDS:
+                    await self._checkpoint(partition, runtime, delete=False)
             crash_point_counted("after-durable-batch")
             done = time.monotonic()
             log.debug(
@@ -246,10 +256,12 @@ class IngestProcessor:
         # ``process`` waits for every send of the batch before it returns, so the write
         # overlaps the next partition's work instead of stalling it. (Records of one state
         # partition stay in order: one producer, sent in order.)
-        for part in delta:
-            sends.append(
-                await self.producer.send(self.settings.topic_state, part, partition=partition)
-            )
+        parts = [
+            await self.producer.send(self.settings.topic_state, part, partition=partition)
+            for part in delta
+        ]
+        sends.extend(parts)
+        runtime.checkpoints.note_delta(parts, outcome.delta or {})
         self.metrics.readings.labels("accepted").inc(outcome.accepted)
         self.metrics.readings.labels("late").inc(outcome.late)
         self.metrics.readings.labels("invalid").inc(invalid)
@@ -276,11 +288,13 @@ class IngestProcessor:
             partial = rec.encode_partial(start, partition, state.partial(start), uuid.uuid4().hex)
             await self._send_all(self.settings.topic_partials, partial, 0)
             state.close(start, forced=forced)
-            await self._send_and_wait(
-                self.settings.topic_state, rec.encode_close(start, forced), partition
+            closed = await self.producer.send_and_wait(
+                self.settings.topic_state, rec.encode_close(start, forced), partition=partition
             )
+            runtime.checkpoints.note_close(start, closed.offset)
         if windows:
             self._export_watermark()
+            await self._checkpoint(partition, runtime, delete=True)
         watermark = math.inf if forced and not state.open else state.watermark
         await self._progress(partition, runtime, watermark, force=bool(windows))
 
@@ -296,6 +310,32 @@ class IngestProcessor:
         await self._send_and_wait(
             self.settings.topic_partials, rec.encode_progress(partition, watermark, recent), 0
         )
+
+    async def _checkpoint(self, partition: int, runtime: PartitionRuntime, delete: bool) -> None:
+        """Write the partition's checkpoint once every state record it names is durable;
+        with ``delete``, then drop the state records before it where the broker can."""
+        tracker = runtime.checkpoints
+        unresolved = tracker.unresolved()
+        if unresolved:
+            await asyncio.gather(*unresolved)
+        checkpoint = tracker.checkpoint(runtime.state, runtime.applied_offset)
+        if checkpoint is None:
+            return
+        crash_point_counted("before-checkpoint")
+        sent = await self.producer.send(
+            self.settings.topic_state, checkpoint.encode(), partition=partition
+        )
+        await crash_point_in_flight("during-checkpoint")
+        await sent
+        crash_point_counted("after-checkpoint")
+        if delete and self.deleter.supported is not False:
+            task = asyncio.create_task(
+                self.deleter.delete_before(
+                    self.settings.topic_state, partition, checkpoint.replay_from
+                )
+            )
+            self._deleting.add(task)
+            task.add_done_callback(self._deleting.discard)
 
     # --- idle fallback and heartbeats (called by a timer) -----------------------------
     async def tick(
