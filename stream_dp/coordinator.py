@@ -22,6 +22,8 @@ class ReleaseCoordinator:
     window_seconds: int
     prefix_limit: int
     released: set[int] = field(default_factory=set)
+    #: Every window starting at or before this is released (a release-log snapshot's).
+    released_through: int | None = None
     watermarks: dict[int, float] = field(default_factory=dict)
     _partials: dict[int, dict[int, PartialColumns]] = field(default_factory=dict)
     _late: dict[int, dict[int, int]] = field(default_factory=dict)
@@ -30,7 +32,9 @@ class ReleaseCoordinator:
     def add_partial(self, window_start: int, partition: int, partial: PartialColumns) -> bool:
         """Record a partition's partial; a duplicate (replay) or a released window is
         ignored."""
-        if window_start in self.released:
+        if window_start in self.released or (
+            self.released_through is not None and window_start <= self.released_through
+        ):
             return False
         per_partition = self._partials.setdefault(window_start, {})
         if partition in per_partition:

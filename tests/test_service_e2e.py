@@ -19,6 +19,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.worker import internal_records as rec
+from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.service_harness import (
     create_topics,
     end_offsets,
@@ -221,6 +222,8 @@ def stored_log(kafka, settings):
     assembler = rec.PartAssembler()
     out = []
     for record in read_topic(kafka, settings.topic_release_log):
+        if is_release_snapshot(record.value):
+            continue
         whole = assembler.add(rec.decode(record.value))
         if whole is not None:
             out.append((whole[0]["kind"], whole))
@@ -359,3 +362,31 @@ def test_a_rival_copy_stored_first_is_the_one_published(kafka, setup, tmp_path):
     assert worker.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(
         total - rival.summary["privacy_loss"]
     )
+
+
+@pytest.mark.parametrize("crash", ["before-checkpoint", "during-checkpoint", "after-checkpoint"])
+def test_sigkill_around_a_state_checkpoint_loses_nothing(kafka, setup, tmp_path, crash):
+    """The worker kills itself just before, while and just after writing its second state
+    checkpoint (the first window is closing); a new worker recovers from whatever checkpoint
+    is the latest and releases what the offline engine releases."""
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=25, hours=2, per_hour=1500, seed=19)
+    first = spawn("first", STREAM_DP_FAULT_INJECTION=f"{crash}:2", STREAM_DP_BATCH_SIZE="20")
+    first.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    first.process.wait(timeout=120)
+    assert first.process.returncode == -signal.SIGKILL
+    state = read_topic(kafka, settings.topic_state, settings.partitions)
+    checkpoints = [r for r in state if r.value.startswith(b'{"kind":"checkpoint"')]
+    assert len(checkpoints) >= (2 if crash == "after-checkpoint" else 1)
+    second = spawn("second")
+    second.wait_ready()
+    records = wait_for_windows(kafka, settings, expected=2, worker=second)
+    assert "from its latest checkpoint" in second.log()
+    offline, offline_accepted = cli_release(settings, readings, tmp_path)
+    assert offline_accepted == len(readings)
+    assert non_noise(records) == non_noise(offline)
+    by_id: dict[str, int] = {}
+    for r in records:
+        by_id[r["release_id"]] = by_id.get(r["release_id"], 0) + 1
+    assert set(by_id.values()) == {1}, "a record was published twice"
