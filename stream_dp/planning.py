@@ -1,7 +1,7 @@
 """Offline planning on a public occupancy array: what CLIP-USER and the pseudo-user step would do.
 
 ``read_occupancy_csv`` reads ``cell,vehicle,count`` rows (plain or ``.gz``); ``build_plan`` runs
-CLIP-USER (MATH.md, Algorithm 1) and the pseudo-user step; ``plan_to_json`` and ``format_plan``
+CLIP-USER (docs/math.md §5) and the pseudo-user step; ``plan_to_json`` and ``format_plan``
 render the result. Every input problem raises ``PlanInputError`` with a one-line message that
 names the file and, where there is one, the line.
 """

@@ -1,7 +1,7 @@
 """Release of one closed window: occupancy → CLIP-USER → pseudo-user cap → noisy records.
 
 Everything published is computed from the (public) occupancy array and Laplace-noised
-values (composition paper Sec. V-B2, MATH.md "The release of one grid"): per cell the mean
+values (composition paper Sec. V-B2, docs/math.md §3.5 and §9): per cell the mean
 and variance of the kept readings, each with ``eps/2`` of the cell budget, clamped after
 noise to ``[0, U]`` and ``[0, U^2/4]`` (post-processing).
 """

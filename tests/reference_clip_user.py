@@ -1,4 +1,4 @@
-"""A deliberately plain transcription of CLIP-USER (Algorithm 1, MATH.md "precisely").
+"""A deliberately plain transcription of CLIP-USER (Algorithm 1, docs/math.md §5.1).
 
 Everything is recomputed from scratch with dicts; every candidate calls ``grid_error``.
 Used as the oracle for ``stream_dp.dp.clip_user`` and as the benchmark baseline.

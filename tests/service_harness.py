@@ -274,3 +274,34 @@ def non_noise(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple]:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)[:3000]
+
+
+def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str], str]:
+    """`stream-dp demo --hours N --keep-running` on ``port``, read up to its "still running:"
+    line: the process and everything it printed (the caller stops it)."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("STREAM_DP_")}
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stream_dp",
+            "demo",
+            "--hours",
+            str(hours),
+            "--keep-running",
+            "--web-port",
+            str(port),
+        ],  # fmt: skip
+        cwd=Path(__file__).parent.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert demo.stdout is not None
+    shown = ""
+    for line in demo.stdout:
+        shown += line
+        if line.startswith("still running:"):
+            break
+    return demo, shown

@@ -39,6 +39,7 @@ from tests.service_harness import (
     produce,
     produce_raw,
     service_settings,
+    start_keep_running_demo,
     start_worker,
     synthetic_readings,
     wait_for_windows,
@@ -351,3 +352,35 @@ def test_5000_cells_render_in_under_a_second(
     # Measured by the page: from the window's cells in hand to the painted frame.
     print(f"5,000 cells rendered in {drawn['render_ms']:.1f} ms (in-page)")
     assert drawn["render_ms"] < 1000.0
+
+
+# --- stream-dp demo --keep-running --------------------------------------------------------
+#: A row of the demo's live table: window, cells, ..., eps spent (see tests/test_demo.py).
+DEMO_ROW = r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +\d+ +\d+ +\d+->\d+ +\d+\.\d\d +(\d+\.\d\d) "
+
+
+@pytest.mark.timeout(300)
+def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Browser) -> None:
+    """`stream-dp demo --hours 6 --keep-running`: after the replay the map draws one
+    [data-cell] element (with data-mean-error) per released cell of the newest window, and
+    the budget panel holds the cumulative epsilon the demo printed."""
+    import re
+    import signal
+
+    port = free_loopback_port()
+    demo, out = start_keep_running_demo(6, port)
+    try:
+        rows = re.findall(DEMO_ROW, out, re.MULTILINE)
+        assert rows and out.splitlines()[-1].startswith("still running:"), out
+        newest = max(rows)  # rows are (window, cells, eps spent); windows sort as text
+        browser.navigate(f"http://127.0.0.1:{port}/dashboard")
+        drawn = wait_drawn(browser, newest[0].replace(" ", "T") + ":00Z", timeout=60)
+        assert len(drawn["cells"]) == int(newest[1]) > 0
+        assert all(error is not None for _, _, error in drawn["cells"])  # the hook is there
+        assert float(drawn["cumulative_epsilon"]) == pytest.approx(float(newest[2]), abs=0.006)
+    finally:
+        demo.send_signal(signal.SIGINT)
+        try:
+            demo.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            demo.kill()

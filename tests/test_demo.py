@@ -25,6 +25,7 @@ from stream_dp.kafka.embedded_broker import (
     resolve_broker_binary,
 )
 from stream_dp.sources.sample import load_sample
+from tests.service_harness import start_keep_running_demo
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -154,7 +155,7 @@ def _listening(port: int) -> bool:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
-    stop: signal.Signals, monkeypatch: pytest.MonkeyPatch
+    stop: signal.Signals,
 ) -> None:
     """--keep-running: after the replay the dashboard still answers; SIGINT or SIGTERM then
     stops the demo, its worker and the broker, and frees the port."""
@@ -162,37 +163,12 @@ def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
         resolve_broker_binary()
     except EmbeddedBrokerError as exc:
         pytest.skip(f"embedded Tansu broker unavailable: {exc}")
-    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
-        monkeypatch.delenv(name)
     port = free_loopback_port()
-    demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stream_dp",
-            "demo",
-            "--hours",
-            "2",
-            "--keep-running",
-            "--web-port",
-            str(port),
-        ],  # fmt: skip
-        cwd=ROOT,
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    demo, shown = start_keep_running_demo(2, port)
     try:
-        assert demo.stdout is not None
-        shown = []
-        for line in demo.stdout:
-            shown.append(line)
-            if line.startswith("still running:"):
-                break
-        assert shown and shown[-1].startswith("still running:"), "".join(shown)
-        assert f"http://127.0.0.1:{port}/dashboard" in "".join(shown)
-        assert f"http://127.0.0.1:{port}/metrics" in "".join(shown)
+        assert shown.splitlines()[-1].startswith("still running:"), shown
+        assert f"http://127.0.0.1:{port}/dashboard" in shown
+        assert f"http://127.0.0.1:{port}/metrics" in shown
         time.sleep(1.0)  # well past the replay: the worker must still be up
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard", timeout=10) as page:
             assert page.status == 200

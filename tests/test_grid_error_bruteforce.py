@@ -101,7 +101,7 @@ def positive(gamma: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def printed_variance_bias(upper: float, kept: int, total: int) -> float:
-    """Thm IV.2 exactly as printed (first case at ``M > 2S``): wrong, see MATH.md erratum."""
+    """Thm IV.2 exactly as printed (first case at ``M > 2S``): wrong, see docs/math.md §10.1."""
     if kept == total:
         return 0.0
     if total > 2 * kept:

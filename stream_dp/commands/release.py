@@ -39,34 +39,9 @@ def add_release_options(
         )
 
     group = parser.add_argument_group("release parameters (override STREAM_DP_* settings)")
-    group.add_argument(
-        "--epsilon", type=float, help=f"per-cell budget (default {default('epsilon')})"
-    )
-    group.add_argument(
-        "--upper",
-        type=float,
-        help=f"public upper bound U of a reading (default {default('upper')})",
-    )
-    group.add_argument(
-        "--resolution", type=int, help=f"H3 resolution (default {default('resolution')})"
-    )
-    group.add_argument(
-        "--window-seconds", type=int, help=f"window length (default {default('window_seconds')})"
-    )
-    group.add_argument(
-        "--grace-seconds", type=float, help=f"watermark grace (default {default('grace_seconds')})"
-    )
-    group.add_argument(
-        "--max-future-seconds",
-        type=float,
-        help="serve: readings stamped more than this ahead of the wall clock are invalid "
-        f"(default {default('max_future_seconds')}; the offline release ignores the clock)",
-    )
-    group.add_argument(
-        "--error-bound",
-        type=float,
-        help=f"error bound E* for CLIP-USER (default {default('error_bound')})",
-    )
+    for name, kind, text in _NUMERIC_OPTIONS:
+        option = "--" + name.replace("_", "-")
+        group.add_argument(option, type=kind, help=f"{text} (default {default(name)})")
     group.add_argument(
         "--no-pseudo-user",
         dest="pseudo_user",
@@ -75,35 +50,34 @@ def add_release_options(
         help="skip the pseudo-user cap step",
     )
     group.add_argument(
-        "--min-vehicles",
-        type=int,
-        help=f"release cells with >= N vehicles (default {default('min_vehicles')})",
-    )
-    group.add_argument(
-        "--top-cells",
-        type=int,
-        help=f"release only the N busiest cells (default {default('top_cells')})",
-    )
-    group.add_argument(
         "--mean-mechanism",
         choices=MEAN_MECHANISM_NAMES,
         metavar="NAME",
         help=f"per-cell mean mechanism, one of: {', '.join(MEAN_MECHANISM_NAMES)} "
         f"(default {default('mean_mechanism')})",
     )
-    group.add_argument(
-        "--delta",
-        type=float,
-        help=f"delta for (eps, delta) mechanisms (default {default('delta')})",
-    )
-    group.add_argument(
-        "--prefix-limit",
-        type=int,
-        help=f"C: stored readings per pair (default {default('prefix_limit')})",
-    )
-    group.add_argument(
-        "--partitions", type=int, help=f"input partitions (default {default('partitions')})"
-    )
+
+
+#: (setting, type, help) of the numeric release options, in the order of the help.
+_NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("epsilon", float, "per-cell budget"),
+    ("upper", float, "public upper bound U of a reading"),
+    ("resolution", int, "H3 resolution"),
+    ("window_seconds", int, "window length"),
+    ("grace_seconds", float, "watermark grace"),
+    (
+        "max_future_seconds",
+        float,
+        "serve: readings stamped more than this ahead of the wall clock are invalid; "
+        "the offline release ignores the clock",
+    ),
+    ("error_bound", float, "error bound E* for CLIP-USER"),
+    ("min_vehicles", int, "release cells with >= N vehicles"),
+    ("top_cells", int, "release only the N busiest cells"),
+    ("delta", float, "delta for (eps, delta) mechanisms"),
+    ("prefix_limit", int, "C: stored readings per pair"),
+    ("partitions", int, "input partitions"),
+)
 
 
 def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:

@@ -1,4 +1,4 @@
-"""CLIP-USER (Algorithm 1 of the composition paper, Sec. V-B1), as specified in MATH.md.
+"""CLIP-USER (Algorithm 1 of the composition paper, Sec. V-B1), as specified in docs/math.md §5.
 
 Suppress whole ``(cell, vehicle)`` contributions of the vehicles that occupy the most cells,
 stage by stage, while every cell's worst-case error (eq. 13) stays ``<= E``. The composed release
@@ -38,7 +38,7 @@ IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 Strategy = Literal["auto", "compiled", "numpy", "batched", "sequential"]
 
-#: ``E_g(l) > E`` is decided as ``E_g(l) > E * (1 + HALT_RTOL)`` (MATH.md, step 4).
+#: ``E_g(l) > E`` is decided as ``E_g(l) > E * (1 + HALT_RTOL)`` (docs/math.md §5.1, step 4).
 HALT_RTOL = 1e-12
 
 _START_WINDOW = 64
@@ -163,7 +163,7 @@ def clip_user(
     *,
     strategy: Strategy = "auto",
 ) -> ClipUserResult:
-    """Run CLIP-USER (Algorithm 1; MATH.md "CLIP-USER (Algorithm 1), precisely").
+    """Run CLIP-USER (Algorithm 1; docs/math.md §5.1).
 
     ``E = error_bound`` if given (footnote 3), else the largest initial cell error (eq. 12).
     Stages take the vehicles with ``G_l == max G`` in ascending id; each suppresses itself in
@@ -318,7 +318,7 @@ class _Suppressor:
         )
 
     def run(self, strategy: Strategy) -> None:
-        """Stages until ``max G <= 1`` or a halt (MATH.md steps 2-5)."""
+        """Stages until ``max G <= 1`` or a halt (docs/math.md §5.1 steps 2-5)."""
         if strategy in ("auto", "compiled"):
             self._run_compiled()
             return
@@ -392,7 +392,7 @@ class _Suppressor:
     # -- sequential path ---------------------------------------------------------------------
 
     def _one(self, vehicle: int) -> bool:
-        """Process one stage user; False if it halts the run (MATH.md steps 3-4)."""
+        """Process one stage user; False if it halts the run (docs/math.md §5.1 steps 3-4)."""
         best, best_entry = math.inf, -1
         kept, top3, kept_sum, static = self.kept, self.top3, self.kept_sum, self._lists
         for i in range(static.vehicle_start[vehicle], static.vehicle_start[vehicle + 1]):

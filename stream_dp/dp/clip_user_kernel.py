@@ -1,6 +1,6 @@
 """Compiled (numba) sequential CLIP-USER over the arrays of ``clip_user._Suppressor``.
 
-The exact sequential algorithm of MATH.md ("CLIP-USER (Algorithm 1), precisely"): stages of the
+The exact sequential algorithm of docs/math.md §5.1: stages of the
 vehicles with ``G_l == max G`` in ascending id, each picking the cell of least ``E_g(l)`` (ties
 to the smallest cell id: a vehicle's entries are visited in ascending cell order and only a
 strictly smaller value replaces the best), halting when that exceeds ``limit`` (``E`` with the

@@ -1,6 +1,6 @@
 """Closed forms for one grid (H3 cell) of the composition paper (Rameshwar & Tandon).
 
-Notation (MATH.md): ``total`` = M = sum_l m[g,l]; ``kept`` = S = sum_l Gamma[g,l];
+Notation (docs/math.md §1): ``total`` = M = sum_l m[g,l]; ``kept`` = S = sum_l Gamma[g,l];
 ``top`` = max_l Gamma[g,l]; ``upper`` = U, the public bound of a reading.
 Every function accepts scalars or numpy arrays (broadcast) and returns float64.
 """
@@ -43,7 +43,7 @@ def mean_bias(upper: float, kept: ArrayLike, total: ArrayLike) -> FloatArray:
 
 
 def variance_bias(upper: float, kept: ArrayLike, total: ArrayLike) -> FloatArray:
-    """Worst-case clipping bias of the variance, Thm IV.2 **with the erratum** of MATH.md.
+    """Worst-case clipping bias of the variance, Thm IV.2 **corrected** (docs/math.md §10.1).
 
     0 if ``S == M``; ``U^2 S (M - S) / M^2`` if ``M < 2 S`` (the paper prints ``M > 2S``:
     reversed); else ``U^2/4`` for even ``M``; else ``U^2/4 (1 - 1/M^2)``.

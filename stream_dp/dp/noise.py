@@ -1,4 +1,4 @@
-"""Floating-point-safe Laplace noise (MATH.md, "Noise").
+"""Floating-point-safe Laplace noise (docs/math.md §4.1-§4.3).
 
 Why not ``value + numpy.random.laplace(...)``: Mironov (2012), "On Significance of the Least
 Significant Bits for Differential Privacy", shows that a float inverse-CDF sample added to a

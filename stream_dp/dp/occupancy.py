@@ -2,7 +2,7 @@
 
 Stored sparsely (one entry per non-zero ``(cell, vehicle)`` pair). Cell and vehicle ids are
 strings; their indices follow ascending string order, which is the tie-break order that
-CLIP-USER uses (MATH.md).
+CLIP-USER uses (docs/math.md §5.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pseudo-user post-step after CLIP-USER (composition paper Sec. V-B3, eq. 15; MATH.md).
+"""Pseudo-user post-step after CLIP-USER (composition paper Sec. V-B3, eq. 15; docs/math.md §6).
 
 Per cell, cap every kept count at ``c`` in ``[min kept, max kept]``: ``Gamma' = min(Gamma, c)``,
 suppressed vehicles stay 0, biases are against the original ``m``; choose the ``c`` minimising

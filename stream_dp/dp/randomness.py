@@ -2,7 +2,7 @@
 
 ``RandomSource()`` draws from the operating system's CSPRNG (``os.urandom``), read as 64-bit
 words. A reproducible source exists only through ``RandomSource.seeded_for_tests`` (words from
-a Mersenne Twister) and reports ``is_seeded``, so the service can refuse it (MATH.md, "Noise").
+a Mersenne Twister) and reports ``is_seeded``, so the service can refuse it (docs/math.md §4.3).
 Every bit of either stream is used at most once, by ``getrandbits`` or by the compiled batch
 sampler (``discrete_laplace_batch``), which read the words through the same pool.
 

@@ -1,7 +1,7 @@
 """The per-cell mean interface: ``CellData`` in, ``MeanRelease`` out.
 
 Privacy model (003 Sec. II-D, 001 Sec. II-C): user-level, pure ``eps`` unless stated; the
-per-vehicle reading counts are public (the occupancy array is public, MATH.md), the
+per-vehicle reading counts are public (the occupancy array is public, docs/math.md §2.2), the
 readings are private and lie in ``[0, U]`` (the engine clamps them before aggregation).
 
 Bounded state: the engine may keep, per vehicle, only ``count``, ``sum``, ``sumsq`` and the
@@ -45,7 +45,7 @@ class CellData:
 
     ``counts[l]`` = m_l >= 1 readings; ``sums``/``sumsqs`` over all of them; ``prefixes[l]``
     = the first ``len(prefixes[l]) <= m_l`` readings in event-time order (the whole array
-    when ``len == m_l``). ``kept_counts`` = CLIP-USER's Gamma'_l (MATH.md) or None (all
+    when ``len == m_l``). ``kept_counts`` = CLIP-USER's Gamma'_l (docs/math.md §6) or None (all
     kept): CLIP uses the first Gamma'_l readings; every other mechanism drops the vehicles
     with Gamma'_l = 0 (suppressed for the composition bound) and uses all readings of the
     others.

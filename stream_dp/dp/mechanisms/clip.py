@@ -1,4 +1,4 @@
-"""CLIP mean of the composition paper (MATH.md, "The release of one grid").
+"""CLIP mean of the composition paper (docs/math.md §3.5, §7.2).
 
 Each vehicle keeps its first Gamma'_l readings (``CellData.kept_counts``, chosen by
 CLIP-USER and the pseudo-user post-step from the public occupancy); the clipped mean
