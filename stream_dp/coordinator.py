@@ -51,6 +51,18 @@ class ReleaseCoordinator:
         for start, count in (late_by_window or {}).items():
             self._late.setdefault(start, {})[partition] = count
 
+    def progress(self, after: int | None = None) -> dict[int, tuple[float, dict[int, int]]]:
+        """Per partition: its watermark and late counts of the windows after ``after``, as
+        its last progress record gave them (what a release-log snapshot keeps)."""
+        out: dict[int, tuple[float, dict[int, int]]] = {
+            p: (wm, {}) for p, wm in self.watermarks.items()
+        }
+        for start, counts in self._late.items():
+            if after is None or start > after:
+                for partition, count in counts.items():
+                    out.setdefault(partition, (float("-inf"), {}))[1][start] = count
+        return out
+
     def ready_windows(self) -> list[int]:
         """Complete, unreleased windows, oldest first, up to the first incomplete one.
 

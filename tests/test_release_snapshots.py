@@ -162,3 +162,66 @@ def test_snapshot_records_are_skipped_by_the_log_index():
     winners = [w for o, v in enumerate(values) if (w := index.add(o, v)) is not None]
     assert [w.release.window_start for w in winners] == [W] and winners[0].offset == 1
     assert np.isfinite(float(winners[0].release.summary["privacy_loss"]))
+
+
+def test_progress_kept_in_a_snapshot_lets_the_partials_be_read_from_its_offset():
+    """A coordinator fed every partials-topic record and one seeded with the snapshot's
+    progress and fed only the records after ``partials_from`` agree on what is ready."""
+    partial = one_partial()
+    feed: list[tuple[str, int, int, object]] = []
+    for i in range(6):
+        for p in range(3 if i < 3 else 2):  # partition 2 goes idle after window 2
+            feed.append(("partial", i * W, p, partial))
+            feed.append(("progress", p, (i + 1) * W + 60, {i * W: p + i, (i + 1) * W: 1}))
+    feed.insert(6 * 3, ("progress", 2, float("inf"), {}))  # sent once, before the cut
+    whole = ReleaseCoordinator(3, W, 4)
+    tracker = SnapshotTracker()
+
+    def apply(coordinator: ReleaseCoordinator, item: tuple[str, int, int, object]) -> None:
+        kind, a, b, c = item
+        if kind == "partial":
+            coordinator.add_partial(a, b, c)  # type: ignore[arg-type]
+        else:
+            coordinator.set_progress(a, float(b), c)  # type: ignore[arg-type]
+
+    cut = None
+    for offset, item in enumerate(feed):
+        apply(whole, item)
+        for start in whole.ready_windows():
+            whole.mark_released(start, from_partials=True)
+            tracker.note_stored(start, offset, 1.0)
+            if not whole.pending and cut is None and start >= 3 * W:
+                tracker.note_partials(offset + 1, whole.progress(start))
+                cut = offset + 1
+                stored = tracker.snapshot([], cut).encode()
+    assert cut is not None
+    snapshot = ReleaseSnapshot.from_record(orjson.loads(stored))
+    assert snapshot.partials_from == cut
+    seeded = ReleaseCoordinator(3, W, 4, released_through=snapshot.released_through)
+    for partition, (watermark, late) in snapshot.progress.items():
+        seeded.set_progress(partition, watermark, late)
+    replayed = ReleaseCoordinator(3, W, 4, released_through=snapshot.released_through)
+    for item in feed[:cut]:
+        apply(replayed, item)
+    for item in feed[cut:]:
+        apply(seeded, item)
+        apply(replayed, item)
+        assert seeded.ready_windows() == replayed.ready_windows()
+        for start in seeded.ready_windows():
+            assert seeded.late_count(start) == replayed.late_count(start)
+            seeded.mark_released(start)
+            replayed.mark_released(start)
+    assert seeded.watermarks == replayed.watermarks
+    assert seeded.released_through == 3 * W and len(seeded.released) == 2
+    # without the snapshot's progress the idle partition would hold every window back
+    blind = ReleaseCoordinator(3, W, 4, released_through=snapshot.released_through)
+    for item in feed[cut:]:
+        apply(blind, item)
+    assert blind.ready_windows() == []
+
+
+def test_snapshot_progress_round_trips_infinite_watermarks():
+    snapshot = ReleaseSnapshot(
+        1, 0, 2.0, 3, 0, (), 7, {0: (float("inf"), {}), 1: (float("-inf"), {3600: 2})}
+    )
+    assert ReleaseSnapshot.from_record(orjson.loads(snapshot.encode())) == snapshot

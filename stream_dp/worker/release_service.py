@@ -115,7 +115,7 @@ class ReleaseService:
                 if not self.leader:
                     continue
                 for record in batches.get(tp, ()):
-                    self._apply(record.value)
+                    self._apply(record.value, record.offset)
                 await self._release_ready()
         finally:
             await consumer.stop()
@@ -155,7 +155,7 @@ class ReleaseService:
                     await self._publish(missing)
                 self.recent.extend(release.records)
             self.metrics.privacy_budget_spent_all.set(self.spent_all)
-            await consumer.seek_to_beginning(tp)
+            await self._seek_partials(consumer, tp, plan)
             log.info(
                 "releaser ready: read %d stored windows from release-log offset %d (%s)",
                 len(stored), plan.start,
@@ -182,8 +182,29 @@ class ReleaseService:
             self.coordinator.released_through = plan.snapshot.released_through
         return plan
 
+    async def _seek_partials(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, plan: RebuildPlan
+    ) -> None:
+        """Read the partials from where the snapshot says nothing before is needed, with
+        the partitions' progress as it was there; without one, from the start."""
+        snapshot = plan.snapshot
+        if snapshot is None or snapshot.partials_from <= 0:
+            await consumer.seek_to_beginning(tp)
+            return
+        for partition, (watermark, late) in snapshot.progress.items():
+            self.coordinator.set_progress(partition, watermark, late)
+        consumer.seek(tp, snapshot.partials_from)
+
     async def _write_snapshot(self) -> None:
         """Append a snapshot to the release log (see ``worker.release_snapshots``)."""
+        consumer = self._consumer
+        if consumer is not None and not self.coordinator.pending:
+            tp = TopicPartition(self.settings.topic_partials, 0)
+            position = await consumer.position(tp)
+            unfinished = self._parts.oldest_unfinished()
+            if unfinished is None or unfinished >= position:
+                progress = self.coordinator.progress(self.snapshots.last_released)
+                self.snapshots.note_partials(position, progress)
         windows = (loss.window_start for loss in self.ledger.entries())
         snapshot = self.snapshots.snapshot(windows, self.log_index.next_offset)
         await self.producer.send_and_wait(
@@ -191,12 +212,12 @@ class ReleaseService:
         )
 
     # --- steady state -----------------------------------------------------------------
-    def _apply(self, value: bytes) -> None:
+    def _apply(self, value: bytes, offset: int = -1) -> None:
         data = rec.decode(value)
         if data["kind"] == "progress":
             self.coordinator.set_progress(*rec.progress_payload(data))
             return
-        whole = self._parts.add(data)
+        whole = self._parts.add(data, offset)
         if whole is None:
             return
         start, partition, partial = rec.partial_payload(whole)

@@ -9,6 +9,9 @@ ledger must be rebuilt exactly), and summarises every window stored before that 
   starting at or before it as released, so a window whose stored copy is no longer read
   (or has aged out of the log) can never be released again;
 - ``spent_before``: their summed privacy loss (the cumulative-ε gauge);
+- ``partials_from`` and ``progress``: the partials-topic offset up to which every partial
+  read belonged to a released window, and each partition's watermark and late counts at
+  that offset, so a rebuild reads the partials topic from there instead of its start;
 - ``releases_from``: the releases-topic offset after the last record published before the
   snapshot; every window stored before the snapshot is published (but those in
   ``unpublished``: stored by a rival releaser that this one has not seen published), so a
@@ -20,8 +23,9 @@ at the log's start (older logs). Pure: fed window starts, offsets and losses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -35,9 +39,15 @@ class ReleaseSnapshot:
     releases_from: int
     last_released: int | None
     unpublished: tuple[int, ...] = ()
+    partials_from: int = 0
+    progress: dict[int, tuple[float, dict[int, int]]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return orjson.dumps({"kind": "snapshot", **self.__dict__})
+        progress = {
+            str(p): [_wm(wm), {str(w): c for w, c in late.items()}]
+            for p, (wm, late) in self.progress.items()
+        }
+        return orjson.dumps({"kind": "snapshot", **self.__dict__, "progress": progress})
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> ReleaseSnapshot:
@@ -49,7 +59,20 @@ class ReleaseSnapshot:
             releases_from=int(data["releases_from"]),
             last_released=None if last is None else int(last),
             unpublished=tuple(int(w) for w in data.get("unpublished", ())),
+            partials_from=int(data.get("partials_from", 0)),
+            progress={
+                int(p): (_wm_back(wm), {int(w): int(c) for w, c in late.items()})
+                for p, (wm, late) in data.get("progress", {}).items()
+            },
         )
+
+
+def _wm(value: float) -> float | str:
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _wm_back(value: float | str) -> float:
+    return float(value)  # float("inf") / float("-inf") read the strings back
 
 
 def is_release_snapshot(value: bytes) -> bool:
@@ -95,6 +118,8 @@ class SnapshotTracker:
         self.spent_before = snapshot.spent_before if snapshot else 0.0
         self.releases_from = snapshot.releases_from if snapshot else 0
         self.last_released = snapshot.last_released if snapshot else None
+        self.partials_from = snapshot.partials_from if snapshot else 0
+        self.progress = dict(snapshot.progress) if snapshot else {}
         self._stored: dict[int, tuple[int, float]] = {}
         self._unpublished: set[int] = set()
 
@@ -112,6 +137,13 @@ class SnapshotTracker:
             self._unpublished.add(window_start)
         if self.last_released is None or window_start > self.last_released:
             self.last_released = window_start
+
+    def note_partials(
+        self, position: int, progress: dict[int, tuple[float, dict[int, int]]]
+    ) -> None:
+        """Every partial below ``position`` in the partials topic belongs to a released
+        window; ``progress``: the partitions' progress as read up to there."""
+        self.partials_from, self.progress = position, progress
 
     def note_published(self, next_releases_offset: int) -> None:
         self.releases_from = max(self.releases_from, next_releases_offset)
@@ -131,5 +163,6 @@ class SnapshotTracker:
         self.read_from = max(self.read_from, read_from)
         return ReleaseSnapshot(
             self.read_from, self.released_through, self.spent_before, self.releases_from,
-            self.last_released, tuple(sorted(self._unpublished)),
+            self.last_released, tuple(sorted(self._unpublished)), self.partials_from,
+            self.progress,
         )  # fmt: skip
