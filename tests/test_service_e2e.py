@@ -390,3 +390,47 @@ def test_sigkill_around_a_state_checkpoint_loses_nothing(kafka, setup, tmp_path,
     for r in records:
         by_id[r["release_id"]] = by_id.get(r["release_id"], 0) + 1
     assert set(by_id.values()) == {1}, "a record was published twice"
+
+
+def test_a_new_releaser_rebuilds_from_the_latest_snapshot(kafka, topic_prefix, tmp_path):
+    """Five windows released under a capped two-hour budget, the worker stopped, a new one
+    started: it reads the release log from its latest snapshot (the oldest window the
+    ledger still needs, not the start), reads the partials from the snapshot's offset, and
+    releases the sixth window once, as the offline engine does (the cap needs the rebuilt
+    ledger)."""
+    settings = service_settings(
+        topic_prefix, epsilon=0.5, budget_cap=1.0, budget_period_seconds=2 * 3600
+    )
+    create_topics(kafka, settings)
+    readings = synthetic_readings(n_vehicles=15, hours=6, per_hour=200, seed=23)
+    cut = readings[0]["ts"] - readings[0]["ts"] % 3600 + 5 * 3600
+    first = start_worker(kafka.bootstrap_servers, settings, tmp_path, "first")
+    second = None
+    try:
+        first.wait_ready()
+        produce(kafka, settings.topic_readings, [r for r in readings if r["ts"] < cut])
+        wait_for_windows(kafka, settings, expected=5, worker=first)
+        first.stop()
+        log = read_topic(kafka, settings.topic_release_log)
+        snapshots = [orjson.loads(r.value) for r in log if is_release_snapshot(r.value)]
+        assert len(snapshots) == 5 and snapshots[-1]["read_from"] > 0
+        assert snapshots[-1]["partials_from"] > 0
+        second = start_worker(kafka.bootstrap_servers, settings, tmp_path, "second")
+        second.wait_ready()
+        assert "from its latest snapshot" in second.log()
+        produce(kafka, settings.topic_readings, [r for r in readings if r["ts"] >= cut])
+        records = wait_for_windows(kafka, settings, expected=6, worker=second)
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert non_noise(records) == non_noise(offline_records(settings, readings))
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["release_id"]] = counts.get(r["release_id"], 0) + 1
+    assert set(counts.values()) == {1}, "a record was published twice"
+    windows = [r for r in records if r["type"] == "window"]
+    assert sum(w["pairs_withheld_budget"] for w in windows) > 0
+    total = sum(w["privacy_loss"] for w in windows)
+    assert second.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(total)
+    assert second.metric("stream_dp_windows_released_total") == 1
