@@ -81,12 +81,14 @@ class ReleaseCoordinator:
             ready.append(start)
         return ready
 
+    def partials(self, window_start: int) -> list[PartialColumns]:
+        """The window's partials held here, by partition."""
+        per_partition = self._partials.get(window_start, {})
+        return [per_partition[p] for p in sorted(per_partition)]
+
     def merged(self, window_start: int) -> WindowColumns:
         """The window's partials merged, column-wise (see ``WindowColumns.from_partials``)."""
-        per_partition = self._partials.get(window_start, {})
-        return WindowColumns.from_partials(
-            [per_partition[p] for p in sorted(per_partition)], self.prefix_limit
-        )
+        return WindowColumns.from_partials(self.partials(window_start), self.prefix_limit)
 
     def late_count(self, window_start: int) -> int:
         return sum(self._late.get(window_start, {}).values())

@@ -19,7 +19,8 @@ from stream_dp.coordinator import ReleaseCoordinator
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.readings import InvalidReading, ParsedBatch, ReadingValidator
-from stream_dp.release import WindowRelease, release_window
+from stream_dp.release import WindowRelease
+from stream_dp.window_outcome import release_ready_window
 from stream_dp.window_state import PartitionState
 
 
@@ -109,13 +110,10 @@ class OfflineEngine:
 
     def _release_ready(self) -> Iterator[WindowRelease]:
         for start in self.coordinator.ready_windows():
-            release = release_window(
-                start,
-                self.coordinator.merged(start),
-                self.settings,
-                self.noise,
-                late_readings=self.coordinator.late_count(start),
-                ledger=self.ledger,
+            # A window whose computation raises comes back as a failed window (charged to
+            # the ledger like a release) and the replay goes on with the next one.
+            release = release_ready_window(
+                self.coordinator, start, self.settings, self.noise, self.ledger
             )
             self.coordinator.mark_released(start)
             if release.loss is not None:

@@ -30,6 +30,12 @@ class ServiceMetrics:
         self.windows_released = Counter(
             "stream_dp_windows_released_total", "Windows released (each exactly once).", registry=r
         )
+        self.release_failures = Counter(
+            "stream_dp_release_failures_total",
+            "Windows whose release computation raised, stored by this process: published as "
+            "failed (summary only, no cells) and charged to the budget as if released.",
+            registry=r,
+        )
         self.cells_released = Counter(
             "stream_dp_cells_released_total", "Cell records released.", registry=r
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -31,7 +31,10 @@ from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_us
 from stream_dp.name_order import NameSort, merged_order
 from stream_dp.window_state import PartialColumns, rank_in_runs
 
-SCHEMA_VERSION = 1
+#: Version 2 (issue 21): every window summary has ``status``, ``released`` or ``failed``.
+SCHEMA_VERSION = 2
+#: ``status`` of a window summary: its cells were released / its release computation failed.
+RELEASED, FAILED = "released", "failed"
 RELEASE_NAMESPACE = uuid.UUID("6f1e2a4c-5b0d-4e7a-9c3f-2d8b1a7e4c90")
 _NAMESPACE_BYTES = RELEASE_NAMESPACE.bytes
 
@@ -72,10 +75,17 @@ class WindowRelease:
     summary: dict[str, Any]
     #: Cells each vehicle was counted in (for the budget ledger; never published).
     loss: WindowLoss | None = None
+    #: A failed window's ``file:line in function`` of the error (for its log line; not stored).
+    error_site: str | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
         return [*self.cells, self.summary]
+
+    @property
+    def failed(self) -> bool:
+        """The window's release computation failed: only its summary is published."""
+        return self.summary.get("status") == FAILED
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"window_start": self.window_start, "cells": self.cells, "summary": self.summary}
@@ -392,31 +402,42 @@ def release_window(
             gc.enable()
 
 
-def _release_window(
+def window_base(settings: Settings, window_start: int) -> dict[str, Any]:
+    """The fields every record of the window carries."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "window_start": rfc3339(window_start),
+        "window_end": rfc3339(window_start + settings.window_seconds),
+        "resolution": settings.resolution,
+        "epsilon": settings.epsilon,
+    }
+
+
+class ChosenPairs(NamedTuple):
+    """The (cell, vehicle) pairs a window's release uses before CLIP-USER: the chosen cells'
+    occupancy after the per-vehicle budget cap (all public), each entry's index into the
+    columns, and how many vehicles and pairs the cap withheld."""
+
+    chosen: np.ndarray
+    occupancy: Occupancy
+    entry_of: np.ndarray
+    withheld: tuple[int, int]
+
+
+def chosen_pairs(
     window_start: int,
     columns: WindowColumns,
     settings: Settings,
-    noise: LaplaceNoise,
-    late_readings: int,
     ledger: BudgetLedger | None,
-) -> WindowRelease:
-    eps = settings.epsilon
-    upper = settings.upper
-    window_end = window_start + settings.window_seconds
-    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
-    base = {
-        "schema_version": SCHEMA_VERSION,
-        "window_start": rfc3339(window_start),
-        "window_end": rfc3339(window_end),
-        "resolution": settings.resolution,
-        "epsilon": eps,
-    }
-    # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
-    prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
+    chosen: np.ndarray | None = None,
+) -> ChosenPairs:
+    """:class:`ChosenPairs` of the window (``chosen``: :func:`select_cells`, if at hand)."""
+    if chosen is None:
+        chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     occupancy, entry_of = _occupancy(columns, chosen)
     withheld = (0, 0)
     if ledger is not None and ledger.cap is not None and len(chosen):
-        allowed = ledger.allowed_cells(occupancy.vehicles, window_start, eps)
+        allowed = ledger.allowed_cells(occupancy.vehicles, window_start, settings.epsilon)
         keep = limit_to_budget(occupancy, allowed)
         if not keep.all():
             withheld = (
@@ -427,6 +448,26 @@ def _release_window(
             usable[entry_of[keep]] = True
             chosen = select_cells(columns, settings.min_vehicles, settings.top_cells, usable)
             occupancy, entry_of = _occupancy(columns, chosen, usable)
+    return ChosenPairs(chosen, occupancy, entry_of, withheld)
+
+
+def _release_window(
+    window_start: int,
+    columns: WindowColumns,
+    settings: Settings,
+    noise: LaplaceNoise,
+    late_readings: int,
+    ledger: BudgetLedger | None,
+) -> WindowRelease:
+    eps = settings.epsilon
+    upper = settings.upper
+    chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
+    base = window_base(settings, window_start)
+    # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
+    prefix_sums = start_prefix_sums(columns) if settings.pseudo_user and len(chosen) else None
+    chosen, occupancy, entry_of, withheld = chosen_pairs(
+        window_start, columns, settings, ledger, chosen
+    )
     if not len(chosen):
         summary = _summary(settings, base, window_start, None, None, 0, columns)
         summary["readings_dropped_late"] = late_readings
@@ -459,7 +500,9 @@ def _release_window(
     n_vehicles = np.diff(occupancy.cell_start)
     n_readings = occupancy.total_per_cell()
 
-    mean_mechanism = _mean_mechanism(settings)
+    mean_mechanism = (
+        None if settings.mean_mechanism == "clip" else configured_mean_mechanism(settings)
+    )
     bounds = occupancy.cell_start
     var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
     # Per cell, the mean and the variance of the kept readings, each with eps/2; all draws of
@@ -537,13 +580,14 @@ def _budget_summary(summary: dict[str, Any], settings: Settings, withheld: tuple
     summary["vehicles_budget_limited"], summary["pairs_withheld_budget"] = withheld
 
 
-def _mean_mechanism(settings: Settings) -> Any:
-    """None for the built-in CLIP mean, else the configured mechanism of issue 4."""
-    if settings.mean_mechanism == "clip":
-        return None
+def configured_mean_mechanism(settings: Settings) -> Any:
+    """The settings' mean mechanism (a ``MeanMechanism``) with its parameters; the release
+    uses the built-in CLIP mean instead of the object for ``clip``."""
     from stream_dp.dp.mechanisms import get_mean_mechanism
 
-    params = {"delta": settings.delta} if settings.mean_mechanism == "cummings" else {}
+    params: dict[str, Any] = {}
+    if settings.mean_mechanism == "cummings":
+        params = {"delta": settings.delta, "prefix_limit": settings.prefix_limit}
     return get_mean_mechanism(settings.mean_mechanism, **params)
 
 
@@ -578,6 +622,7 @@ def _summary(
         **base,
         "type": "window",
         "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "status": RELEASED,
         "G1": g1,
         "K": k,
         "privacy_loss": k * eps,

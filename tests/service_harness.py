@@ -305,3 +305,35 @@ def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str
         if line.startswith("still running:"):
             break
     return demo, shown
+
+
+def depot_readings(
+    start: int = 1_700_000_000 // HOUR * HOUR, seed: int = 2
+) -> list[dict[str, Any]]:
+    """Issue 21's depot: in hour 1 one cell holds 8 buses reporting every 30 s (100-121
+    readings each) among 20 cars with 3 readings each; then three ordinary hours of the same
+    28 vehicles moving around (:func:`synthetic_readings`). In event-time order."""
+    import random
+
+    rng = random.Random(seed)
+    depot: list[dict[str, Any]] = []
+    counts = [100 + 3 * b for b in range(8)]  # 100, 103, ..., 121
+    vehicles = [(f"bus-{b}", n) for b, n in enumerate(counts)]
+    vehicles += [(f"car-{c}", 3) for c in range(20)]
+    for vehicle, n in vehicles:
+        for i in range(n):
+            depot.append(
+                {
+                    "vehicle_id": vehicle,
+                    "ts": start + i * (HOUR / n) + rng.uniform(0, 1),
+                    "lat": 40.7128 + rng.uniform(0, 1e-4),
+                    "lon": -74.0060 + rng.uniform(0, 1e-4),
+                    "speed": rng.uniform(0, 10),
+                }
+            )
+    depot.sort(key=lambda r: r["ts"])
+    names = [v for v, _ in vehicles]
+    later = synthetic_readings(len(names), hours=3, per_hour=400, start=start + HOUR, seed=seed)
+    for reading in later:
+        reading["vehicle_id"] = names[int(reading["vehicle_id"].split("-")[1])]
+    return depot + later

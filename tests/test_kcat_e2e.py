@@ -31,6 +31,7 @@ from stream_dp.kafka.embedded_broker import (
     resolve_broker_binary,
 )
 from stream_dp.kafka.topics import TopicSpec, ensure_topics
+from stream_dp.release import SCHEMA_VERSION
 from tests.kafka_protocol_relay import (
     API_VERSIONS_TAG_DEFAULTS,
     KafkaProtocolRelay,
@@ -280,7 +281,7 @@ def test_kcat_reads_the_releases_a_worker_published(relayed, topic_prefix, tmp_p
     lines = consume_with_kcat(relayed.bootstrap, settings.topic_releases)
     via_kcat = [json.loads(line) for line in lines]
     assert len({r["window_start"] for r in via_kcat if r["type"] == "window"}) >= 2
-    assert all(r["schema_version"] == 1 for r in via_kcat)
+    assert all(r["schema_version"] == SCHEMA_VERSION for r in via_kcat)
     # One partition: the same records, in the same order, through both clients.
     assert [r["release_id"] for r in via_kcat] == [r["release_id"] for r in via_aiokafka]
     assert via_kcat == via_aiokafka

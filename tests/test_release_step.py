@@ -17,7 +17,7 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine, partition_for
-from stream_dp.release import WindowColumns, kept_sums, release_window
+from stream_dp.release import SCHEMA_VERSION, WindowColumns, kept_sums, release_window
 
 SCHEMA = json.loads(
     (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -188,7 +188,8 @@ def test_release_cli_writes_valid_records(tmp_path):
     out = tmp_path / "releases.jsonl"
     assert main(["release", str(source), "--out", str(out), "--resolution", "7"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert records and all(r["schema_version"] == 1 for r in records)
+    assert records and all(r["schema_version"] == SCHEMA_VERSION == 2 for r in records)
+    assert all(r["status"] == "released" for r in records if r["type"] == "window")
     for record in records:
         jsonschema.validate(record, SCHEMA)
     assert main(["release", str(source), "--out", str(out), "--epsilon", "-1"]) == 2

@@ -22,6 +22,7 @@ from stream_dp.worker import internal_records as rec
 from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.service_harness import (
     create_topics,
+    depot_readings,
     end_offsets,
     non_noise,
     produce,
@@ -362,6 +363,83 @@ def test_a_rival_copy_stored_first_is_the_one_published(kafka, setup, tmp_path):
     assert worker.metric("stream_dp_privacy_budget_spent_epsilon_total") == pytest.approx(
         total - rival.summary["privacy_loss"]
     )
+
+
+def test_a_failed_window_is_contained_and_never_published_twice(kafka, setup):
+    """Issue 21: ``release-error:2`` makes the second window's release computation raise.
+    Window 2 is published as failed (summary only), windows 1, 3 and 4 normally, the worker
+    keeps running, and a restart publishes nothing again."""
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=20, hours=4, per_hour=300, seed=4)
+    worker = spawn("faulty", STREAM_DP_FAULT_INJECTION="release-error:2")
+    worker.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    records = wait_for_windows(kafka, settings, expected=4, worker=worker)
+    windows = [r for r in records if r["type"] == "window"]
+    assert [w["status"] for w in windows] == ["released", "failed", "released", "released"]
+    failed = windows[1]
+    assert failed["error"] == "InjectedReleaseError" and failed["cells_released"] == 0
+    for record in records:
+        jsonschema.validate(record, SCHEMA)
+    cells_by_window = {w["window_start"]: 0 for w in windows}
+    for r in records:
+        if r["type"] == "cell":
+            cells_by_window[r["window_start"]] += 1
+    assert [cells_by_window[w["window_start"]] for w in windows] == [
+        w["cells_released"] for w in windows
+    ]
+    assert cells_by_window[failed["window_start"]] == 0
+    assert all(cells_by_window[w["window_start"]] > 0 for w in windows if w is not failed)
+    # The released windows are the offline engine's (no budget cap: a failure changes no
+    # other window's cells).
+    offline = non_noise(offline_records(settings, readings))
+    assert {k: v for k, v in non_noise(records).items() if k[0] != failed["window_start"]} == {
+        k: v for k, v in offline.items() if k[0] != failed["window_start"]
+    }
+    assert worker.process.poll() is None, worker.log()
+    assert worker.metric("stream_dp_release_failures_total") == 1
+    assert worker.metric("stream_dp_windows_released_total") == 3
+    spent = sum(w["privacy_loss"] for w in windows)
+    assert failed["privacy_loss"] > 0
+    assert worker.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(spent)
+    failure_lines = [line for line in worker.log().splitlines() if "InjectedReleaseError" in line]
+    assert len(failure_lines) == 1, worker.log()
+    assert failed["window_start"] in failure_lines[0] and "Traceback" not in worker.log()
+    # Stored once, like a release (its conservative loss first), never retried.
+    assert [kind for kind, _ in stored_log(kafka, settings)] == ["loss", "release"] * 4
+    worker.stop()
+    restarted = spawn("restarted", STREAM_DP_FAULT_INJECTION="release-error:1")
+    restarted.wait_ready()
+    time.sleep(5)  # time to (wrongly) compute or re-publish something
+    assert restarted.process.poll() is None, restarted.log()
+    again = read_releases(kafka, settings)
+    assert len(again) == len(records)
+    assert [r["release_id"] for r in again].count(failed["release_id"]) == 1
+    assert [kind for kind, _ in stored_log(kafka, settings)] == ["loss", "release"] * 4
+    assert restarted.metric("stream_dp_release_failures_total") == 0
+    assert restarted.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(spent)
+
+
+def test_the_depot_is_released_by_the_service_with_cummings(kafka, topic_prefix, tmp_path):
+    """Issue 21's depot (8 buses with 100-121 readings among 20 cars with 3 in one
+    cell-hour, then three ordinary hours) with cummings, delta 1e-6, default resolution:
+    all four windows released, no worker exit."""
+    settings = service_settings(topic_prefix, mean_mechanism="cummings", delta=1e-6, resolution=8)
+    create_topics(kafka, settings)
+    worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
+    try:
+        worker.wait_ready()
+        produce(kafka, settings.topic_readings, depot_readings())
+        records = wait_for_windows(kafka, settings, expected=4, worker=worker)
+        windows = [r for r in records if r["type"] == "window"]
+        assert len(windows) == 4 and all(w["status"] == "released" for w in windows)
+        depot = [r for r in records if r["type"] == "cell" and r["n_vehicles"] == 28]
+        assert len(depot) == 1 and depot[0]["window_start"] == windows[0]["window_start"]
+        assert worker.process.poll() is None, worker.log()
+        assert worker.metric("stream_dp_windows_released_total") == 4
+        assert worker.metric("stream_dp_release_failures_total") == 0
+    finally:
+        worker.stop()
 
 
 @pytest.mark.parametrize("crash", ["before-checkpoint", "during-checkpoint", "after-checkpoint"])

@@ -211,14 +211,19 @@ def _legend(settings: Settings) -> str:
 def _window_line(
     record: dict[str, Any], cells: list[dict[str, Any]], spent: float, settings: Settings
 ) -> str:
+    when = record["window_start"][:16].replace("T", " ")
+    if record.get("status") == "failed":
+        return (
+            f"{when:<17} release failed ({record.get('error', 'error')}); "
+            f"K*eps {record['privacy_loss']:.2f} charged, eps spent {spent:.2f}"
+        )
     busiest = max(cells, key=lambda r: r["n_readings"], default=None)
     busy = "-"
     if busiest:
         clamped = "*" if busiest["mean"] in (0.0, settings.upper) else ""
         busy = f"{busiest['mean']:.1f}{clamped} ({busiest['n_readings']} readings)"
     return (
-        f"{record['window_start'][:16].replace('T', ' '):<17} "
-        f"{record['cells_released']:>5} {record['n_vehicles']:>7} "
+        f"{when:<17} {record['cells_released']:>5} {record['n_vehicles']:>7} "
         f"{record['n_readings']:>8} {record['G1']:>3}->{record['K']:<3} "
         f"{record['privacy_loss']:>6.2f} {spent:>9.2f} "
         f"{record['error_bound']:>11.2f}  {busy}"
@@ -236,6 +241,9 @@ def _print_summary(summaries: list[dict[str, Any]], settings: Settings) -> None:
         f"Worst-case privacy loss of one vessel over the replay: {k:.2f} "
         f"(without CLIP-USER: {g1:.2f}; eps = {settings.epsilon} per cell, basic composition)."
     )
+    failed = sum(s.get("status") == "failed" for s in summaries)
+    if failed:
+        print(f"{failed} of these windows failed to release: published as failed, charged.")
     print(_plain_epsilon(k))
 
 

@@ -2,6 +2,9 @@
 
 For backfills, audits and tests: the same windowing, CLIP-USER, pseudo-user step and
 noise as the service, with input partitions emulated by Kafka's default partitioner.
+A window whose release computation raises is written as a failed window summary (as the
+service publishes it), reported on stderr in one line, and the replay goes on; the exit
+status is 1 when any window failed, after everything else is written.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
+from stream_dp.window_outcome import failure_line
 
 
 def add_release_options(
@@ -117,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
         keep_freed_memory()
     engine = OfflineEngine(settings, LaplaceNoise())
-    windows = cells = 0
+    windows = cells = failed = 0
     try:
         with args.out.open("wb") as out:
             for releases in (engine.feed(iter_readings(args.file)), engine.finish()):
@@ -126,14 +130,18 @@ def run(args: argparse.Namespace) -> int:
                     cells += len(release.cells)
                     for record in release.records:
                         out.write(orjson.dumps(record) + b"\n")
+                    if release.failed:
+                        failed += 1
+                        print(failure_line(release, "continuing"), file=sys.stderr)
     except SourceError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"--out: cannot write {args.out}: {exc.strerror}") from None
     counts = engine.counts
     print(
-        f"released {windows} windows, {cells} cell records -> {args.out} "
-        f"(readings accepted {counts.accepted}, invalid {counts.invalid}, late {counts.late})",
+        f"released {windows - failed} windows, {cells} cell records, {failed} windows failed "
+        f"-> {args.out} (readings accepted {counts.accepted}, invalid {counts.invalid}, "
+        f"late {counts.late})",
         file=sys.stderr,
     )
-    return 0
+    return 1 if failed else 0

@@ -27,6 +27,7 @@ SUMMARY_FIELDS = (
     "n_readings", "K", "G1", "epsilon", "privacy_loss", "privacy_loss_unclipped",
     "error_bound", "mechanism", "resolution", "budget_cap", "budget_period_seconds",
     "vehicles_budget_limited", "pairs_withheld_budget", "readings_dropped_late", "delta",
+    "status", "error",
 )  # fmt: skip
 
 

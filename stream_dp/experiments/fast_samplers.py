@@ -161,7 +161,7 @@ def _quantile(mechanism: QuantileMean, data: CellData, upper: float, epsilon: fl
 
 def _cummings(mechanism: CummingsMean, data: CellData, upper: float, epsilon: float) -> Sampler:
     delta = float(mechanism.delta)  # type: ignore[arg-type]
-    groups = cohorts(data.counts, epsilon)
+    groups = cohorts(data.counts, epsilon, mechanism.prefix_limit)
     first = np.array([data.partial_sum(v, 0, 1) for v in groups.mean.tolist()]) / upper
     k = groups.k_variance
     firsts = np.array([data.partial_sum(v, 0, k) / (k * upper) for v in groups.variance.tolist()])

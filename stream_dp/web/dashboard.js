@@ -169,7 +169,8 @@ function showBudget(w) {
   $("b-period").textContent = w && typeof w.period_loss_bound === "number"
     ? `≤ ${fmt(w.period_loss_bound, 2)} (${fmt(w.budget_period_seconds / 3600, 0)} h)` : "—";
   $("b-window").textContent = w ? `${fmt(w.privacy_loss, 2)} (K=${w.K ?? "—"})` : "—";
-  $("b-released").textContent = w ? w.cells_released ?? "—" : "—";
+  $("b-released").textContent = !w ? "—"
+    : w.status === "failed" ? `failed (${w.error ?? "error"})` : w.cells_released ?? "—";
   $("b-withheld").textContent = w && w.cells_withheld !== undefined ? w.cells_withheld : "—";
   $("b-counts").textContent = w ? `${w.n_vehicles ?? "—"} · ${w.n_readings ?? "—"}` : "—";
 }
@@ -179,7 +180,11 @@ function fillSelector() {
   const options = state.windows.slice().reverse().map((w) => {
     const o = document.createElement("option");
     o.value = w.window_start;
-    o.textContent = `${w.window_start.slice(0, 16).replace("T", " ")} · ${w.cells_released ?? 0} cells`;
+    const when = w.window_start.slice(0, 16).replace("T", " ");
+    o.dataset.status = w.status || "released";
+    o.textContent = w.status === "failed"
+      ? `${when} · release failed (${w.error ?? "error"})`
+      : `${when} · ${w.cells_released ?? 0} cells`;
     return o;
   });
   select.replaceChildren(...options);

@@ -6,11 +6,14 @@ release log, before it is published. ``after-published``: right after it is publ
 (without blocking the event loop) until ``PATH`` exists — a test can store a rival copy of
 the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-th ingest
 batch's state is acknowledged, before that batch's offsets are committed (a kill in the
-middle of ingestion). Around the N-th state checkpoint of the process
-(:mod:`stream_dp.worker.checkpoints`): ``before-checkpoint:N`` (its windows' close records
-are durable, the checkpoint not written), ``during-checkpoint:N`` (handed to the producer,
-killed a few milliseconds later whether or not the broker has it), ``after-checkpoint:N``
-(acknowledged; nothing after it done). Unset (always, in production) it does nothing.
+middle of ingestion). ``release-error:N``: raise :class:`InjectedReleaseError` inside the
+release computation of the N-th window this process computes (offline or in the service;
+the failed-window containment of :mod:`stream_dp.window_outcome` must absorb it). Around the
+N-th state checkpoint of the process (:mod:`stream_dp.worker.checkpoints`):
+``before-checkpoint:N`` (its windows' close records are durable, the checkpoint not
+written), ``during-checkpoint:N`` (handed to the producer, killed a few milliseconds later
+whether or not the broker has it), ``after-checkpoint:N`` (acknowledged; nothing after it
+done). Unset (always, in production) it does nothing.
 """
 
 from __future__ import annotations
@@ -31,23 +34,37 @@ def crash_point(name: str) -> None:
 _calls: dict[str, int] = {}
 
 
-def crash_point_counted(name: str) -> None:
-    """SIGKILL on the N-th call when the setting is ``name:N``."""
+def _count_reached(name: str) -> bool:
+    """Count a call of the point ``name``: True on the N-th when the setting is ``name:N``."""
     value = os.environ.get(ENV, "")
     if not value.startswith(name + ":"):
-        return
+        return False
     _calls[name] = _calls.get(name, 0) + 1
-    if _calls[name] == int(value.split(":", 1)[1]):
+    return _calls[name] == int(value.split(":", 1)[1])
+
+
+def crash_point_counted(name: str) -> None:
+    """SIGKILL on the N-th call when the setting is ``name:N``."""
+    if _count_reached(name):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InjectedReleaseError(RuntimeError):
+    """The failure ``release-error:N`` injects."""
+
+
+def error_point_counted(name: str) -> None:
+    """Raise :class:`InjectedReleaseError` on the N-th call when the setting is ``name:N``."""
+    if _count_reached(name):
+        raise InjectedReleaseError(f"fault injected at {name}")
 
 
 async def crash_point_in_flight(name: str, delay: float = 0.005) -> None:
     """Like :func:`crash_point_counted`, but first lets the event loop run for ``delay``
     seconds (a record just sent is then on its way, its acknowledgement maybe not)."""
-    value = os.environ.get(ENV, "")
-    if value.startswith(name + ":") and _calls.get(name, 0) + 1 == int(value.split(":", 1)[1]):
+    if _count_reached(name):
         await asyncio.sleep(delay)
-    crash_point_counted(name)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _paused: set[str] = set()

@@ -32,7 +32,8 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.kafka.partition_tail import find_last
 from stream_dp.metrics import ServiceMetrics
-from stream_dp.release import WindowRelease, release_window
+from stream_dp.release import WindowRelease
+from stream_dp.window_outcome import failure_line, release_ready_window
 from stream_dp.worker import internal_records as rec
 from stream_dp.worker.fault_injection import crash_point, pause_point
 from stream_dp.worker.release_log import ReleaseLogIndex, StoredRelease
@@ -235,14 +236,14 @@ class ReleaseService:
             if start in self.coordinator.released:
                 continue  # found stored by another releaser while releasing an earlier one
             began = time.monotonic()
-            merged = self.coordinator.merged(start)
+            # A computation that raises comes back as the window's failed outcome: stored
+            # and published like a release, so no restart computes this window again.
             release = await asyncio.to_thread(
-                release_window,
+                release_ready_window,
+                self.coordinator,
                 start,
-                merged,
                 self.settings,
                 self.noise,
-                self.coordinator.late_count(start),
                 self.ledger,
             )
             if not self.leader or self.needs_rebuild:
@@ -272,12 +273,15 @@ class ReleaseService:
                 raise RuntimeError(f"window {start} stored but not found in the release log")
             if winner.attempt != attempt:
                 log.warning("another releaser stored this window first; publishing its copy")
+            ours = winner.attempt == attempt
+            if ours and release.failed:
+                log.error(failure_line(release, "going on with the next window"))
             release = winner.release
             await self._publish(release.records)
             crash_point("after-published")
             await self._write_snapshot()
             self.recent.extend(release.records)
-            self._observe(release, time.monotonic() - began, ours=winner.attempt == attempt)
+            self._observe(release, time.monotonic() - began, ours=ours)
 
     async def _publish(self, records: list[dict[str, Any]]) -> None:
         futures = [
@@ -327,15 +331,21 @@ class ReleaseService:
 
     def _observe(self, release: WindowRelease, seconds: float, ours: bool) -> None:
         """Export a published window; the spend counter counts only the copy this process
-        stored (a rival releaser that stored first counts its own)."""
+        stored (a rival releaser that stored first counts its own); so does the failures
+        counter. A failed window's conservative charge counts in the spend; the per-window
+        gauges keep describing the last released window."""
         summary = release.summary
         m = self.metrics
+        if ours:
+            m.privacy_budget_spent.inc(summary["privacy_loss"])
+        if release.failed:  # charged to the budget (above), but nothing was released
+            if ours:
+                m.release_failures.inc()
+            return
         m.windows_released.inc()
         m.cells_released.inc(len(release.cells))
         m.window_privacy_loss.set(summary["privacy_loss"])
         m.window_privacy_loss_unclipped.set(summary["privacy_loss_unclipped"])
-        if ours:
-            m.privacy_budget_spent.inc(summary["privacy_loss"])
         m.error_bound.set(summary["error_bound"])
         m.suppressed_pairs.inc(summary["suppressed_pairs"])
         m.budget_withheld_pairs.inc(summary.get("pairs_withheld_budget", 0))

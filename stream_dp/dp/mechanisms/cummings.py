@@ -6,8 +6,9 @@ cohorts (public, from the counts):
 
 * the ``floor(n/10)`` vehicles with the fewest readings -> ``p0`` by Sec. 6.1 (eps-DP);
 * the ``L = min(ceil(ln(n)/eps), floor(3n/5))`` vehicles with the most readings ->
-  ``sigma_p^2`` by Sec. 6.2 / Algorithm 5 on the means of their first ``k = k_L``
-  readings ((eps, delta)-DP); Theorem 4.1 requires L <= 3n/5;
+  ``sigma_p^2`` by Sec. 6.2 / Algorithm 5 on the means of their first ``k = min(k_L, C)``
+  readings ((eps, delta)-DP; ``C`` the readings stored per pair, see below); Theorem 4.1
+  requires L <= 3n/5;
 * the rest, ``i in [L+1, 9n/10]``, for the final estimate (lines 5-14):
   ``sigma_i^2 = p0 (1 - p0) / k_i + (1 - 1/k_i) sigma_p^2``,
   ``[a_i, b_i] = [p0 - alpha - f_i, p0 + alpha + f_i]`` intersected with [0, 1],
@@ -26,6 +27,19 @@ if a cohort is empty or Algorithm 5 keeps no bin, the public fallbacks ``p0 = 1/
 mixes sums to 8n/10 and 9n/10 and drops the ``1/eps^2`` of eq. (6); eq. (6) is used over
 the final cohort. ``T*`` is found numerically (log-spaced search between the kinks 1/sigma_i
 with local refinement); its exact optimality does not affect privacy.
+
+Within the stored prefix (``prefix_limit = C``, the readings the engine keeps per (window,
+cell, vehicle); None = whole arrays): Algorithm 2 uses each variance-cohort vehicle's first
+``k_L`` readings, ``k_L`` the smallest count in that cohort, but only the first ``C`` are
+stored, so a cell whose ``L`` busiest vehicles all have more than ``C`` readings (a depot, a
+1 Hz tracker) could not be released. We use ``k = min(k_L, C)``. Privacy: ``k`` is a function
+of the public counts and the public ``C`` only, so which readings enter is fixed before any
+value is looked at; each cohort vehicle still gives exactly one value (the mean of its first
+``k`` readings, in [0, 1]) and changing one vehicle's data moves one ``|Y_i|`` between two
+bins, so Algorithm 5's (eps, delta) argument holds for any fixed ``k >= 1`` and the parallel
+composition above is unchanged. Accuracy: the mean of ``k`` readings has variance
+``sigma_p^2 + E[p(1 - p)]/k``, so a smaller ``k`` can only overestimate ``sigma_p^2``: the
+intervals ``[a_i, b_i]`` widen (more noise, less truncation bias), never narrow.
 
 Prefix: the smallest cohort needs its first reading, the largest its first k readings
 (only where that is not all of them); the rest needs aggregates.
@@ -67,14 +81,18 @@ class Cohorts:
     k_variance: int
 
 
-def cohorts(counts: IntArray, epsilon: float) -> Cohorts:
-    """Split vehicles by count (descending): top L, middle, bottom floor(n/10)."""
+def cohorts(counts: IntArray, epsilon: float, prefix_limit: int | None = None) -> Cohorts:
+    """Split vehicles by count (descending): top L, middle, bottom floor(n/10).
+
+    ``k_variance = min(k_L, prefix_limit)`` (module docstring: within the stored prefix)."""
     order = processing_order(counts)
     n = order.size
     n_mean = n // 10
     n_variance = min(math.ceil(math.log(n) / epsilon), (3 * n) // 5)
     variance = order[:n_variance]
     k = int(counts[variance].min()) if variance.size else 0
+    if prefix_limit is not None:
+        k = min(k, prefix_limit)
     return Cohorts(
         variance=variance,
         final=order[n_variance : n - n_mean],
@@ -151,10 +169,13 @@ def final_stage(
 
 @dataclass(frozen=True)
 class CummingsMean(MeanMechanism):
-    """002 Algorithm 2 with the Sec. 6 initial estimators; requires ``delta`` in (0, 1)."""
+    """002 Algorithm 2 with the Sec. 6 initial estimators; requires ``delta`` in (0, 1).
+
+    ``prefix_limit``: ``C``, the readings stored per vehicle (public); None = all stored."""
 
     delta: float | None = None
     beta: float = 0.05
+    prefix_limit: int | None = None
     name: str = "cummings"
 
     def __post_init__(self) -> None:
@@ -164,13 +185,15 @@ class CummingsMean(MeanMechanism):
             raise ValueError(f"cummings: delta must lie in (0, 1), got {self.delta!r}")
         if not 0 < self.beta < 1:
             raise ValueError(f"cummings: beta must lie in (0, 1), got {self.beta!r}")
+        if self.prefix_limit is not None and self.prefix_limit < 1:
+            raise ValueError(f"cummings: prefix_limit must be >= 1, got {self.prefix_limit!r}")
 
     def _release(
         self, cell: CellData, upper: float, epsilon: float, source: RandomSource
     ) -> MeanRelease:
         data = cell.participants()
         delta = float(self.delta)  # type: ignore[arg-type]
-        groups = cohorts(data.counts, epsilon)
+        groups = cohorts(data.counts, epsilon, self.prefix_limit)
         first = np.array([data.partial_sum(v, 0, 1) for v in groups.mean.tolist()]) / upper
         p0 = initial_mean(first, epsilon, source)
         p0 = 0.5 if p0 is None else p0
@@ -217,7 +240,7 @@ class CummingsMean(MeanMechanism):
         )
 
     def _prefix_needed(self, counts: IntArray, epsilon: float) -> IntArray:
-        groups = cohorts(counts, epsilon)
+        groups = cohorts(counts, epsilon, self.prefix_limit)
         need = np.zeros(counts.size, dtype=np.int64)
         need[groups.mean] = np.where(counts[groups.mean] > 1, 1, 0)
         k = groups.k_variance

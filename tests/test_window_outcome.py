@@ -1,0 +1,217 @@
+"""Issue 21: a window whose release computation raises is contained, offline and in the
+service alike (both call :func:`stream_dp.window_outcome.release_ready_window`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h3
+import jsonschema
+import orjson
+import pytest
+
+from stream_dp import window_outcome
+from stream_dp.config import load_settings
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.randomness import RandomSource
+from stream_dp.engine import OfflineEngine
+from stream_dp.release import FAILED, RELEASED
+from stream_dp.worker import fault_injection
+from tests.service_harness import HOUR, depot_readings, synthetic_readings
+
+SCHEMA = json.loads(
+    (Path(__file__).parent.parent / "stream_dp/schemas/release-record.schema.json").read_text()
+)
+#: Fields a failed window's summary may carry: none holds a cell value or vehicle data.
+FAILED_FIELDS = {
+    "schema_version", "window_start", "window_end", "resolution", "epsilon", "type",
+    "release_id", "status", "error", "G1", "K", "privacy_loss", "privacy_loss_unclipped",
+    "cells_released", "readings_dropped_late", "mechanism", "delta", "budget_cap",
+    "budget_period_seconds",
+}  # fmt: skip
+
+
+@pytest.fixture
+def fault(monkeypatch):
+    """Set ``STREAM_DP_FAULT_INJECTION`` for this process, its call counts starting at 0."""
+    fault_injection._calls.clear()
+
+    def set_fault(value: str) -> None:
+        monkeypatch.setenv(fault_injection.ENV, value)
+
+    yield set_fault
+    fault_injection._calls.clear()
+
+
+def run_engine(settings, readings, seed=1):
+    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(seed)))
+    return engine, [*engine.feed(readings), *engine.finish()]
+
+
+def four_hours():
+    return synthetic_readings(n_vehicles=20, hours=4, per_hour=300, seed=4)
+
+
+def test_an_injected_failure_fails_only_its_window(fault):
+    settings = load_settings(resolution=7)
+    readings = four_hours()
+    _, clean = run_engine(settings, readings)
+    fault("release-error:2")
+    engine, releases = run_engine(settings, readings)
+    assert [r.window_start for r in releases] == [r.window_start for r in clean]
+    assert len(releases) == 4
+    assert [r.failed for r in releases] == [False, True, False, False]
+    failed = releases[1]
+    assert failed.cells == [] and failed.records == [failed.summary]
+    summary = failed.summary
+    assert summary["status"] == FAILED and summary["error"] == "InjectedReleaseError"
+    assert set(summary) <= FAILED_FIELDS
+    jsonschema.validate(summary, SCHEMA)
+    for leak in ({"mean": 1.0}, {"n_vehicles": 20}, {"status": RELEASED}):
+        with pytest.raises(jsonschema.ValidationError):  # the schema admits no data in it
+            jsonschema.validate({**summary, **leak}, SCHEMA)
+    assert summary["release_id"] == clean[1].summary["release_id"]
+    for ok, reference in zip(
+        [releases[i] for i in (0, 2, 3)], [clean[i] for i in (0, 2, 3)], strict=True
+    ):
+        assert ok.summary["status"] == RELEASED
+        assert [c["release_id"] for c in ok.cells] == [c["release_id"] for c in reference.cells]
+        for record in ok.records:
+            jsonschema.validate(record, SCHEMA)
+    # Charged as if released, conservatively: every vehicle at least what the release charged.
+    charged = dict(zip(failed.loss.vehicles, failed.loss.cells.tolist(), strict=True))
+    released = dict(zip(clean[1].loss.vehicles, clean[1].loss.cells.tolist(), strict=True))
+    assert released and all(charged.get(v, 0) >= c for v, c in released.items())
+    assert summary["K"] == max(charged.values()) >= clean[1].summary["K"]
+    assert summary["privacy_loss"] == summary["K"] * settings.epsilon
+    assert [e.window_start for e in engine.ledger.entries()] == [r.window_start for r in clean]
+
+
+def test_a_failure_deep_in_the_release_is_charged_within_the_budget_cap(monkeypatch):
+    """A mechanism that raises on one window's cells: that window fails, the others are
+    released, and the charge never exceeds what the cap allows."""
+    settings = load_settings(
+        resolution=7, mean_mechanism="baseline", budget_cap=6.0, budget_period_seconds=4 * HOUR
+    )
+    readings = four_hours()
+    _, clean = run_engine(settings, readings)
+    doomed = clean[2].window_start
+    from stream_dp import release as release_module
+
+    real = release_module._cell_data
+
+    def flaky(columns, entry_of, kept_count, entries):
+        if calls["window"] == doomed:
+            raise ZeroDivisionError("boom")
+        return real(columns, entry_of, kept_count, entries)
+
+    calls = {"window": None}
+    real_release = release_module._release_window
+
+    def tracking(window_start, *args):
+        calls["window"] = window_start
+        return real_release(window_start, *args)
+
+    monkeypatch.setattr(release_module, "_cell_data", flaky)
+    monkeypatch.setattr(release_module, "_release_window", tracking)
+    engine, releases = run_engine(settings, readings)
+    assert [r.failed for r in releases] == [False, False, True, False]
+    failed = releases[2]
+    assert failed.summary["error"] == "ZeroDivisionError"
+    assert failed.error_site.startswith("test_window_outcome.py:")
+    # The cap holds with the failed window charged: no vehicle above it in any period.
+    for entry in engine.ledger.entries():
+        assert engine.ledger.max_loss(entry.window_start) <= settings.budget_cap + 1e-9
+    assert failed.loss.max_loss <= settings.budget_cap
+    assert clean[2].summary["pairs_withheld_budget"] > 0  # the cap did bind in that window
+
+
+def test_a_window_that_cannot_even_be_merged_is_charged_every_pair(monkeypatch):
+    settings = load_settings(resolution=7)
+    readings = four_hours()
+    _, clean = run_engine(settings, readings)
+    from stream_dp.coordinator import ReleaseCoordinator
+
+    real = ReleaseCoordinator.merged
+
+    def broken(self, window_start):
+        if window_start == clean[0].window_start:
+            raise MemoryError
+        return real(self, window_start)
+
+    monkeypatch.setattr(ReleaseCoordinator, "merged", broken)
+    _, releases = run_engine(settings, readings)
+    failed = releases[0]
+    assert failed.failed and failed.summary["error"] == "MemoryError"
+    # Every (cell, vehicle) pair of the hour, from the partials.
+    pairs: dict[str, set[str]] = {}
+    for r in readings:
+        if r["ts"] < clean[0].window_start + HOUR:
+            cell = h3.latlng_to_cell(r["lat"], r["lon"], settings.resolution)
+            pairs.setdefault(r["vehicle_id"], set()).add(cell)
+    charged = dict(zip(failed.loss.vehicles, failed.loss.cells.tolist(), strict=True))
+    assert charged == {v: len(c) for v, c in pairs.items()}
+
+
+def test_the_fault_point_counts_windows_per_process(fault):
+    fault("release-error:3")
+    hits = []
+    for _ in range(5):
+        try:
+            fault_injection.error_point_counted(window_outcome.FAULT_POINT)
+            hits.append(False)
+        except fault_injection.InjectedReleaseError:
+            hits.append(True)
+    assert hits == [False, False, True, False, False]
+
+
+def cli(source: Path, out: Path, *options: str, env: dict[str, str] | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "stream_dp.cli", "release", str(source), "--out", str(out),
+         *options],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def write_jsonl(path: Path, readings) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in readings))
+    return path
+
+
+def test_the_offline_release_writes_every_other_window_and_exits_non_zero(tmp_path):
+    source = write_jsonl(tmp_path / "readings.jsonl", four_hours())
+    out = tmp_path / "out.jsonl"
+    done = cli(source, out, "--resolution", "7", env={fault_injection.ENV: "release-error:2"})
+    assert done.returncode == 1, done.stderr
+    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    windows = [r for r in records if r["type"] == "window"]
+    assert [w["status"] for w in windows] == [RELEASED, FAILED, RELEASED, RELEASED]
+    cells = [r for r in records if r["type"] == "cell"]
+    assert cells and all(r["window_start"] != windows[1]["window_start"] for r in cells)
+    for record in records:
+        jsonschema.validate(record, SCHEMA)
+    lines = done.stderr.strip().splitlines()
+    failures = [line for line in lines if "failed: InjectedReleaseError" in line]
+    assert len(failures) == 1 and windows[1]["window_start"] in failures[0]
+    assert "Traceback" not in done.stderr
+    assert "released 3 windows" in lines[-1] and "1 windows failed" in lines[-1]
+
+
+def test_the_depot_is_released_offline_with_cummings(tmp_path):
+    """Issue 21's scenario: 8 buses with 100-121 readings among 20 cars in one cell-hour,
+    then three ordinary hours; cummings, delta 1e-6, everything else at its default."""
+    source = write_jsonl(tmp_path / "depot.jsonl", depot_readings())
+    out = tmp_path / "out.jsonl"
+    done = cli(source, out, "--mean-mechanism", "cummings", "--delta", "1e-6")
+    assert done.returncode == 0, done.stderr
+    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    windows = [r for r in records if r["type"] == "window"]
+    assert len(windows) == 4 and all(w["status"] == RELEASED for w in windows)
+    depot_hour = windows[0]["window_start"]
+    depot_cells = [r for r in records if r["type"] == "cell" and r["window_start"] == depot_hour]
+    assert max(r["n_vehicles"] for r in depot_cells) == 28
+    assert all(r["mechanism"] == "cummings" for r in depot_cells)
