@@ -33,7 +33,7 @@ from stream_dp.worker import internal_records as rec
 
 #: A checkpoint is also written after this many state records without one, so the tail
 #: read that finds the latest checkpoint stays short while a window is open.
-CHECKPOINT_EVERY_RECORDS = 200
+CHECKPOINT_EVERY_RECORDS = 64
 #: Late counts of this many most recent windows are kept (what progress records carry).
 RECENT_LATE_WINDOWS = 48
 
