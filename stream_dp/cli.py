@@ -11,7 +11,17 @@ from pathlib import Path
 
 from stream_dp import __version__
 
-COMMANDS = ("plan", "experiment", "release", "produce", "serve", "demo", "dashboard", "map")
+COMMANDS = (
+    "plan",
+    "experiment",
+    "release",
+    "produce",
+    "serve",
+    "demo",
+    "dashboard",
+    "map",
+    "topics",
+)
 
 
 class CliError(Exception):

@@ -102,6 +102,32 @@ class Settings(BaseSettings):
         description="How the readings topic is read: 'batch' = an aiokafka getmany consumer "
         "task inside the Faust app (fast), 'faust' = a Faust agent over take_events.",
     )
+    # --- operations (issue 15) ---------------------------------------------------------
+    broker_unavailable_seconds: float = Field(
+        10.0, gt=0, description="/readyz is 503 once the broker has not answered this long."
+    )
+    stall_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="/healthz fails and the worker exits (status 1) once the broker has not "
+        "answered this long; it exits at once if the broker lost the service's topics.",
+    )
+    log_format: Literal["text", "json"] = Field("text", description="Worker log lines.")
+    topic_replication_factor: int | None = Field(
+        None, ge=1, description="Replication of the topics created (unset: min(3, brokers))."
+    )
+    topic_min_insync_replicas: int | None = Field(
+        None,
+        ge=1,
+        description="min.insync.replicas of the topics created (unset: one less than the "
+        "replication factor, at least 1).",
+    )
+    topic_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000,
+        ge=-1,
+        description="retention.ms of readings, dead letters, releases, partials, state "
+        "(the release log is kept forever).",
+    )
 
     keep_freed_memory: bool = Field(
         True,

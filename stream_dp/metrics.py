@@ -102,6 +102,13 @@ class ServiceMetrics:
             "worker's partitions, Unix seconds: windows ending before it are closed here.",
             registry=r,
         )
+        self.consumer_lag = Gauge(
+            "stream_dp_readings_consumer_lag",
+            "Per readings partition this worker owns: messages between the partition's end "
+            "(as the broker last reported it in a fetch) and what this worker has applied.",
+            ["partition"],
+            registry=r,
+        )
         self.ready = Gauge(
             "stream_dp_ready", "1 once state recovery has finished, else 0.", registry=r
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import secrets
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -43,17 +44,30 @@ def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def release_id(app_id: str, window_start: int, resolution: int, cell: str) -> str:
-    """Stable id of one (window, cell) release: a re-publication carries the same id.
+def release_id(app_id: str, window_start: int, resolution: int, cell: str, nonce: str = "") -> str:
+    """Id of one (window, cell) record of one release event.
 
-    ``uuid5(RELEASE_NAMESPACE, "app|window|resolution|cell")`` (RFC 4122 name-based, SHA-1),
-    formatted directly: ``uuid.uuid5`` costs several times more, 2,000 times per window."""
-    return release_ids(app_id, window_start, resolution, [cell])[0]
+    ``uuid5(RELEASE_NAMESPACE, "[nonce|]app|window|resolution|cell")`` (RFC 4122 name-based,
+    SHA-1), formatted directly: ``uuid.uuid5`` costs several times more, 2,000 times per
+    window. A release draws its ``nonce`` once (:func:`new_release_nonce`), so two releases
+    of the same window (the service's and an offline run's, or two apps') never share an id;
+    a re-publication of a stored release carries the stored records, ids included."""
+    return release_ids(app_id, window_start, resolution, [cell], nonce)[0]
 
 
-def release_ids(app_id: str, window_start: int, resolution: int, cells: list[str]) -> list[str]:
+def new_release_nonce() -> str:
+    """A fresh random identifier of one release event (128 bits from the OS CSPRNG)."""
+    return secrets.token_hex(16)
+
+
+def release_ids(
+    app_id: str, window_start: int, resolution: int, cells: list[str], nonce: str = ""
+) -> list[str]:
     """:func:`release_id` of each cell of one window (the common prefix hashed once)."""
-    prefix = hashlib.sha1(_NAMESPACE_BYTES + f"{app_id}|{window_start}|{resolution}|".encode())
+    name = f"{nonce}|" if nonce else ""
+    prefix = hashlib.sha1(
+        _NAMESPACE_BYTES + f"{name}{app_id}|{window_start}|{resolution}|".encode()
+    )
     out = []
     for cell in cells:
         sha = prefix.copy()
@@ -461,6 +475,7 @@ def _release_window(
 ) -> WindowRelease:
     eps = settings.epsilon
     upper = settings.upper
+    nonce = new_release_nonce()  # one per release event: every record id derives from it
     chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     base = window_base(settings, window_start)
     # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
@@ -469,7 +484,7 @@ def _release_window(
         window_start, columns, settings, ledger, chosen
     )
     if not len(chosen):
-        summary = _summary(settings, base, window_start, None, None, 0, columns)
+        summary = _summary(settings, base, window_start, None, None, 0, columns, nonce)
         summary["readings_dropped_late"] = late_readings
         _budget_summary(summary, settings, withheld)
         loss = None if ledger is None else WindowLoss.from_counts(window_start, eps, [], [])
@@ -480,7 +495,7 @@ def _release_window(
     entry_totals = start_entry_totals(columns, entry_of)
     cell_names = list(occupancy.cells)
     ids_future = background.submit(
-        release_ids, settings.app_id, window_start, settings.resolution, cell_names
+        release_ids, settings.app_id, window_start, settings.resolution, cell_names, nonce
     )
     clip = clip_user(occupancy, upper, eps, settings.error_bound)
     if settings.pseudo_user:
@@ -560,7 +575,7 @@ def _release_window(
                 "K": clip.k,
             }
         )
-    summary = _summary(settings, base, window_start, clip, capped, len(cells), columns)
+    summary = _summary(settings, base, window_start, clip, capped, len(cells), columns, nonce)
     summary["readings_dropped_late"] = late_readings
     _budget_summary(summary, settings, withheld)
     loss = None
@@ -614,6 +629,7 @@ def _summary(
     capped: PseudoUserResult | None,
     cells_released: int,
     columns: WindowColumns,
+    nonce: str,
 ) -> dict[str, Any]:
     eps = settings.epsilon
     g1 = clip.g1 if clip else 0
@@ -621,7 +637,7 @@ def _summary(
     return {
         **base,
         "type": "window",
-        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*", nonce),
         "status": RELEASED,
         "G1": g1,
         "K": k,

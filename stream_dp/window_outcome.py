@@ -36,6 +36,7 @@ from stream_dp.release import (
     WindowColumns,
     WindowRelease,
     chosen_pairs,
+    new_release_nonce,
     release_id,
     release_window,
     rfc3339,
@@ -84,7 +85,9 @@ def failed_release(
     summary: dict[str, Any] = {
         **window_base(settings, window_start),
         "type": "window",
-        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*"),
+        "release_id": release_id(
+            settings.app_id, window_start, settings.resolution, "*", new_release_nonce()
+        ),
         "status": FAILED,
         "error": type(error).__name__,
         "G1": most_cells,

@@ -103,11 +103,12 @@ class Worker:
 def start_worker(
     bootstrap: str, settings: Settings, tmp_path: Path, name: str = "worker", **env: str
 ) -> Worker:
+    """A ``stream-dp serve`` process; ``STREAM_DP_KAFKA_EMBEDDED`` is ``true`` unless ``env``
+    says otherwise (as an operator who does not set it would run it)."""
     port = free_loopback_port()
     log_path = tmp_path / f"{name}-{port}.log"
-    full_env = {**os.environ, **settings.to_env(), **env}
+    full_env = {**os.environ, **settings.to_env(), "STREAM_DP_KAFKA_EMBEDDED": "true", **env}
     full_env.pop("STREAM_DP_KAFKA_BOOTSTRAP", None)
-    full_env["STREAM_DP_KAFKA_EMBEDDED"] = "true"
     command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
                "--web-port", str(port), "--log-level", "info"]  # fmt: skip
     with log_path.open("wb") as log:

@@ -9,6 +9,7 @@ import time
 from stream_dp.config import load_settings
 from stream_dp.engine import new_partition_state
 from stream_dp.metrics import ServiceMetrics
+from stream_dp.worker.idle_rule import InputState
 from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
 
 
@@ -34,34 +35,67 @@ def processor(applied_offset: int, quiet_for: float, with_open_window: bool):
     return ingest, calls
 
 
-def tick(ingest, end, position=None):
+def tick(ingest, end, position=None, fetched_age=0.1, times=1):
     async def input_state(partition):
-        return end, position
+        return InputState(end, position, fetched_age)
 
-    asyncio.run(ingest.tick([0], input_state))
+    async def run():
+        for _ in range(times):
+            await ingest.tick([0], input_state)
+
+    asyncio.run(run())
+
+
+def confirmed_quiet(ingest, seconds: float) -> None:
+    """As if the broker had kept confirming the partition's end for ``seconds``."""
+    ingest.partitions[0].quiet_since = time.monotonic() - seconds
 
 
 def test_a_quiet_partition_with_unread_input_is_not_idle():
     ingest, calls = processor(applied_offset=9, quiet_for=30.0, with_open_window=True)
+    confirmed_quiet(ingest, 30.0)
     tick(ingest, end=500, position=250)  # 490 records it has not applied, 250 not fetched
     assert calls == [("progress", ingest.partitions[0].state.watermark)]
 
 
-def test_a_quiet_caught_up_partition_closes_its_windows():
+def test_a_quiet_caught_up_partition_closes_its_windows_once_confirmed_long_enough():
     ingest, calls = processor(applied_offset=9, quiet_for=6.0, with_open_window=True)
+    tick(ingest, end=10)  # the first confirmation starts the quiet span: not idle yet
+    assert calls == [("progress", ingest.partitions[0].state.watermark)]
+    confirmed_quiet(ingest, 6.0)
+    calls.clear()
     tick(ingest, end=10)
     assert calls == [("close", [0], True)]
 
 
+def test_a_stale_confirmation_never_closes_a_window():
+    """The broker paused or unreachable: the consumer still remembers an end that says
+    'everything applied', but no fetch has succeeded lately."""
+    ingest, calls = processor(applied_offset=9, quiet_for=600.0, with_open_window=True)
+    confirmed_quiet(ingest, 600.0)
+    tick(ingest, end=10, position=10, fetched_age=60.0)
+    assert calls == [("progress", ingest.partitions[0].state.watermark)]
+    assert ingest.partitions[0].quiet_since is None  # the outage ended the quiet span
+
+
+def test_an_end_below_what_was_applied_is_reported_as_lost_input():
+    ingest, calls = processor(applied_offset=99, quiet_for=600.0, with_open_window=True)
+    confirmed_quiet(ingest, 600.0)
+    tick(ingest, end=0, position=0)  # an empty broker came back
+    assert calls[0][0] == "progress" and ingest.input_lost == {0}
+
+
 def test_an_empty_caught_up_partition_reports_infinity():
     ingest, calls = processor(applied_offset=-1, quiet_for=6.0, with_open_window=False)
+    confirmed_quiet(ingest, 6.0)
     tick(ingest, end=0)
     assert calls == [("progress", math.inf)]
 
 
 def test_before_the_first_fetch_the_end_is_unknown_and_nothing_is_idle():
     ingest, calls = processor(applied_offset=-1, quiet_for=6.0, with_open_window=False)
-    tick(ingest, end=None)  # what the app reports before the consumer's first fetch
+    confirmed_quiet(ingest, 6.0)
+    tick(ingest, end=None, fetched_age=None)  # before the consumer's first fetch
     assert calls[0][0] == "progress" and calls[0][1] != math.inf
 
 
@@ -69,21 +103,25 @@ def test_a_fetched_partition_is_caught_up_even_if_offsets_were_skipped():
     """Found in review: transaction markers or expired state leave the end above the last
     applied offset for ever; the fetch position says everything was read."""
     ingest, calls = processor(applied_offset=-1, quiet_for=6.0, with_open_window=False)
+    confirmed_quiet(ingest, 6.0)
     tick(ingest, end=1000, position=1000)  # fetched: records may still be queued in Faust
     assert calls[0][1] != math.inf
     ingest, calls = processor(applied_offset=-1, quiet_for=16.0, with_open_window=False)
-    tick(ingest, end=1000, position=1000)  # nothing arrived for 3x the idle time
+    confirmed_quiet(ingest, 16.0)
+    tick(ingest, end=1000, position=1000)  # confirmed quiet for 3x the idle time
     assert calls == [("progress", math.inf)]
 
 
-def test_a_partition_quiet_for_very_long_is_idle_whatever_its_offsets():
+def test_a_partition_confirmed_quiet_for_very_long_is_idle_whatever_its_offsets():
     ingest, calls = processor(applied_offset=-1, quiet_for=51.0, with_open_window=False)
+    confirmed_quiet(ingest, 51.0)
     tick(ingest, end=1000, position=3)
     assert calls == [("progress", math.inf)]
 
 
 def test_a_recently_active_partition_is_not_idle():
     ingest, calls = processor(applied_offset=9, quiet_for=0.0, with_open_window=True)
+    confirmed_quiet(ingest, 60.0)
     tick(ingest, end=10)
     assert calls[0][0] == "progress"
 

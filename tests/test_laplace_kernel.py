@@ -226,6 +226,9 @@ def test_release_many_is_release_in_turn() -> None:
             assert set(kind.tolist()) == {lk.SKIP, lk.EXACT}
 
 
+# The test forks on purpose (the child only draws and exits); Python 3.12+ warns on any fork of
+# a process with threads, which is what the test must survive.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_does_not_reuse_the_batch_words() -> None:
     noise = LaplaceNoise()
     values, sens = np.zeros(200), np.ones(200)

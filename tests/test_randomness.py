@@ -180,6 +180,9 @@ def test_secure_bit_pool_gives_uniform_bits_of_the_requested_width():
     assert wide < 2**70_000 and wide.bit_length() > 69_900
 
 
+# The test forks on purpose (the child only draws and exits); Python 3.12+ warns on any fork of
+# a process with threads, which is what the test must survive.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_does_not_reuse_the_parents_bits():
     import os
 

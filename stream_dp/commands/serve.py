@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sys
+import logging.config
 
 from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.config import ConfigError, Settings
-from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.config import ConfigError
+from stream_dp.kafka.service_topics import ensure_service_topics
 
 log = logging.getLogger(__name__)
 
@@ -26,28 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--web-port", type=int, help="HTTP port of /metrics etc. (default 8000)")
     parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default: text)")
     add_release_options(parser)
     parser.set_defaults(run=run)
-
-
-def ensure_service_topics(settings: Settings, conn: KafkaConnection) -> None:
-    from stream_dp.kafka.topics import ensure_topics, faust_leader_topic, stream_dp_topics
-
-    specs = stream_dp_topics(
-        settings.partitions,
-        names={
-            "readings": settings.topic_readings,
-            "dlq": settings.topic_dlq,
-            "releases": settings.topic_releases,
-            "partials": settings.topic_partials,
-            "state": settings.topic_state,
-            "release_log": settings.topic_release_log,
-        },
-    )
-    asyncio.run(ensure_topics(conn, specs))
-    # Nothing depends on the leader topic's partition count, and deployments from before
-    # it was created here may hold an auto-created one with several: accept any.
-    asyncio.run(ensure_topics(conn, [faust_leader_topic(settings.app_id)], strict_partitions=False))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,18 +36,19 @@ def run(args: argparse.Namespace) -> int:
 
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.kafka.embedded_broker import EmbeddedBroker
-    from stream_dp.worker.app import build_app
+    from stream_dp.worker.app import EXIT_FAILED, build_app
     from stream_dp.worker.connection_settings import connection_from_settings
+    from stream_dp.worker.log_setup import logging_config
 
     settings = settings_from_args(
         args,
         kafka_bootstrap=args.bootstrap,
         web_port=args.web_port,
         web_host=args.web_host,
+        log_format=args.log_format,
     )
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_config = logging_config(args.log_level, settings.log_format)
+    logging.config.dictConfig(log_config)
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 
@@ -74,14 +56,22 @@ def run(args: argparse.Namespace) -> int:
     broker = None
     if not settings.kafka_bootstrap:
         broker = EmbeddedBroker().start()
-        print(f"embedded broker (memory only) at {broker.bootstrap}", file=sys.stderr)
+        log.warning("embedded broker (memory only: a restart loses everything) started")
     try:
         conn = connection_from_settings(settings, broker.bootstrap if broker else None)
+        log.info("kafka bootstrap servers: %s", conn.bootstrap_servers)
         ensure_service_topics(settings, conn)
         app = build_app(settings, conn, LaplaceNoise())
         asyncio.set_event_loop(asyncio.new_event_loop())
-        worker = faust.Worker(app, loglevel=args.log_level.upper(), quiet=True)
-        worker.execute_from_commandline()
+        worker = faust.Worker(
+            app, loglevel=args.log_level.upper(), quiet=True, logging_config=dict(log_config)
+        )
+        try:
+            worker.execute_from_commandline()
+        except SystemExit:
+            pass
+        if app.stream_dp_runtime.failed:  # type: ignore[attr-defined]
+            return EXIT_FAILED
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     finally:

@@ -159,18 +159,22 @@ def stream_dp_topics(
     names: Mapping[str, str] | None = None,
     replication_factor: int = 1,
     retention_ms: int = DEFAULT_RETENTION_MS,
+    min_insync_replicas: int | None = None,
 ) -> list[TopicSpec]:
     """Every topic of the service, in role order.
 
     ``partitions`` applies to the vehicle-keyed topics (readings, dead letters, state);
     releases, partials and the release log have one partition so a single agent sees one
     total order. The release log is kept forever: it is the stored copy of every release
-    that makes re-publishing after a restart possible.
+    that makes re-publishing after a restart possible. ``min_insync_replicas`` (unset: the
+    broker's default) is set on every topic.
     """
     topic = stream_dp_topic_names(prefix, names)
+    extra = {} if min_insync_replicas is None else {"min.insync.replicas": str(min_insync_replicas)}
 
     def spec(role: str, count: int, keep_ms: int = retention_ms) -> TopicSpec:
-        return TopicSpec(topic[role], count, replication_factor, {"retention.ms": str(keep_ms)})
+        config = {"retention.ms": str(keep_ms), **extra}
+        return TopicSpec(topic[role], count, replication_factor, config)
 
     return [
         spec("readings", partitions),
@@ -180,3 +184,23 @@ def stream_dp_topics(
         spec("state", partitions),
         spec("release_log", 1, KEEP_FOREVER),
     ]
+
+
+def default_replication_factor(brokers: int) -> int:
+    """``min(3, brokers)``: three copies where the cluster has them, never more than it has."""
+    return max(1, min(3, brokers))
+
+
+def default_min_insync_replicas(replication_factor: int) -> int:
+    """One less than the replication factor, at least 1 (2 of 3: one broker may be down)."""
+    return max(1, replication_factor - 1)
+
+
+async def broker_count(conn: KafkaConnection) -> int:
+    """How many brokers the cluster's metadata lists."""
+    admin = AIOKafkaAdminClient(**conn.admin_kwargs())
+    await admin.start()
+    try:
+        return len((await admin.describe_cluster())["brokers"])
+    finally:
+        await admin.close()

@@ -13,6 +13,8 @@ import asyncio
 import logging
 import os
 import signal
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,13 +26,34 @@ from faust.types import TP
 from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.service_topics import service_topic_partitions
 from stream_dp.metrics import ServiceMetrics
 from stream_dp.worker.batch_consumer import ReadingsConsumer
+from stream_dp.worker.broker_health import BrokerHealth, probe_broker
+from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState, input_state_from
 from stream_dp.worker.ingest import IngestProcessor
+from stream_dp.worker.log_setup import RejectedReadingsLog
 from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.web import register_pages
 
 log = logging.getLogger(__name__)
+#: Exit status of a worker that stopped because it could not go on (broker gone or empty, a
+#: crashed task); a forced exit follows after ``HARD_EXIT_AFTER_S`` if the graceful stop hangs.
+EXIT_FAILED = 1
+HARD_EXIT_AFTER_S = 15.0
+#: aiokafka's default producer request timeout: a send fails after this long without an answer.
+DEFAULT_REQUEST_TIMEOUT_S = 40.0
+
+
+def producer_request_timeout_ms(settings: Settings) -> int:
+    """A send waits out a broker outage for as long as the worker does (``stall_seconds``,
+    plus a margin): with aiokafka's 40 s default, a longer pause failed the ingest's
+    state write and crashed the worker in the middle of the outage."""
+    return int(max(DEFAULT_REQUEST_TIMEOUT_S, settings.stall_seconds + 10.0) * 1000)
+
+
+#: Seconds between the log lines counting invalid and late readings (only when there were).
+REJECTED_LOG_INTERVAL_S = 60.0
 
 
 @dataclass
@@ -50,17 +73,56 @@ class WorkerRuntime:
     #: False until the first assignment and during a rebalance.
     assignment_known: bool = False
     failed: str | None = None
+    health: BrokerHealth | None = None
 
     def fail(self, where: str, exc: BaseException) -> None:
         """A crashed agent must not leave a live-looking worker: report unhealthy and stop
         the process (its orchestrator restarts it; state is recovered from Kafka)."""
         log.error("%s failed: %s; stopping the worker", where, type(exc).__name__)
-        self.failed = f"{where}: {type(exc).__name__}"
+        self._stop_process(f"{where}: {type(exc).__name__}")
+
+    async def give_up(self, reason: str) -> None:
+        """No progress is possible: stop releasing at once, say why in one line, and exit
+        with :data:`EXIT_FAILED` (``/healthz`` is 503 meanwhile)."""
+        if self.failed is not None:
+            return
+        log.error("stream-dp worker stopping: %s", reason)
+        if self.releaser is not None:
+            await self.releaser.stop()  # fenced: nothing more is released
+        self._stop_process(reason)
+
+    def _stop_process(self, reason: str) -> None:
+        self.failed = reason
+        # A stop against an unreachable broker can hang in the clients: exit regardless.
+        watchdog = threading.Timer(HARD_EXIT_AFTER_S, os._exit, args=(EXIT_FAILED,))
+        watchdog.daemon = True
+        watchdog.start()
         os.kill(os.getpid(), signal.SIGTERM)
+
+    async def watch_broker(self, expected: dict[str, int]) -> None:
+        """One probe (see :mod:`stream_dp.worker.broker_health`); gives up when fatal."""
+        health, producer = self.health, self.producer
+        if health is None or producer is None:
+            return
+        try:
+            lost = await probe_broker(producer.client, expected, set(expected))
+        except Exception as exc:  # no answer in time, or no connection
+            log.debug("broker probe failed: %s", type(exc).__name__)
+        else:
+            health.answered(time.monotonic(), lost)
+        if self.ingest is not None:
+            health.input_lost(self.ingest.input_lost)
+        reason = health.fatal(time.monotonic())
+        if reason is not None:
+            await self.give_up(reason)
 
     async def start(self) -> None:
         self.producer = AIOKafkaProducer(
-            **self.conn.producer_kwargs(), acks="all", linger_ms=5, enable_idempotence=False
+            **self.conn.producer_kwargs(),
+            acks="all",
+            linger_ms=5,
+            enable_idempotence=False,
+            request_timeout_ms=producer_request_timeout_ms(self.settings),
         )
         await self.producer.start()
         self.ingest = IngestProcessor(self.settings, self.conn, self.producer, self.metrics)
@@ -81,7 +143,16 @@ class WorkerRuntime:
         if not self.started.is_set() or self.ingest is None or self.releaser is None:
             return False
         recovered = self.assignment_known and self.assigned <= set(self.ingest.partitions)
-        return recovered and not self.ingest.recovering and not self.releaser.rebuilding
+        reachable = self.health is None or self.health.reachable(time.monotonic())
+        return (
+            recovered and reachable and not self.ingest.recovering and not self.releaser.rebuilding
+        )
+
+    def fatal(self) -> str | None:
+        """Why this worker cannot go on (``/healthz``), or None."""
+        if self.failed is not None:
+            return self.failed
+        return None if self.health is None else self.health.fatal(time.monotonic())
 
 
 def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) -> faust.App:
@@ -91,6 +162,9 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
     metrics = ServiceMetrics()
     metrics.info.info(settings.info_labels())
     runtime = WorkerRuntime(settings, conn, metrics, noise)
+    runtime.health = BrokerHealth(
+        settings.broker_unavailable_seconds, settings.stall_seconds, time.monotonic()
+    )
     app = faust.App(
         settings.app_id,
         **conn.faust_kwargs(),
@@ -101,6 +175,7 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=1.0,
         web_host=settings.web_host,
+        web_bind=settings.web_host,  # Faust binds web_bind (default 0.0.0.0), not web_host
         web_port=settings.web_port,
         web_router_enabled=False,
         web_tables_enabled=False,
@@ -132,15 +207,30 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
             return
         await runtime.ingest.tick(sorted(runtime.assigned), input_state, runtime.assigned)
 
+    expected_topics = service_topic_partitions(settings)
+
+    @app.timer(1.0)
+    async def broker_probe() -> None:
+        if runtime.started.is_set():
+            await runtime.watch_broker(expected_topics)
+
+    rejected = RejectedReadingsLog(metrics.registry)
+
+    @app.timer(REJECTED_LOG_INTERVAL_S)
+    async def log_rejected_readings() -> None:
+        line = rejected.report()
+        if line is not None:
+            log.warning(line)
+
     register_pages(app, runtime)
     app.stream_dp_runtime = runtime  # type: ignore[attr-defined]
     return app
 
 
-InputState = Callable[[int], Awaitable[tuple[int | None, int | None]]]
+InputStateOf = Callable[[int], Awaitable[InputState]]
 
 
-def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState:
+def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputStateOf:
     """The default ingest: a :class:`ReadingsConsumer` task; returns its ``input_state``."""
     consumer: ReadingsConsumer | None = None
 
@@ -162,15 +252,15 @@ def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
             runtime.fail("ingest", exc)
             raise
 
-    async def input_state(partition: int) -> tuple[int | None, int | None]:
+    async def input_state(partition: int) -> InputState:
         if consumer is None:
-            return None, None
+            return UNKNOWN_INPUT
         return await consumer.input_state(partition)
 
     return input_state
 
 
-def _register_faust_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState:
+def _register_faust_ingest(app: faust.App, runtime: WorkerRuntime) -> InputStateOf:
     """The Faust-agent ingest (``take_events``); returns its ``input_state``."""
     settings = runtime.settings
     readings = app.topic(
@@ -195,16 +285,19 @@ def _register_faust_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
             runtime.fail("ingest", exc)
             raise
 
-    async def input_state(partition: int) -> tuple[int | None, int | None]:
-        """The readings partition's high watermark as last fetched and the consumer's fetch
-        position; None for what is not known (before the first fetch, during a rebalance)."""
+    async def input_state(partition: int) -> InputState:
+        """What Faust's consumer (its aiokafka consumer runs in a thread of its own) last
+        heard about the readings partition; unknown before the first fetch, during a
+        rebalance, or when it does not answer in time."""
         tp = TP(settings.topic_readings, partition)
         try:
             end = app.consumer.highwater(tp)
+            inner = app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined]
+            stamped_ms = inner.last_poll_timestamp(tp)
             position = await asyncio.wait_for(app.consumer.position(tp), timeout=1.0)
-        except Exception:  # not assigned any more, the consumer not ready, or no answer
-            return None, None
-        return end, position
+        except Exception:
+            return UNKNOWN_INPUT
+        return input_state_from(end, position, stamped_ms)
 
     @app.on_partitions_assigned.connect
     async def on_assigned(sender: Any, assigned: Any, **_: Any) -> None:

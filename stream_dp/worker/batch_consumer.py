@@ -33,6 +33,7 @@ from aiokafka.errors import KafkaError
 
 from stream_dp.config import Settings
 from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState, input_state_from
 
 if TYPE_CHECKING:
     from stream_dp.worker.ingest import IngestProcessor
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds between offset commits while consuming.
 COMMIT_INTERVAL_S = 1.0
+#: Longest wait for one commit: aiokafka retries a commit to a topic the broker lost every
+#: 100 ms for ever (an empty broker came back), which would hang the worker's stop.
+COMMIT_TIMEOUT_S = 5.0
 #: Bytes one fetch may return per partition: a few hundred 100-reading messages, so a
 #: batch is big enough to amortise the per-batch work and the fetcher stays ahead.
 MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024
@@ -149,19 +153,14 @@ class ReadingsConsumer:
         self._stopping.set()
 
     # --- what the idle rule needs --------------------------------------------------------
-    async def input_state(self, partition: int) -> tuple[int | None, int | None]:
-        """The partition's high watermark as last fetched and this consumer's position; None
-        for what is not known (not assigned, before the first fetch, or no answer)."""
+    async def input_state(self, partition: int) -> InputState:
+        """What this consumer last heard from the broker about ``partition`` (see
+        :func:`fetch_evidence`); unknown when not assigned."""
         consumer = self._consumer
         if consumer is None or partition not in self.assigned:
-            return None, None
+            return UNKNOWN_INPUT
         tp = TopicPartition(self.settings.topic_readings, partition)
-        try:
-            end = consumer.highwater(tp)
-            position = await asyncio.wait_for(consumer.position(tp), timeout=1.0)
-        except Exception:  # revoked meanwhile, or no answer in time
-            return None, None
-        return end, position
+        return await fetch_evidence(consumer, tp)
 
     async def _commit(self, partitions: Sequence[int]) -> None:
         """Commit the durable offsets of ``partitions`` (best effort: see module docstring)."""
@@ -177,6 +176,20 @@ class ReadingsConsumer:
         if not offsets:
             return
         try:
-            await consumer.commit(offsets)
-        except KafkaError as exc:  # rebalancing, or no longer assigned
+            await asyncio.wait_for(consumer.commit(offsets), COMMIT_TIMEOUT_S)
+        except (KafkaError, TimeoutError) as exc:  # rebalancing, no longer assigned, lost
             log.debug("offset commit skipped: %s", type(exc).__name__)
+
+
+async def fetch_evidence(consumer: AIOKafkaConsumer, tp: TopicPartition) -> InputState:
+    """The partition's high watermark from the last successful Fetch, the consumer's
+    position, and that fetch's age in seconds (aiokafka stamps a partition's state with the
+    wall clock each time a Fetch for it succeeds); unknown parts are None (revoked meanwhile,
+    before the first fetch, or no answer in time)."""
+    try:
+        end = consumer.highwater(tp)
+        stamped_ms = consumer.last_poll_timestamp(tp)
+        position = await asyncio.wait_for(consumer.position(tp), timeout=1.0)
+    except Exception:
+        return UNKNOWN_INPUT
+    return input_state_from(end, position, stamped_ms)

@@ -45,13 +45,14 @@ from stream_dp.worker.checkpoints import (
     plan_replay,
 )
 from stream_dp.worker.fault_injection import crash_point_counted, crash_point_in_flight
+from stream_dp.worker.idle_rule import (
+    UNKNOWN_INPUT,
+    InputObservation,
+    InputState,
+    decide_idle,
+)
 
 log = logging.getLogger(__name__)
-#: A quiet partition whose input is fetched but not all applied (offsets without records, such
-#: as transaction markers, or fetched records still queued in Faust) is idle after this many
-#: times ``idle_close_seconds``; one quiet this many times longer, whatever its offsets say.
-FETCHED_FACTOR = 3
-STALE_FACTOR = 10
 
 
 @dataclass
@@ -65,6 +66,8 @@ class PartitionRuntime:
     last_progress: tuple[float, int] | None = None
     #: State-topic offsets for the partition's checkpoints (see ``worker.checkpoints``).
     checkpoints: CheckpointTracker = field(default_factory=CheckpointTracker)
+    #: Start of the span over which the broker kept confirming there is nothing more to read.
+    quiet_since: float | None = None
 
 
 class IngestProcessor:
@@ -90,6 +93,9 @@ class IngestProcessor:
         self._last_done = time.monotonic()
         self.deleter = RecordDeleter(conn)
         self._deleting: set[asyncio.Task[bool]] = set()
+        #: Partitions whose broker-confirmed end fell below what they had applied (the
+        #: broker lost or truncated their log), as of the last tick.
+        self.input_lost: set[int] = set()
 
     # --- recovery ---------------------------------------------------------------------
     async def _runtime(
@@ -161,6 +167,10 @@ class IngestProcessor:
             finally:
                 for partition in partitions:
                     self.partitions.pop(partition, None)
+                    try:
+                        self.metrics.consumer_lag.remove(str(partition))
+                    except KeyError:
+                        pass  # never reported
                 self._export_watermark()
 
     def durable_offsets(self, partitions: Iterable[int]) -> dict[int, int]:
@@ -341,56 +351,59 @@ class IngestProcessor:
     async def tick(
         self,
         assigned: Sequence[int],
-        input_state: Callable[[int], Awaitable[tuple[int | None, int | None]]] | None = None,
+        input_state: Callable[[int], Awaitable[InputState]] | None = None,
         still_assigned: Collection[int] | None = None,
     ) -> None:
-        """Close the windows of partitions idle for ``idle_close_seconds`` (wall clock) and
-        report every assigned partition's watermark (a never-seen partition is recovered
+        """Close the windows of partitions the broker confirms idle (:func:`decide_idle`)
+        and report every assigned partition's watermark (a never-seen partition is recovered
         first, so an empty partition does not hold back the release).
 
-        ``input_state(partition)`` gives the input partition's high watermark and the
-        consumer's fetch position (None: not known). A quiet partition is idle once it has
-        applied everything below the end; once everything is fetched, after
-        ``FETCHED_FACTOR`` times the idle time; whatever the offsets, after ``STALE_FACTOR``
-        times (an end that can never be reached, e.g. expired state or transaction markers,
-        must not hold every release back for ever). A partition whose backlog the agent has
-        not reached is not idle. A partition no longer in the live ``still_assigned`` (it
-        was revoked while this ran) is left alone."""
+        ``input_state(partition)`` gives what the consumer last heard from the broker about
+        the input partition (:class:`InputState`). A partition no longer in the live
+        ``still_assigned`` (it was revoked while this ran) is left alone."""
 
         def revoked(partition: int) -> bool:
             return still_assigned is not None and partition not in still_assigned
 
         async with self.lock:
-            now = time.monotonic()
-            idle_after = self.settings.idle_close_seconds
+            lost: set[int] = set()
             for partition in assigned:
                 if revoked(partition):
                     continue
                 runtime = await self._runtime(partition, still_assigned)
                 if runtime is None:
                     continue
-                quiet_for = now - runtime.last_event_wall
-                idle = False
-                if quiet_for >= idle_after * STALE_FACTOR:
-                    idle = True
-                elif quiet_for >= idle_after:
-                    end, position = (
-                        (None, None) if input_state is None else (await input_state(partition))
-                    )
-                    fetched_all = position is not None and end is not None and position >= end
-                    idle = (end is not None and end <= runtime.applied_offset + 1) or (
-                        fetched_all and quiet_for >= idle_after * FETCHED_FACTOR
-                    )
+                seen = UNKNOWN_INPUT if input_state is None else await input_state(partition)
+                now = time.monotonic()
+                decision = decide_idle(
+                    InputObservation(
+                        now=now,
+                        fetched_at=None if seen.fetched_age is None else now - seen.fetched_age,
+                        end=seen.end,
+                        position=seen.position,
+                        applied_next=runtime.applied_offset + 1,
+                        last_applied_at=runtime.last_event_wall,
+                    ),
+                    runtime.quiet_since,
+                    self.settings.idle_close_seconds,
+                )
+                runtime.quiet_since = decision.quiet_since
+                if seen.end is not None:
+                    lag = max(0, seen.end - runtime.applied_offset - 1)
+                    self.metrics.consumer_lag.labels(str(partition)).set(lag)
+                if decision.input_lost:
+                    lost.add(partition)
                 if revoked(partition):
                     continue
-                if idle and runtime.state.open:
+                if decision.idle and runtime.state.open:
                     await self._close_windows(
                         partition, runtime, sorted(runtime.state.open), forced=True
                     )
-                elif idle:
+                elif decision.idle:
                     await self._progress(partition, runtime, math.inf, force=False)
                 else:
                     await self._progress(partition, runtime, runtime.state.watermark, False)
+            self.input_lost = lost
 
     # --- I/O helpers ------------------------------------------------------------------
     async def _send_and_wait(self, topic: str, value: bytes, partition: int) -> None:

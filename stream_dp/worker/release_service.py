@@ -231,7 +231,7 @@ class ReleaseService:
 
     async def _release_ready(self) -> None:
         for start in self.coordinator.ready_windows():
-            if not self.leader:
+            if not self.leader or self._stopping.is_set():
                 return
             if start in self.coordinator.released:
                 continue  # found stored by another releaser while releasing an earlier one
@@ -351,3 +351,7 @@ class ReleaseService:
         m.budget_withheld_pairs.inc(summary.get("pairs_withheld_budget", 0))
         m.budget_limited_vehicles.set(summary.get("vehicles_budget_limited", 0))
         m.release_latency.observe(seconds)
+        log.info(
+            "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",
+            summary["window_start"], len(release.cells), summary["privacy_loss"], seconds,
+        )  # fmt: skip

@@ -6,6 +6,7 @@ when the dashboard is first opened).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import faust
@@ -27,14 +28,18 @@ def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:
 
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:
-        if runtime.failed:
-            return web.json({"status": "failed", "reason": runtime.failed}, status=503)
+        reason = runtime.fatal()
+        if reason:
+            return web.json({"status": "failed", "reason": reason}, status=503)
         return web.json({"status": "ok"})
 
     @app.page("/readyz")
     async def readyz(web: Any, request: Any) -> Any:
         if runtime.ready and not runtime.failed:
             return web.json({"status": "ready"})
+        health = runtime.health
+        if health is not None and not health.reachable(time.monotonic()):
+            return web.json({"status": "broker unreachable"}, status=503)
         return web.json({"status": "recovering"}, status=503)
 
     @app.page("/api/releases")

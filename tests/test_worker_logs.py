@@ -1,0 +1,139 @@
+"""Worker logs and the per-partition lag gauge: what operators look for, nothing private."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from stream_dp.config import load_settings
+from stream_dp.engine import new_partition_state
+from stream_dp.metrics import ServiceMetrics
+from stream_dp.worker.idle_rule import InputState
+from stream_dp.worker.ingest import IngestProcessor, PartitionRuntime
+from stream_dp.worker.log_setup import CollectionDumpFilter, JsonFormatter, RejectedReadingsLog
+
+
+def record(name: str, msg: str, *args, level: int = logging.INFO) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, args, None)
+
+
+@pytest.fixture
+def root_level():
+    root = logging.getLogger()
+    before = root.level
+    yield root.setLevel
+    root.setLevel(before)
+
+
+def test_table_dumps_of_the_kafka_clients_are_debug_only(root_level):
+    tables = CollectionDumpFilter()
+    root_level(logging.INFO)
+    subscribed = record("aiokafka.consumer.subscription_state", "Updating to: %s", frozenset({"t"}))
+    assert not tables.filter(subscribed)
+    assert tables.filter(record("aiokafka.consumer.group_coordinator", "Joined (gen %s)", 3))
+    assert tables.filter(record("stream_dp.worker.ingest", "windows %s", [1, 2]))
+    warning = record("aiokafka.conn", "lost %s", {"a"}, level=logging.WARNING)
+    assert tables.filter(warning) and warning.levelname == "WARNING"
+    root_level(logging.DEBUG)
+    again = record("aiokafka.consumer.subscription_state", "Updating to: %s", frozenset({"t"}))
+    assert tables.filter(again) and again.levelname == "DEBUG"
+
+
+def test_json_lines_carry_time_level_logger_and_message():
+    line = JsonFormatter().format(record("stream_dp.x", "released window %s", "w", level=30))
+    parsed = json.loads(line)
+    assert parsed["level"] == "WARNING" and parsed["logger"] == "stream_dp.x"
+    assert parsed["message"] == "released window w" and parsed["ts"].endswith("+00:00")
+
+
+def test_rejected_readings_are_reported_as_counts_since_the_last_report():
+    metrics = ServiceMetrics()
+    report = RejectedReadingsLog(metrics.registry)
+    assert report.report() is None
+    metrics.readings.labels("invalid").inc(3)
+    metrics.readings.labels("late").inc(2)
+    metrics.readings.labels("accepted").inc(100)
+    assert report.report() == "readings rejected since the last report: 3 invalid, 2 late"
+    assert report.report() is None
+    metrics.readings.labels("late").inc(1)
+    assert report.report() == "readings rejected since the last report: 0 invalid, 1 late"
+
+
+def test_the_lag_gauge_follows_each_owned_partition():
+    settings = load_settings(idle_close_seconds=5.0)
+    metrics = ServiceMetrics()
+    ingest = IngestProcessor(settings, conn=None, producer=None, metrics=metrics)
+    for partition, applied in ((0, 9), (1, 99)):
+        ingest.partitions[partition] = PartitionRuntime(
+            new_partition_state(settings), applied_offset=applied
+        )
+
+    async def progress(*args):
+        pass
+
+    ingest._progress = progress
+
+    async def input_state(partition):
+        return InputState({0: 500, 1: 100}[partition], None, 0.1)
+
+    asyncio.run(ingest.tick([0, 1], input_state))
+
+    def lag(partition):
+        return metrics.registry.get_sample_value(
+            "stream_dp_readings_consumer_lag", {"partition": str(partition)}
+        )
+
+    assert (lag(0), lag(1)) == (490, 0)
+    asyncio.run(ingest.on_revoked([0]))
+    assert lag(0) is None and lag(1) == 0
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_a_json_logging_worker_logs_its_broker_and_each_window_and_no_tables(
+    kafka, topic_prefix, tmp_path
+):
+    from tests.service_harness import (
+        create_topics,
+        produce,
+        service_settings,
+        start_worker,
+        synthetic_readings,
+        wait_for_windows,
+    )
+
+    settings = service_settings(topic_prefix, log_format="json")
+    create_topics(kafka, settings)
+    worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
+    try:
+        worker.wait_ready()
+        readings = synthetic_readings(n_vehicles=8, hours=2, per_hour=100, seed=37)
+        produce(kafka, settings.topic_readings, readings)
+        records = wait_for_windows(kafka, settings, expected=2, worker=worker)
+    finally:
+        worker.stop()
+    lines = [json.loads(line) for line in worker.log_path.read_text().splitlines() if line]
+    messages = [line["message"] for line in lines]
+    assert f"kafka bootstrap servers: {kafka.bootstrap_servers}" in messages
+    windows = [r for r in records if r["type"] == "window"]
+    released = [m for m in messages if m.startswith("released window ")]
+    assert len(released) == len(windows) == 2
+    for window, line in zip(windows, released, strict=True):
+        assert line.startswith(
+            f"released window {window['window_start']}: {window['cells_released']} cells, "
+            f"K*epsilon {window['privacy_loss']:g}, "
+        )
+    assert not [m for m in messages if "Topic Partition Set" in m or "Subscription" in m]
+    assert not [m for m in messages if "veh-" in m]  # never a vehicle id
+
+
+def test_serve_takes_a_log_format_and_rejects_others(capsys):
+    from stream_dp.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--log-format", "json"]).log_format == "json"
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", "--log-format", "xml"])
+    assert exited.value.code == 2 and "--log-format" in capsys.readouterr().err
