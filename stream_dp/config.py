@@ -38,7 +38,16 @@ class Settings(BaseSettings):
     )
 
     # --- the release -------------------------------------------------------------------
-    epsilon: float = Field(1.0, gt=0, description="Per-cell budget (eps/2 mean + eps/2 var).")
+    epsilon: float = Field(
+        1.0, gt=0, description="Per-cell budget: (1 - variance_share) eps mean + the rest var."
+    )
+    variance_share: float = Field(
+        0.5,
+        ge=0,
+        lt=1,
+        description="Share of each cell's epsilon spent on the variance (0: the variance is "
+        "not released and the mean gets all of epsilon).",
+    )
     upper: float = Field(65.0, gt=0, description="Public upper bound U of a reading (km/h).")
     resolution: int = Field(8, ge=0, le=15, description="H3 resolution of the cells.")
     window_seconds: int = Field(3600, gt=0, description="Event-time window (aligned to epoch).")
@@ -70,6 +79,32 @@ class Settings(BaseSettings):
     )
     budget_period_seconds: int = Field(
         86400, gt=0, description="Rolling period of the per-vehicle budget ledger."
+    )
+    accounting: Literal["basic", "pld"] = Field(
+        "basic",
+        description="Per-vehicle loss over the budget period: 'basic' (summed epsilon) or "
+        "'pld' (epsilon at accounting_delta from the privacy-loss distribution of the "
+        "vehicle's Laplace releases; needs the [pld] extra).",
+    )
+    accounting_delta: float = Field(
+        1e-6, gt=0, lt=1, description="delta at which the 'pld' accounting states epsilon."
+    )
+    target_mean_error: float | None = Field(
+        None,
+        gt=0,
+        description="T (units of U): release adaptive cells whose mean_error is <= T, "
+        "between coarsest_resolution and resolution (unset: fixed cells at resolution).",
+    )
+    coarsest_resolution: int | None = Field(
+        None,
+        ge=0,
+        le=15,
+        description="R0: the coarsest resolution adaptive cells merge up to (default: resolution).",
+    )
+    adaptive_shape: Literal["compact", "remainder"] = Field(
+        "remainder",
+        description="Adaptive cells: 'compact' (siblings merge into their parent together) "
+        "or 'remainder' (a parent releases what its released children leave).",
     )
 
     # --- Kafka -------------------------------------------------------------------------
@@ -170,6 +205,20 @@ class Settings(BaseSettings):
                 "budget_cap must be >= epsilon (one released cell costs epsilon), got "
                 f"{self.budget_cap} < {self.epsilon}"
             )
+        if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
+            raise ValueError(
+                f"coarsest_resolution ({self.coarsest_resolution}) must be <= resolution "
+                f"({self.resolution})"
+            )
+        if self.target_mean_error is not None and self.mean_mechanism != "clip":
+            raise ValueError(
+                "target_mean_error needs mean_mechanism 'clip' (adaptive cells predict the "
+                f"clipped mean's mean_error), got {self.mean_mechanism!r}"
+            )
+        if self.accounting == "pld":
+            from stream_dp.dp.pld_accounting import check_composable
+
+            check_composable(self.mean_mechanism)
         if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
             raise ValueError("kafka_sasl_mechanism is required with a SASL security protocol")
         return self
@@ -207,6 +256,11 @@ class Settings(BaseSettings):
             "mean_mechanism": self.mean_mechanism,
             "budget_cap": "none" if self.budget_cap is None else repr(self.budget_cap),
             "budget_period_seconds": str(self.budget_period_seconds),
+            "variance_share": repr(self.variance_share),
+            "accounting": self.accounting,
+            "target_mean_error": (
+                "none" if self.target_mean_error is None else repr(self.target_mean_error)
+            ),
         }
 
 

@@ -79,6 +79,12 @@ class ServiceMetrics:
             "(the ledger's actual per-vehicle losses; the cap is in stream_dp_info).",
             registry=r,
         )
+        self.vehicle_loss_period_max_pld = Gauge(
+            "stream_dp_vehicle_privacy_loss_period_max_epsilon_pld",
+            "The same vehicle's loss by the PLD accountant: epsilon at accounting_delta "
+            "(absent without the optional dp-accounting package).",
+            registry=r,
+        )
         self.budget_withheld_pairs = Counter(
             "stream_dp_budget_withheld_pairs_total",
             "(cell, vehicle) pairs left out because the vehicle's budget was spent.",

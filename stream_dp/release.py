@@ -2,8 +2,11 @@
 
 Everything published is computed from the (public) occupancy array and Laplace-noised
 values (composition paper Sec. V-B2, docs/math.md §3.5 and §9): per cell the mean
-and variance of the kept readings, each with ``eps/2`` of the cell budget, clamped after
-noise to ``[0, U]`` and ``[0, U^2/4]`` (post-processing).
+and variance of the kept readings, with ``(1 - s) eps`` and ``s eps`` of the cell budget
+(``s = variance_share``; 0: no variance), clamped after noise to ``[0, U]`` and
+``[0, U^2/4]`` (post-processing), with their 95 % error bars (:mod:`stream_dp.dp.error_bars`).
+With ``target_mean_error`` the released cells are chosen adaptively from the occupancy
+(:mod:`stream_dp.dp.adaptive_cells`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,16 @@ import numpy as np
 
 from stream_dp import background
 from stream_dp.config import Settings
+from stream_dp.dp.adaptive_cells import AdaptiveCells, choose_cells, pair_groups
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
+from stream_dp.dp.error_bars import (
+    LN20,
+    ErrorModel,
+    mean_error,
+    mechanism_mean_error,
+    variance_error,
+)
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy, factorize
@@ -451,7 +462,16 @@ def chosen_pairs(
     occupancy, entry_of = _occupancy(columns, chosen)
     withheld = (0, 0)
     if ledger is not None and ledger.cap is not None and len(chosen):
-        allowed = ledger.allowed_cells(occupancy.vehicles, window_start, settings.epsilon)
+        if settings.accounting == "pld":  # the cap bounds epsilon at delta (PLD)
+            from stream_dp.dp.pld_accounting import pld_allowed_cells
+
+            spent = ledger.spent(occupancy.vehicles, window_start)
+            allowed = pld_allowed_cells(
+                spent, settings.epsilon, settings.variance_share, settings.accounting_delta,
+                ledger.cap,
+            )  # fmt: skip
+        else:
+            allowed = ledger.allowed_cells(occupancy.vehicles, window_start, settings.epsilon)
         keep = limit_to_budget(occupancy, allowed)
         if not keep.all():
             withheld = (
@@ -475,7 +495,15 @@ def _release_window(
 ) -> WindowRelease:
     eps = settings.epsilon
     upper = settings.upper
+    share = settings.variance_share
+    eps_m, eps_v = eps * (1.0 - share), eps * share
+    target = settings.target_mean_error
+    model = ErrorModel.split(eps, share, LN20 if target is not None else 1.0)
     nonce = new_release_nonce()  # one per release event: every record id derives from it
+    # The summary counts every reading of the window (``observed``), withheld or not.
+    adaptive, cells_withheld, observed = None, (0, 0), columns
+    if target is not None:
+        columns, adaptive, cells_withheld = _adaptive_columns(columns, settings, eps_m)
     chosen = select_cells(columns, settings.min_vehicles, settings.top_cells)
     base = window_base(settings, window_start)
     # Only the pseudo-user cap needs each pair's reading prefixes: sum them while CLIP-USER runs.
@@ -484,9 +512,10 @@ def _release_window(
         window_start, columns, settings, ledger, chosen
     )
     if not len(chosen):
-        summary = _summary(settings, base, window_start, None, None, 0, columns, nonce)
+        summary = _summary(settings, base, window_start, None, None, 0, observed, nonce)
         summary["readings_dropped_late"] = late_readings
         _budget_summary(summary, settings, withheld)
+        _withheld_summary(summary, settings, cells_withheld, 0)
         loss = None if ledger is None else WindowLoss.from_counts(window_start, eps, [], [])
         return WindowRelease(window_start, [], summary, loss)
 
@@ -497,7 +526,10 @@ def _release_window(
     ids_future = background.submit(
         release_ids, settings.app_id, window_start, settings.resolution, cell_names, nonce
     )
-    clip = clip_user(occupancy, upper, eps, settings.error_bound)
+    error_star = settings.error_bound
+    if error_star is None and target is not None and share == 0.0:
+        error_star = target  # the model's error is then the mean_error itself
+    clip = clip_user(occupancy, upper, eps, error_star, model=model)
     if settings.pseudo_user:
         capped = pseudo_user_step(clip, upper, eps, prefix_limit=settings.prefix_limit)
     else:
@@ -520,14 +552,34 @@ def _release_window(
     )
     bounds = occupancy.cell_start
     var_bias = variance_bias(upper, kept_readings.astype(np.int64), n_readings)
-    # Per cell, the mean and the variance of the kept readings, each with eps/2; all draws of
-    # the window in two batches (independent draws: their order does not matter).
+    mean_errors = mean_error(upper, eps_m, capped.cap, kept_readings, n_readings)
+    var_errors = (
+        variance_error(upper, eps_v, capped.cap, kept_readings, n_readings) if share else None
+    )
+    # Adaptive cells: a cell whose mean_error misses T after CLIP-USER and the cap (the budget
+    # mask can raise it) is withheld; a function of the occupancy only.
+    released = np.ones(n_cells, dtype=bool) if target is None else mean_errors <= target
+    # The pseudo-user cap never empties a kept entry, so the cells used per vehicle are
+    # CLIP-USER's G_l (over the released cells only, when adaptive cells withheld some).
+    grids = clip.grids_per_vehicle()
+    if not released.all():
+        in_released = released[occupancy.cell_index]
+        grids = occupancy.grids_per_vehicle(clip.kept & in_released)
+        more = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
+        cells_withheld = (cells_withheld[0] + more[0], cells_withheld[1] + more[1])
+    k_released = int(grids.max(initial=0))
+    # Per cell, the mean and the variance of the kept readings with their shares of eps; all
+    # draws of the window in two batches (independent draws: their order does not matter).
     means = cell_sum / kept_readings
     variances = cell_sum_sq / kept_readings - means * means
     variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept
-    noisy_vars = noise.release_many(variances, capped.variance_sensitivity, eps / 2).tolist()
+    noisy_vars = (
+        noise.release_many(variances, capped.variance_sensitivity, eps_v).tolist()
+        if share
+        else [None] * n_cells
+    )
     if mean_mechanism is None:
-        noisy_means = noise.release_many(means, capped.mean_sensitivity, eps / 2).tolist()
+        noisy_means = noise.release_many(means, capped.mean_sensitivity, eps_m).tolist()
     cells: list[dict[str, Any]] = []
     ids = ids_future.result()
     kept_list, error_list, cap_list = (
@@ -535,36 +587,47 @@ def _release_window(
         capped.error.tolist(),
         capped.cap.tolist(),
     )
+    mean_error_list = mean_errors.tolist()
+    var_error_list = [None] * n_cells if var_errors is None else var_errors.tolist()
     vehicles_list, kept_vehicles_list = n_vehicles.tolist(), n_kept_vehicles.tolist()
     readings_list = n_readings.tolist()
+    released_list = released.tolist()
+    shapes = _cell_shapes(adaptive, occupancy.cells, settings.resolution)
     for g, cell in enumerate(occupancy.cells):
+        if not released_list[g]:
+            continue
         noisy_var = noisy_vars[g]
         error_bound: float | None = error_list[g]
+        cell_mean_error: float | None = mean_error_list[g]
         if mean_mechanism is None:
             noisy_mean = noisy_means[g]
         else:
             entries = range(bounds[g], bounds[g + 1])
-            outcome = mean_mechanism.release(
-                _cell_data(columns, entry_of, capped.kept_count, entries),
-                upper,
-                eps / 2,
-                noise.source,
-            )
+            data = _cell_data(columns, entry_of, capped.kept_count, entries)
+            outcome = mean_mechanism.release(data, upper, eps_m, noise.source)
             noisy_mean = outcome.value
-            variance_part = var_bias[g] + 2.0 * capped.variance_sensitivity[g] / eps
+            variance_part = var_bias[g] + capped.variance_sensitivity[g] / eps_v if share else 0.0
             error_bound = (
                 None
                 if outcome.worst_case_error is None
                 else float(outcome.worst_case_error + variance_part)
             )
+            participants = int(data.counts[data.kept_counts > 0].sum())
+            cell_mean_error = mechanism_mean_error(
+                settings.mean_mechanism, outcome.parameters, outcome.worst_case_error,
+                outcome.sensitivity, upper, participants, int(readings_list[g]),
+            )  # fmt: skip
         cells.append(
             {
                 **base,
+                **shapes[g],
                 "type": "cell",
                 "release_id": ids[g],
                 "cell": cell,
                 "mean": min(max(noisy_mean, 0.0), upper),
-                "variance": min(max(noisy_var, 0.0), upper * upper / 4.0),
+                "variance": None if noisy_var is None else min(max(noisy_var, 0.0), upper**2 / 4),
+                "mean_error": cell_mean_error,
+                "variance_error": var_error_list[g],
                 "n_vehicles": int(vehicles_list[g]),
                 "n_vehicles_kept": int(kept_vehicles_list[g]),
                 "n_readings": int(readings_list[g]),
@@ -572,20 +635,127 @@ def _release_window(
                 "cap": int(cap_list[g]),
                 "error_bound": error_bound,
                 "mechanism": settings.mean_mechanism,
-                "K": clip.k,
+                "K": k_released,
             }
         )
-    summary = _summary(settings, base, window_start, clip, capped, len(cells), columns, nonce)
+    summary = _summary(settings, base, window_start, clip, capped, len(cells), observed, nonce)
     summary["readings_dropped_late"] = late_readings
+    summary["K"], summary["privacy_loss"] = k_released, k_released * eps
     _budget_summary(summary, settings, withheld)
+    _withheld_summary(summary, settings, cells_withheld, k_released)
     loss = None
     if ledger is not None:
-        # The pseudo-user cap never empties a kept entry, so the cells used per vehicle are
-        # CLIP-USER's G_l.
-        loss = WindowLoss.of_occupancy(
-            window_start, eps, occupancy, None, cells=clip.grids_per_vehicle()
-        )
+        loss = WindowLoss.of_occupancy(window_start, eps, occupancy, None, cells=grids)
     return WindowRelease(window_start, cells, summary, loss)
+
+
+def _adaptive_columns(
+    columns: WindowColumns, settings: Settings, mean_epsilon: float
+) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
+    """The window regrouped into the adaptive cells chosen from its occupancy
+    (:func:`~stream_dp.dp.adaptive_cells.choose_cells`), and the (cells, readings) withheld."""
+    coarsest = settings.coarsest_resolution
+    chosen = choose_cells(
+        columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
+        upper=settings.upper, mean_epsilon=mean_epsilon, target=float(settings.target_mean_error),
+        finest=settings.resolution,
+        coarsest=settings.resolution if coarsest is None else coarsest,
+        prefix_limit=settings.prefix_limit, min_vehicles=settings.min_vehicles,
+        shape=settings.adaptive_shape,
+    )  # fmt: skip
+    unit = chosen.unit_of_cell[columns.cell_code]
+    keep = unit >= 0
+    readings_out = int(columns.count[~keep].sum())
+    cells_in = np.bincount(
+        chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
+    )
+    merged = _regroup(columns, chosen.names, unit, settings.prefix_limit, cells_in > 1)
+    return merged, chosen, (len(chosen.withheld_cells), readings_out)
+
+
+def _regroup(
+    columns: WindowColumns,
+    names: tuple[str, ...],
+    unit: np.ndarray,
+    prefix_limit: int,
+    merged_unit: np.ndarray,
+) -> WindowColumns:
+    """``columns`` with each pair moved to cell ``unit[pair]`` of ``names`` (-1: dropped),
+    pairs of one vehicle in one new cell merged (counts and sums added; the reading log cut
+    back to each merged pair's first ``prefix_limit`` by ``(ts, value)``; only pairs whose
+    joined log is longer are sorted). Only the pairs of a ``merged_unit`` (one made of
+    several observed cells) can meet another pair of their vehicle, so only they are grouped."""
+    keep = unit >= 0
+    multi = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
+    single = np.flatnonzero(keep & ~multi)
+    group_cell, group_vehicle, inverse = pair_groups(
+        unit[multi], columns.vehicle_code[multi], len(names), len(columns.vehicle_names)
+    )
+    cell_code = np.concatenate((unit[single], group_cell))
+    vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
+    pair_of = np.full(len(columns), -1, dtype=np.int64)
+    pair_of[single] = np.arange(len(single))
+    pair_of[multi] = len(single) + inverse
+    n = len(cell_code)
+    inverse = pair_of[keep]
+    reading_pair = pair_of[columns.reading_pair]
+    ts, value = columns.reading_ts, columns.reading_value
+    if not keep.all():
+        live = reading_pair >= 0
+        reading_pair, ts, value = reading_pair[live], ts[live], value[live]
+    stored = np.bincount(reading_pair, minlength=n)
+    if n and int(stored.max()) > prefix_limit:
+        at = np.flatnonzero(stored[reading_pair] > prefix_limit)
+        order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
+        drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
+        kept = np.ones(len(reading_pair), dtype=bool)
+        kept[drop] = False
+        reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
+    return WindowColumns(
+        names,
+        cell_code,
+        columns.vehicle_names,
+        vehicle_code,
+        np.bincount(inverse, weights=columns.count[keep], minlength=n).astype(np.int64),
+        np.bincount(inverse, weights=columns.total[keep], minlength=n),
+        np.bincount(inverse, weights=columns.total_sq[keep], minlength=n),
+        reading_pair,
+        ts,
+        value,
+    )
+
+
+def _cell_shapes(
+    adaptive: AdaptiveCells | None, cells: tuple[str, ...], resolution: int
+) -> list[dict[str, Any]]:
+    """Each record's ``resolution`` and ``scope`` (``remainder``: a parent cell's readings
+    left after its separately released children)."""
+    if adaptive is None:
+        return [{"resolution": resolution, "scope": "cell"}] * len(cells)
+    index = {name: g for g, name in enumerate(adaptive.names)}
+    res, rem = adaptive.resolution.tolist(), adaptive.remainder.tolist()
+    return [
+        {"resolution": res[index[c]], "scope": "remainder" if rem[index[c]] else "cell"}
+        for c in cells
+    ]
+
+
+def _withheld_summary(
+    summary: dict[str, Any], settings: Settings, withheld: tuple[int, int], k_released: int
+) -> None:
+    """Adaptive cells withheld (no record, no budget) and both accountings of the window:
+    ``privacy_loss`` (basic, ``K eps``) and ``privacy_loss_pld`` (epsilon at
+    ``accounting_delta`` of ``K`` cells; null without the optional dp-accounting package)."""
+    from stream_dp.dp.pld_accounting import pld_loss
+
+    summary["cells_withheld"], summary["readings_withheld"] = withheld
+    summary["variance_share"] = settings.variance_share
+    summary["accounting"] = settings.accounting
+    summary["accounting_delta"] = settings.accounting_delta
+    summary["target_mean_error"] = settings.target_mean_error
+    summary["privacy_loss_pld"] = pld_loss(
+        k_released, settings.epsilon, settings.variance_share, settings.accounting_delta
+    )
 
 
 def _budget_summary(summary: dict[str, Any], settings: Settings, withheld: tuple[int, int]) -> None:

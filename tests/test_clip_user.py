@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from stream_dp.dp.clip_user import ClipUserResult, _candidate_error, cell_errors, clip_user
 from stream_dp.dp.clip_user_kernel import candidate_error as compiled_candidate_error
+from stream_dp.dp.error_bars import ErrorModel, mean_error
 from stream_dp.dp.grid_error import grid_error
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.synthetic import city_occupancy
@@ -133,8 +134,34 @@ def test_scalar_error_is_bit_identical_to_grid_error(top, extra, dropped, upper,
     if total == 0:
         return
     expected = float(grid_error(upper, epsilon, top, kept, total))
-    assert _candidate_error(upper, upper**2, epsilon, top, kept, total) == expected
-    assert compiled_candidate_error(upper, upper**2, epsilon, top, kept, total) == expected
+    model = ErrorModel.split(epsilon)  # eq. 13, bit for bit
+    assert _candidate_error(upper, upper**2, model, top, kept, total) == expected
+    args = model.kernel_args()
+    assert compiled_candidate_error(upper, upper**2, *args, top, kept, total) == expected
+    assert float(grid_error(upper, epsilon, top, kept, total, model)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    top=st.integers(min_value=1, max_value=10**5),
+    extra=st.integers(min_value=0, max_value=10**5),
+    dropped=st.integers(min_value=0, max_value=10**5),
+    epsilon=st.floats(min_value=1e-3, max_value=1e2),
+    share=st.sampled_from([0.0, 0.25, 0.5, 0.9]),
+    quantile=st.sampled_from([1.0, math.log(20.0)]),
+)
+def test_generalised_error_is_identical_on_every_path(
+    top, extra, dropped, epsilon, share, quantile
+) -> None:
+    kept, total = top + extra, top + extra + dropped
+    model = ErrorModel.split(epsilon, share, quantile)
+    expected = float(grid_error(65.0, epsilon, top, kept, total, model))
+    assert _candidate_error(65.0, 65.0**2, model, top, kept, total) == expected
+    args = model.kernel_args()
+    assert compiled_candidate_error(65.0, 65.0**2, *args, top, kept, total) == expected
+    if share == 0.0 and quantile != 1.0:  # the mean's own 95 % bound
+        bound = float(mean_error(65.0, epsilon, top, kept, total))
+        assert expected == pytest.approx(bound, rel=1e-8)
 
 
 SYMMETRIC = {

@@ -94,7 +94,7 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
     assert eps == DEMO_DEFAULTS["epsilon"]
     assert k_eps == pytest.approx(sum(s["privacy_loss"] for s in expected), abs=0.006)
     assert g1_eps == pytest.approx(sum(s["privacy_loss_unclipped"] for s in expected), abs=0.006)
-    assert g1_eps > k_eps  # CLIP-USER lowers the worst-case loss on this sample
+    assert g1_eps >= k_eps  # CLIP-USER never raises the worst-case loss
 
     # Windows are printed as the worker publishes them, which need not be event-time order.
     rows = ROW.findall(out)

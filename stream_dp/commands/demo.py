@@ -24,8 +24,16 @@ from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.config import Settings
 
-# Sparse AIS data: res-7 cells, cells with >= 3 vessels, eps 0.5 per cell (see README).
-DEMO_DEFAULTS = {"resolution": 7, "min_vehicles": 3, "epsilon": 0.5, "idle_close_seconds": 5.0}
+# Accuracy-targeted adaptive cells (README, "Adaptive cells"): res-8 cells merged up to res 3
+# until each mean's 95 % error bar is <= 15 km/h; the mean gets all of eps 1 (no variance).
+DEMO_DEFAULTS = {
+    "resolution": 8,
+    "coarsest_resolution": 3,
+    "target_mean_error": 15.0,
+    "variance_share": 0.0,
+    "epsilon": 1.0,
+    "idle_close_seconds": 5.0,
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -195,13 +203,14 @@ def _legend(settings: Settings) -> str:
         [
             "Columns (one row per released hour):",
             "  window (UTC)  start of the one-hour event-time window",
-            "  cells         H3 cells released (count); vessels, readings: how many are in them",
+            "  cells         H3 cells released (count); vessels, readings: in the whole window",
             "  G1->K         most cells one vessel was counted in, before -> after CLIP-USER",
             "  K*eps         this window's worst-case privacy loss of one vessel (epsilon)",
             "  eps spent     the same, summed over the windows so far (epsilon)",
             "  error bound   CLIP-USER's per-cell worst-case error: mean error (km/h) plus",
             "                variance error ((km/h)^2), the paper's combined metric",
-            f"  busiest cell  its released mean speed (km/h, bounds 0..{u}); a mean of exactly",
+            f"  busiest cell  its released mean speed ± mean_error (km/h, bounds 0..{u}): the",
+            "                error bar holds with probability >= 95 %; a mean of exactly",
             f"                0 or {u} (marked *) is Laplace noise clamped at a bound, not a speed",
             "",
         ]
@@ -221,7 +230,9 @@ def _window_line(
     busy = "-"
     if busiest:
         clamped = "*" if busiest["mean"] in (0.0, settings.upper) else ""
-        busy = f"{busiest['mean']:.1f}{clamped} ({busiest['n_readings']} readings)"
+        error = busiest.get("mean_error")
+        bar = "" if error is None else f" ± {error:.1f}"
+        busy = f"{busiest['mean']:.1f}{clamped}{bar} ({busiest['n_readings']} readings)"
     return (
         f"{when:<17} {record['cells_released']:>5} {record['n_vehicles']:>7} "
         f"{record['n_readings']:>8} {record['G1']:>3}->{record['K']:<3} "

@@ -54,6 +54,11 @@ def add_release_options(
         help="skip the pseudo-user cap step",
     )
     group.add_argument(
+        "--accounting",
+        metavar="{basic,pld}",
+        help=f"per-vehicle accounting: basic or pld (default {default('accounting')})",
+    )
+    group.add_argument(
         "--mean-mechanism",
         choices=MEAN_MECHANISM_NAMES,
         metavar="NAME",
@@ -81,6 +86,10 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("delta", float, "delta for (eps, delta) mechanisms"),
     ("prefix_limit", int, "C: stored readings per pair"),
     ("partitions", int, "input partitions"),
+    ("variance_share", float, "share of epsilon for the variance; 0: the mean gets all"),
+    ("target_mean_error", float, "T: adaptive cells, each with mean_error <= T"),
+    ("coarsest_resolution", int, "R0: coarsest resolution of adaptive cells"),
+    ("accounting_delta", float, "delta of the pld accounting"),
 )
 
 
@@ -88,7 +97,8 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     keys = (
         "epsilon", "upper", "resolution", "window_seconds", "grace_seconds", "error_bound",
         "max_future_seconds", "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism",
-        "delta", "prefix_limit", "partitions",
+        "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
+        "coarsest_resolution", "accounting", "accounting_delta",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     values.update(extra)

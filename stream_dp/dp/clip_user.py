@@ -30,6 +30,7 @@ from typing import Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.error_bars import ErrorModel
 from stream_dp.dp.grid_error import grid_error
 from stream_dp.dp.occupancy import Occupancy
 
@@ -74,6 +75,8 @@ class ClipUserResult:
     suppressed_entries: IntArray
     #: ``G_l`` after suppression, if the run kept it (else counted from ``kept``).
     grids: IntArray | None = None
+    #: The error function used (None: eq. 13 with ``eps/2`` each, see :mod:`.error_bars`).
+    model: ErrorModel | None = None
 
     @cached_property
     def suppressed(self) -> tuple[tuple[str, str], ...]:
@@ -113,10 +116,11 @@ class ClipUserResult:
 
 
 def _candidate_error(
-    upper: float, u2: float, epsilon: float, top: int, kept: int, total: int
+    upper: float, u2: float, model: ErrorModel, top: int, kept: int, total: int
 ) -> float:
-    """Scalar eq. (13); the same floating-point operations, in the same order, as
-    :func:`stream_dp.dp.grid_error.grid_error`, so both paths break ties identically."""
+    """Scalar eq. (13) (generalised by ``model``); the same floating-point operations, in the
+    same order, as :func:`stream_dp.dp.grid_error.grid_error`, so all paths break ties
+    identically."""
     if kept <= 0:
         return math.inf
     kept_f = float(kept)
@@ -137,22 +141,27 @@ def _candidate_error(
         var_sens = u2 / 4.0
     else:
         var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
-    return mean_bias + var_bias + 2.0 * mean_sens / epsilon + 2.0 * var_sens / epsilon
+    eps_m, eps_v, weight, q = model.kernel_args()
+    return mean_bias + weight * var_bias + q * mean_sens / eps_m + weight * (q * var_sens / eps_v)
 
 
 def cell_errors(
-    occupancy: Occupancy, kept: BoolArray | None, upper: float, epsilon: float
+    occupancy: Occupancy,
+    kept: BoolArray | None,
+    upper: float,
+    epsilon: float,
+    model: ErrorModel | None = None,
 ) -> FloatArray:
-    """Per-cell eq. (13) for a kept mask (``Gamma`` is ``m`` or 0; None: everything kept);
-    +inf where nothing is kept."""
+    """Per-cell eq. (13) (or ``model``'s error) for a kept mask (``Gamma`` is ``m`` or 0;
+    None: everything kept); +inf where nothing is kept."""
     total = occupancy.total_per_cell()
     if kept is None:
-        return grid_error(upper, epsilon, occupancy.max_per_cell(), total, total)
+        return grid_error(upper, epsilon, occupancy.max_per_cell(), total, total, model)
     n_cells = len(occupancy.cells)
     kept_count = np.where(kept, occupancy.count, 0)
     kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
     top = occupancy.max_per_cell(kept_count)
-    return grid_error(upper, epsilon, top, kept_sum.astype(np.int64), total)
+    return grid_error(upper, epsilon, top, kept_sum.astype(np.int64), total, model)
 
 
 def clip_user(
@@ -162,6 +171,7 @@ def clip_user(
     error_bound: float | None = None,
     *,
     strategy: Strategy = "auto",
+    model: ErrorModel | None = None,
 ) -> ClipUserResult:
     """Run CLIP-USER (Algorithm 1; docs/math.md §5.1).
 
@@ -172,7 +182,8 @@ def clip_user(
     ``strategy`` only selects the evaluation scheme (identical results); keep ``"auto"``
     (= ``"compiled"``, the numba kernel). Uncompiled paths: ``"numpy"`` (batched rounds with a
     sequential fallback; the default before the kernel), ``"batched"`` (batched rounds only)
-    and ``"sequential"`` (a Python loop).
+    and ``"sequential"`` (a Python loop). ``model``: the error function (default eq. 13 with
+    ``eps/2`` per statistic; see :class:`~stream_dp.dp.error_bars.ErrorModel`).
     """
     if not upper > 0 or not epsilon > 0:
         raise ValueError("upper and epsilon must be positive")
@@ -180,9 +191,9 @@ def clip_user(
         raise ValueError("error_bound must be non-negative")
     if strategy not in get_args(Strategy):
         raise ValueError(f"unknown strategy {strategy!r}")
-    initial_error = cell_errors(occupancy, None, upper, epsilon)
+    initial_error = cell_errors(occupancy, None, upper, epsilon, model)
     bound = float(error_bound) if error_bound is not None else float(initial_error.max(initial=0))
-    run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL))
+    run = _Suppressor(occupancy, upper, epsilon, bound * (1.0 + HALT_RTOL), model)
     g1 = int(run.grids.max(initial=0))
     run.run(strategy)
     kept = run.kept[:-1].copy()
@@ -198,6 +209,7 @@ def clip_user(
         error=run.errors(),
         suppressed_entries=np.asarray(run.order, dtype=np.int64),
         grids=run.grids.astype(np.int64, copy=False),
+        model=model,
     )
 
 
@@ -251,13 +263,22 @@ class _Suppressor:
     cell ``g``, padded with ``n``.
     """
 
-    def __init__(self, occ: Occupancy, upper: float, epsilon: float, limit: float) -> None:
+    def __init__(
+        self,
+        occ: Occupancy,
+        upper: float,
+        epsilon: float,
+        limit: float,
+        model: ErrorModel | None = None,
+    ) -> None:
         n = occ.n_entries
         n_cells = len(occ.cells)
         self.n = n
         self.upper = float(upper)
         self.u2 = float(upper) ** 2
         self.epsilon = float(epsilon)
+        self.model = model  # None: eq. 13 (the numpy paths' legacy operations)
+        self.kernel_model = model or ErrorModel.split(epsilon)  # bit-identical to eq. 13
         self.limit = limit
         self.cell_of = occ.cell_index
         self.count = occ.count
@@ -302,7 +323,7 @@ class _Suppressor:
         """Per-cell eq. (13) in the current state (``cell_errors`` of ``kept``, read off the
         per-cell state: ``top3[g, 0]`` is the largest kept count's position)."""
         top = self.sorted_count[self.top3[:, 0]]
-        return grid_error(self.upper, self.epsilon, top, self.kept_sum, self.total)
+        return grid_error(self.upper, self.epsilon, top, self.kept_sum, self.total, self.model)
 
     @cached_property
     def _lists(self) -> _StaticLists:
@@ -385,7 +406,7 @@ class _Suppressor:
             self.grids,
             self.upper,
             self.u2,
-            self.epsilon,
+            *self.kernel_model.kernel_args(),
             float(self.limit),
         )
 
@@ -405,7 +426,7 @@ class _Suppressor:
             value = _candidate_error(
                 self.upper,
                 self.u2,
-                self.epsilon,
+                self.kernel_model,
                 static.sorted_count[top_pos],
                 int(kept_sum[cell]) - static.count[entry],
                 static.total[cell],
@@ -573,7 +594,8 @@ class _Candidates:
         """Evaluate against the round-start state (no speculation); return the picks."""
         own_first = self.top_cand[0] == np.arange(len(self.entry))
         top = np.where(own_first, self.top_count[1], self.top_count[0])
-        self.value[:] = grid_error(self.run.upper, self.run.epsilon, top, self.base, self.total)
+        run = self.run
+        self.value[:] = grid_error(run.upper, run.epsilon, top, self.base, self.total, run.model)
         self.used_removed[:] = 0
         self.used_top[:] = top
         return _segment_argmin(self.value, self.seg_start, self.owner)
@@ -612,7 +634,12 @@ class _Candidates:
         changed = (removed != self.used_removed[idx]) | (top != self.used_top[idx])
         idx, removed, top = idx[changed], removed[changed], top[changed]
         self.value[idx] = grid_error(
-            self.run.upper, self.run.epsilon, top, self.base[idx] - removed, self.total[idx]
+            self.run.upper,
+            self.run.epsilon,
+            top,
+            self.base[idx] - removed,
+            self.total[idx],
+            self.run.model,
         )
         self.used_removed[idx] = removed
         self.used_top[idx] = top

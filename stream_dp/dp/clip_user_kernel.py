@@ -25,9 +25,19 @@ from numba import njit
 
 @njit(cache=True, nogil=True)
 def candidate_error(
-    upper: float, u2: float, epsilon: float, top: int, kept: int, total: int
+    upper: float,
+    u2: float,
+    eps_m: float,
+    eps_v: float,
+    weight: float,
+    q: float,
+    top: int,
+    kept: int,
+    total: int,
 ) -> float:  # pragma: no cover - compiled
-    """Eq. (13) for one cell; bit-identical to ``clip_user._candidate_error``."""
+    """Eq. (13) for one cell, generalised by an ``ErrorModel`` (``eps_m``, ``eps_v``, variance
+    ``weight``, noise multiple ``q``; ``dp.error_bars``); bit-identical to
+    ``clip_user._candidate_error`` and ``grid_error.grid_error``."""
     if kept <= 0:
         return np.inf
     kept_f = float(kept)
@@ -48,7 +58,7 @@ def candidate_error(
         var_sens = u2 / 4.0
     else:
         var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
-    return mean_bias + var_bias + 2.0 * mean_sens / epsilon + 2.0 * var_sens / epsilon
+    return mean_bias + weight * var_bias + q * mean_sens / eps_m + weight * (q * var_sens / eps_v)
 
 
 @njit(cache=True, nogil=True)
@@ -102,7 +112,10 @@ def run_sequential(
     grids: np.ndarray,
     upper: float,
     u2: float,
-    epsilon: float,
+    eps_m: float,
+    eps_v: float,
+    weight: float,
+    q: float,
     limit: float,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """Run every stage until ``max G <= 1`` or a halt; return the suppressed entries in order.
@@ -162,8 +175,9 @@ def run_sequential(
                     else top3_count[cell, 0]
                 )
                 value = candidate_error(
-                    upper, u2, epsilon, top, kept_sum[cell] - slot_count[i], total[cell]
-                )
+                    upper, u2, eps_m, eps_v, weight, q, top, kept_sum[cell] - slot_count[i],
+                    total[cell],
+                )  # fmt: skip
                 if value < best:  # slots ascend by cell: ties keep the smallest cell
                     best = value
                     best_slot = i

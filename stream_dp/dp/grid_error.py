@@ -7,8 +7,13 @@ Every function accepts scalars or numpy arrays (broadcast) and returns float64.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+if TYPE_CHECKING:
+    from stream_dp.dp.error_bars import ErrorModel
 
 FloatArray = NDArray[np.float64]
 
@@ -59,15 +64,32 @@ def variance_bias(upper: float, kept: ArrayLike, total: ArrayLike) -> FloatArray
 
 
 def grid_error(
-    upper: float, epsilon: float, top: ArrayLike, kept: ArrayLike, total: ArrayLike
+    upper: float,
+    epsilon: float,
+    top: ArrayLike,
+    kept: ArrayLike,
+    total: ArrayLike,
+    model: ErrorModel | None = None,
 ) -> FloatArray:
     """Worst-case error of one grid, eq. (11)/(13).
 
     ``E_g = bias_mu + bias_var + 2 D_mu / eps + 2 D_var / eps`` (``E|Lap(b)| = b`` and each
     statistic gets ``eps/2``). A grid with nothing kept (``S == 0``) has no release: +inf.
+    With a ``model`` (:class:`~stream_dp.dp.error_bars.ErrorModel`; ``epsilon`` is then unused):
+    ``bias_mu + q D_mu / eps_mean + w (bias_var + q D_var / eps_var)`` (the same operations as
+    the compiled kernel; ``ErrorModel.split(eps)`` gives the line above bit for bit).
     """
     kept_i = np.asarray(kept, dtype=np.int64)
     safe_kept = np.where(kept_i > 0, kept_i, 1)
+    if model is not None:
+        eps_m, eps_v, weight, q = model.kernel_args()
+        error = (
+            mean_bias(upper, safe_kept, total)
+            + weight * variance_bias(upper, safe_kept, total)
+            + q * mean_sensitivity(upper, top, safe_kept) / eps_m
+            + weight * (q * variance_sensitivity(upper, top, safe_kept) / eps_v)
+        )
+        return np.where(kept_i > 0, error, np.inf).astype(np.float64)
     error = (
         mean_bias(upper, safe_kept, total)
         + variance_bias(upper, safe_kept, total)

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp.clip_user import ClipUserResult
+from stream_dp.dp.error_bars import ErrorModel
 from stream_dp.dp.grid_error import grid_error, mean_sensitivity, variance_sensitivity
 
 FloatArray = NDArray[np.float64]
@@ -65,7 +66,8 @@ def pseudo_user_step(
     *,
     method: Literal["auto", "scan", "candidates"] = "auto",
 ) -> PseudoUserResult:
-    """Choose per cell the cap minimising eq. (15) (ties to the smallest cap).
+    """Choose per cell the cap minimising eq. (15) (ties to the smallest cap), with
+    CLIP-USER's error function (``clip.model``; default eq. 13).
 
     With ``prefix_limit = C`` (only the first ``C`` readings of each (cell, vehicle) are
     stored) only caps ``c <= C`` or ``c = max kept count`` (nothing cut) are allowed.
@@ -89,7 +91,7 @@ def pseudo_user_step(
     top = int(gamma.max(initial=0))
     if method == "scan" or (method == "auto" and n_cells * (top + 1) <= 4 * len(gamma) + 65_536):
         cap, capped_kept_sum = _scan_every_cap(
-            occ.cell_index, gamma, n_cells, top, total, upper, epsilon, prefix_limit
+            occ.cell_index, gamma, n_cells, top, total, upper, epsilon, prefix_limit, clip.model
         )
         return _result(clip, upper, epsilon, cap, capped_kept_sum)
     kept = np.flatnonzero(gamma > 0)
@@ -123,7 +125,7 @@ def pseudo_user_step(
     cand_cell, cand_cap = uniq >> 32, uniq & 0xFFFFFFFF
 
     capped_sum = _capped_sum(cell, count, cell_start, prefix, cand_cell, cand_cap)
-    value = grid_error(upper, epsilon, cand_cap, capped_sum, total[cand_cell])
+    value = grid_error(upper, epsilon, cand_cap, capped_sum, total[cand_cell], clip.model)
     first = np.searchsorted(cand_cell, np.arange(n_cells))
     has = n_kept > 0
     seg = first[has]
@@ -154,6 +156,7 @@ def _scan_every_cap(
     upper: float,
     epsilon: float,
     prefix_limit: int | None,
+    model: ErrorModel | None = None,
 ) -> tuple[IntArray, IntArray]:
     """Per cell, the allowed cap ``c`` in ``[min kept, max kept]`` of least eq. (13) error
     (the first, i.e. smallest, on ties) and its ``S(c)``, every integer ``c`` evaluated at
@@ -174,7 +177,8 @@ def _scan_every_cap(
     allowed = (caps >= lowest[:, None]) & (caps <= highest[:, None]) & has[:, None]
     if prefix_limit is not None:
         allowed &= (caps <= prefix_limit) | (caps == highest[:, None])
-    value = grid_error(upper, epsilon, caps, np.where(allowed, capped_sum, 1), total[:, None])
+    safe_sum = np.where(allowed, capped_sum, 1)
+    value = grid_error(upper, epsilon, caps, safe_sum, total[:, None], model)
     best = np.argmin(np.where(allowed, value, np.inf), axis=1)  # first minimum: smallest cap
     chosen_sum = np.take_along_axis(capped_sum, best[:, None], axis=1)[:, 0]
     return np.where(has, best, 0), np.where(has, chosen_sum, 0)
@@ -216,7 +220,7 @@ def _result(
     return PseudoUserResult(
         cap=cap,
         kept_count=kept_count,
-        error=grid_error(upper, epsilon, top, kept_sum, occ.total_per_cell()),
+        error=grid_error(upper, epsilon, top, kept_sum, occ.total_per_cell(), clip.model),
         mean_sensitivity=np.where(released, mean_sensitivity(upper, top, safe), np.inf),
         variance_sensitivity=np.where(released, variance_sensitivity(upper, top, safe), np.inf),
     )

@@ -327,7 +327,14 @@ class ReleaseService:
         """Add a stored window's losses to the ledger, forget what no later window can
         see, and export the largest per-vehicle loss over the rolling period."""
         self.ledger.record_released(loss)
-        self.metrics.vehicle_loss_period_max.set(self.ledger.max_loss(loss.window_start))
+        worst = self.ledger.max_loss(loss.window_start)
+        self.metrics.vehicle_loss_period_max.set(worst)
+        from stream_dp.dp.pld_accounting import pld_loss
+
+        s = self.settings
+        pld = pld_loss(round(worst / s.epsilon), s.epsilon, s.variance_share, s.accounting_delta)
+        if pld is not None:
+            self.metrics.vehicle_loss_period_max_pld.set(pld)
 
     def _observe(self, release: WindowRelease, seconds: float, ours: bool) -> None:
         """Export a published window; the spend counter counts only the copy this process

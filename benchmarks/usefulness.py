@@ -1,0 +1,361 @@
+"""Are the releases worth reading? Usefulness of stream-dp's releases on the bundled AIS week.
+
+For each row (a set of settings) the whole week (New York Harbor AIS, 1-7 Dec 2020, the
+sample ``stream-dp demo`` replays) goes through the offline engine ``runs`` times (fresh
+noise each time) and is scored against the truth of each released record (the mean of all
+the readings, clamped to [0, U], that the record covers):
+
+- useful coverage: share of *all* readings in released cells whose released mean is within
+  10 % of U of that truth;
+- median |released mean - true mean|; share of released means at exactly 0 or U;
+- mean_error holds: share of released cells with |error| <= mean_error (cells with a bound);
+- the busiest vessel's weekly epsilon, basic (cells x eps) and PLD at delta = 1e-6;
+- cells per resolution; the share of usefully covered readings in cells finer than R0;
+- the release time of the 1M-reading benchmark window (benchmarks/release.py's window,
+  resolution 8) with the row's settings (minimum of 3).
+
+PipelineDP (MEAN and VARIANCE, Laplace, public partitions = the cells the targeted row
+released, ``max_partitions_contributed = K``, ``total_epsilon = K eps``) is scored on the
+same cells and windows.
+
+Run: ``python benchmarks/usefulness.py [--runs 3] [--rows name,...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+UPPER = 65.0
+DELTA = 1e-6
+USEFUL = 0.1 * UPPER
+
+#: The rows of the table: name -> settings (on top of app_id and U).
+ROWS: dict[str, dict[str, Any]] = {
+    "service defaults (res 8, eps 1)": {},
+    "demo before (res 7, >=3 vessels, eps 0.5)": {
+        "resolution": 7,
+        "min_vehicles": 3,
+        "epsilon": 0.5,
+    },
+    "static res 5 (>=3 vessels, eps 0.5)": {"resolution": 5, "min_vehicles": 3, "epsilon": 0.5},
+    "static res 4 (>=3 vessels, eps 0.5)": {"resolution": 4, "min_vehicles": 3, "epsilon": 0.5},
+    "static res 4, bestfit, eps 1": {
+        "resolution": 4,
+        "epsilon": 1.0,
+        "mean_mechanism": "array-averaging-bestfit",
+    },
+    "targeted (recommended: remainder, T 15, R0 3, eps 1, share 0)": {
+        "resolution": 8,
+        "coarsest_resolution": 3,
+        "target_mean_error": 15.0,
+        "variance_share": 0.0,
+        "epsilon": 1.0,
+        "adaptive_shape": "remainder",
+    },
+    "targeted compact (same settings)": {
+        "resolution": 8,
+        "coarsest_resolution": 3,
+        "target_mean_error": 15.0,
+        "variance_share": 0.0,
+        "epsilon": 1.0,
+        "adaptive_shape": "compact",
+    },
+}
+TARGETED = "targeted (recommended: remainder, T 15, R0 3, eps 1, share 0)"
+
+
+def settings_of(row: dict[str, Any]) -> Any:
+    from stream_dp.config import load_settings
+
+    return load_settings(app_id="usefulness", upper=UPPER, **row)
+
+
+class Truth:
+    """The week's readings, with each reading's cell at every resolution (vectorised)."""
+
+    def __init__(self) -> None:
+        import h3
+
+        from stream_dp.sources.sample import load_sample
+
+        self.readings = load_sample()
+        self.window = np.array([int(r["ts"] // 3600) for r in self.readings]) * 3600
+        self.value = np.clip([float(r["speed"]) for r in self.readings], 0.0, UPPER)
+        self.vehicle = [r["vehicle_id"] for r in self.readings]
+        self.points = [(r["lat"], r["lon"]) for r in self.readings]
+        self._cells: dict[tuple[int, int], list[str]] = {}
+        self._h3 = h3
+
+    def cells(self, finest: int, res: int) -> list[str]:
+        """Each reading's cell at ``res`` as the release sees it: the parent of its cell at the
+        finest resolution (H3 cells are not exactly nested, so not ``latlng_to_cell(res)``)."""
+        key = (finest, res)
+        if key not in self._cells:
+            if res == finest:
+                h3 = self._h3
+                self._cells[key] = [h3.latlng_to_cell(la, lo, res) for la, lo in self.points]
+            else:
+                parent = self._h3.cell_to_parent
+                self._cells[key] = [parent(c, res) for c in self.cells(finest, finest)]
+        return self._cells[key]
+
+    def covered(self, records: list[dict[str, Any]], finest: int) -> np.ndarray:
+        """Per reading, the index into ``records`` of the released record covering it (-1: none):
+        the finest released cell among the reading's cells in its window."""
+        from stream_dp.release import rfc3339
+
+        by_key = {(r["window_start"], r["cell"]): i for i, r in enumerate(records)}
+        out = np.full(len(self.readings), -1, dtype=np.int64)
+        resolutions = sorted({int(r["resolution"]) for r in records}, reverse=True)
+        starts = [rfc3339(w) for w in self.window.tolist()]
+        for res in resolutions:
+            cells = self.cells(finest, res)
+            todo = np.flatnonzero(out < 0)
+            for i in todo.tolist():
+                j = by_key.get((starts[i], cells[i]))
+                if j is not None:
+                    out[i] = j
+        return out
+
+
+def release_week(settings: Any) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """The week's cell records and each vessel's number of released cells (from the losses)."""
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.engine import OfflineEngine
+    from stream_dp.sources.sample import load_sample
+
+    engine = OfflineEngine(settings, LaplaceNoise())
+    records: list[dict[str, Any]] = []
+    cells_per_vehicle: Counter[str] = Counter()
+    for batch in (engine.feed(load_sample()), engine.finish()):
+        for release in batch:
+            records.extend(release.cells)
+            loss = release.loss
+            if loss is not None:
+                cells_per_vehicle.update(dict(zip(loss.vehicles, loss.cells.tolist(), strict=True)))
+    return records, cells_per_vehicle
+
+
+def score(
+    truth: Truth,
+    records: list[dict[str, Any]],
+    means: np.ndarray,
+    finest: int,
+    coarsest: int,
+    bounds: np.ndarray | None,
+) -> dict[str, Any]:
+    """The row's columns for one run (``means``: the released means, per record)."""
+    covering = truth.covered(records, finest)
+    n = len(records)
+    hit = covering >= 0
+    sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
+    counts = np.bincount(covering[hit], minlength=n)
+    true_mean = sums / np.maximum(counts, 1)
+    error = np.abs(means - true_mean)
+    useful = error <= USEFUL
+    useful_readings = counts[useful].sum()
+    res = np.array([int(r["resolution"]) for r in records], dtype=np.int64)
+    holds = None  # (cells where |error| <= mean_error, cells with a bound)
+    if bounds is not None and n:
+        has = ~np.isnan(bounds)
+        holds = (int(np.sum(error[has] <= bounds[has])), int(has.sum())) if has.any() else None
+    return {
+        "coverage": useful_readings / len(truth.readings),
+        "median_error": float(np.median(error)) if n else float("nan"),
+        "at_bounds": float(np.mean((means <= 0.0) | (means >= UPPER))) if n else float("nan"),
+        "holds": holds,
+        "fine_share": (
+            float(counts[useful & (res > coarsest)].sum() / useful_readings)
+            if useful_readings
+            else 0.0
+        ),
+        "cells": len(records),
+        "per_resolution": dict(sorted(Counter(res.tolist()).items())),
+    }
+
+
+def weekly_epsilon(cells: Counter[str], settings: Any) -> tuple[float, float | None]:
+    from stream_dp.dp.pld_accounting import pld_loss
+
+    busiest = max(cells.values(), default=0)
+    basic = busiest * settings.epsilon
+    return basic, pld_loss(busiest, settings.epsilon, settings.variance_share, DELTA)
+
+
+def pipeline_dp_means(
+    truth: Truth,
+    records: list[dict[str, Any]],
+    finest: int,
+    k: int,
+    epsilon: float,
+    per_partition: int,
+) -> np.ndarray:
+    """PipelineDP's MEAN per record's (window, cell) on the same readings (None -> NaN)."""
+    import pipeline_dp
+
+    covering = truth.covered(records, finest)
+    # One privacy unit per (window, vessel): each window is its own K*eps release, as stream-dp's.
+    rows = [
+        (f"{truth.window[i]}|{truth.vehicle[i]}", int(j), float(truth.value[i]))
+        for i, j in enumerate(covering.tolist())
+        if j >= 0
+    ]
+    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=k * epsilon, total_delta=0)
+    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+    params = pipeline_dp.AggregateParams(
+        metrics=[pipeline_dp.Metrics.MEAN, pipeline_dp.Metrics.VARIANCE],
+        noise_kind=pipeline_dp.NoiseKind.LAPLACE,
+        max_partitions_contributed=k,
+        max_contributions_per_partition=per_partition,
+        min_value=0.0,
+        max_value=UPPER,
+    )
+    extractors = pipeline_dp.DataExtractors(
+        privacy_id_extractor=lambda row: row[0],
+        partition_extractor=lambda row: row[1],
+        value_extractor=lambda row: row[2],
+    )
+    result = engine.aggregate(rows, params, extractors, public_partitions=list(range(len(records))))
+    accountant.compute_budgets()
+    means = np.full(len(records), np.nan)
+    for partition, metrics in list(result):
+        means[partition] = min(max(metrics.mean, 0.0), UPPER)
+    return means
+
+
+def release_time(settings_row: dict[str, Any], columns: Any) -> float:
+    """Minimum of 3 timed releases of the 1M-reading window with the row's settings (res 8)."""
+    from release import WINDOW_START  # benchmarks/release.py
+
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.engine import new_ledger
+    from stream_dp.release import release_window
+
+    row = {**settings_row, "resolution": 8}
+    if row.get("coarsest_resolution", 0) > 8:
+        row["coarsest_resolution"] = 8
+    settings = settings_of(row)
+    times = []
+    for _ in range(3):
+        ledger = new_ledger(settings)
+        start = time.perf_counter()
+        release_window(WINDOW_START, columns, settings, LaplaceNoise(), ledger=ledger)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def million_window() -> Any:
+    """benchmarks/release.py's 1M-reading window merged as the coordinator does."""
+    from release import WINDOW_START, build_partitions, synthetic_window
+
+    from stream_dp.coordinator import ReleaseCoordinator
+
+    window = synthetic_window(1_000_000, 100_000, 2_000)
+    states = build_partitions(window, 64)
+    coordinator = ReleaseCoordinator(len(states), 3600, 64)
+    for p, state in enumerate(states):
+        coordinator.add_partial(WINDOW_START, p, state.partial(WINDOW_START))
+    return coordinator.merged(WINDOW_START)
+
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rows", help="semicolon-separated row names (default: all)")
+    parser.add_argument("--no-timing", action="store_true", help="skip the 1M-window timing")
+    args = parser.parse_args()
+    names = list(ROWS) if not args.rows else args.rows.split(";")
+    truth = Truth()
+    columns = None if args.no_timing else million_window()
+    print(
+        f"AIS week: {len(truth.readings):,} readings, {len(set(truth.vehicle))} vessels; "
+        f"{args.runs} runs per row (median over runs)"
+    )
+    header = (
+        "| row | useful coverage | median abs error | means at 0 or U | mean_error holds "
+        "| busiest vessel eps (basic / PLD) | cells per resolution | useful in cells finer "
+        "than R0 | 1M-window release s |"
+    )
+    print(header)
+    print("|" + "---|" * 9)
+    targeted_records: list[dict[str, Any]] | None = None
+    targeted_k = 1
+    for name in names:
+        row = ROWS[name]
+        settings = settings_of(row)
+        coarsest = settings.coarsest_resolution
+        coarsest = settings.resolution if coarsest is None else coarsest
+        runs, eps_pairs = [], []
+        for _ in range(args.runs):
+            records, cells = release_week(settings)
+            means = np.array([r["mean"] for r in records], dtype=np.float64)
+            bounds = np.array(
+                [np.nan if r.get("mean_error") is None else r["mean_error"] for r in records]
+            )
+            runs.append(score(truth, records, means, settings.resolution, coarsest, bounds))
+            eps_pairs.append(weekly_epsilon(cells, settings))
+            if name == TARGETED:
+                targeted_records = records
+                targeted_k = max(int(r["K"]) for r in records) if records else 1
+        timing = None if columns is None else release_time(row, columns)
+        print_row(name, runs, eps_pairs, timing)
+    if targeted_records is not None:
+        settings = settings_of(ROWS[TARGETED])
+        runs = []
+        for _ in range(args.runs):
+            means = pipeline_dp_means(
+                truth,
+                targeted_records,
+                settings.resolution,
+                targeted_k,
+                settings.epsilon,
+                settings.prefix_limit,
+            )
+            coarsest = settings.coarsest_resolution
+            runs.append(score(truth, targeted_records, means, settings.resolution, coarsest, None))
+        print_row(f"PipelineDP on the targeted cells (K={targeted_k})", runs, None, None)
+    return 0
+
+
+def print_row(
+    name: str,
+    runs: list[dict[str, Any]],
+    eps_pairs: list[tuple[float, float | None]] | None,
+    timing: float | None,
+) -> None:
+    keys = ("coverage", "median_error", "at_bounds", "fine_share", "cells")
+    med = {k: statistics.median(r[k] for r in runs) for k in keys}
+    pairs = [r["holds"] for r in runs if r["holds"] is not None]
+    holds = [sum(h for h, _ in pairs) / sum(n for _, n in pairs)] if pairs else []  # pooled
+    per_res = runs[0]["per_resolution"]
+    eps_text = "n/a"
+    if eps_pairs:
+        basic = statistics.median(b for b, _ in eps_pairs)
+        plds = [p for _, p in eps_pairs if p is not None]
+        eps_text = f"{basic:.1f} / {fmt(statistics.median(plds) if plds else None)}"
+    print(
+        f"| {name} | {100 * med['coverage']:.1f} % | {med['median_error']:.2f} "
+        f"| {100 * med['at_bounds']:.1f} % | "
+        f"{fmt(100 * holds[0] if holds else None)} % | {eps_text} | "
+        f"{', '.join(f'r{k}: {v}' for k, v in per_res.items())} | "
+        f"{100 * med['fine_share']:.1f} % | {fmt(timing, '.3f')} |",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

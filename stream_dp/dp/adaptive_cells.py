@@ -1,0 +1,334 @@
+"""Accuracy-targeted adaptive cells, chosen from the public occupancy only.
+
+Per window, readings observed in H3 cells at the finest resolution ``R`` are grouped into
+released cells with resolutions between ``R0`` and ``R`` so that every reading belongs to at
+most one released record and each record's predicted ``mean_error`` (:mod:`.error_bars`) is at
+most the target ``T``:
+
+- A *unit* is a set of readings under one H3 cell; at level ``R`` the units are the observed
+  cells. A unit *passes* when it has at least ``min_vehicles`` vehicles and its predicted
+  ``mean_error`` -- the clipped mean with the best pseudo-user cap (MATH.md, Sec. V-B3) and
+  nothing suppressed -- is ``<= T``.
+- ``shape="compact"``: if every unit under a parent passes, they are released as they are;
+  otherwise they all merge into the parent unit, one level up (siblings merge together: the
+  released set has the shape of ``h3.compact_cells``, no two released cells overlap).
+- ``shape="remainder"``: passing units are released; the failing ones pool into their parent,
+  which is released (if it passes) as the *remainder* of its released children. A parent is
+  split this way only when that covers at least ``1 - DETAIL_SLACK`` of the readings that
+  merging all its children would (the remainder alone may miss T); otherwise its children
+  all merge, as in ``compact``.
+- At ``R0`` passing units are released and failing ones are withheld: no record, no budget.
+
+Everything here is a function of the occupancy (cells, vehicles, counts), which is public,
+so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the chosen cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+Shape = Literal["compact", "remainder"]
+#: ``remainder`` shape: a parent is split into its passing children (+ remainder) when that
+#: covers at least ``1 - DETAIL_SLACK`` of the readings releasing the whole parent would.
+DETAIL_SLACK = 0.2
+
+
+@dataclass(frozen=True)
+class AdaptiveCells:
+    """The chosen released cells of one window.
+
+    ``unit_of_cell[i]``: index into ``names`` of the released cell holding observed cell ``i``
+    (-1: withheld). ``names`` are sorted; ``resolution`` and ``remainder`` are per released
+    cell. ``predicted_error`` is the predicted ``mean_error`` per released cell.
+    """
+
+    names: tuple[str, ...]
+    resolution: IntArray
+    remainder: NDArray[np.bool_]
+    predicted_error: FloatArray
+    unit_of_cell: IntArray
+
+    @property
+    def withheld_cells(self) -> IntArray:
+        """Observed cells (indices) whose readings are withheld."""
+        return np.flatnonzero(self.unit_of_cell < 0)
+
+
+def best_cap_mean_error(
+    unit: IntArray,
+    count: IntArray,
+    n_units: int,
+    upper: float,
+    mean_epsilon: float,
+    prefix_limit: int | None,
+) -> FloatArray:
+    """Per unit, ``min_c U (1 - S(c)/M) + ln20 U c / (S(c) eps_mean)`` over the caps the
+    pseudo-user step allows (``c`` in [min, max] of the unit's per-vehicle counts; ``c <= C``
+    or ``c = max``), ``S(c) = sum_l min(m_l, c)``. ``unit``/``count``: one entry per
+    (unit, vehicle) with that vehicle's readings in the unit. Between consecutive distinct
+    counts the objective is concave in ``c`` (``c / (P + R c)`` is concave, the bias linear),
+    so its minimum is at a distinct count, at ``C`` or at the max; +inf for an empty unit."""
+    out = np.full(n_units, np.inf)
+    if len(unit) == 0:
+        return out
+    from stream_dp.dp.adaptive_kernel import best_cap_scan  # numba: imported on first use
+    from stream_dp.dp.array_kernels import order_by_pair
+
+    unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
+    order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
+    limit = -1 if prefix_limit is None else int(prefix_limit)
+    factor = LN20 * (1.0 + SAMPLER_RTOL)
+    return best_cap_scan(unit[order], count[order], n_units, upper, mean_epsilon, limit, factor)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """What a unit must meet: predicted mean_error <= target, >= min_vehicles vehicles."""
+
+    n_vehicles: int
+    upper: float
+    mean_epsilon: float
+    prefix_limit: int | None
+    target: float
+    min_vehicles: int
+
+    def passing(
+        self,
+        group: IntArray,
+        vehicle: IntArray,
+        count: IntArray,
+        n_groups: int,
+        select: NDArray[np.bool_] | None = None,
+        unique: bool = False,
+    ) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """Predicted error and pass flag of each group (entries: (group, vehicle, count);
+        ``unique``: no (group, vehicle) repeats)."""
+        if select is not None:
+            group, vehicle, count = group[select], vehicle[select], count[select]
+        if not unique:
+            group, vehicle, count = _aggregate(group, vehicle, count, self.n_vehicles)
+        err = best_cap_mean_error(
+            group, count, n_groups, self.upper, self.mean_epsilon, self.prefix_limit
+        )
+        n_veh = np.bincount(group, minlength=n_groups)
+        return err, (err <= self.target) & (n_veh >= self.min_vehicles)
+
+
+def _aggregate(
+    group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """One entry per distinct (group, vehicle), counts added."""
+    groups, vehicles, inverse = pair_groups(group, vehicle, int(group.max(initial=-1)) + 1,
+                                            n_vehicles)  # fmt: skip
+    summed = np.bincount(inverse, weights=count, minlength=len(groups)).astype(np.int64)
+    return groups, vehicles, summed
+
+
+def pair_groups(
+    major: IntArray, minor: IntArray, n_major: int, n_minor: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """The distinct ``(major, minor)`` pairs in ascending order and each input's index into
+    them (``np.unique`` of the pairs with ``return_inverse``, by counting sorts)."""
+    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+
+    major = major.astype(np.int64, copy=False)
+    minor = minor.astype(np.int64, copy=False)
+    if len(major) == 0:
+        return major, minor, np.zeros(0, dtype=np.int64)
+    order = order_by_pair(major, minor, max(n_major, 1), max(n_minor, 1))
+    a, b = major[order], minor[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    rank = np.cumsum(new) - 1
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = rank
+    return a[new], b[new], inverse
+
+
+def _parents(names: list[str], resolution: int) -> list[str]:
+    import h3
+
+    return [h3.cell_to_parent(n, resolution) for n in names]
+
+
+def choose_cells(
+    cell_names: tuple[str, ...] | list[str],
+    pair_cell: IntArray,
+    pair_vehicle: IntArray,
+    pair_count: IntArray,
+    *,
+    upper: float,
+    mean_epsilon: float,
+    target: float,
+    finest: int,
+    coarsest: int,
+    prefix_limit: int | None = None,
+    min_vehicles: int = 1,
+    shape: Shape = "remainder",
+    detail_slack: float = DETAIL_SLACK,
+) -> AdaptiveCells:
+    """Choose the released cells (module docstring). ``cell_names``: the observed cells at
+    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``."""
+    if not target > 0:
+        raise ValueError("target must be positive")
+    if coarsest > finest:
+        raise ValueError("coarsest must be <= finest")
+    if shape not in ("compact", "remainder"):
+        raise ValueError(f"unknown shape {shape!r}")
+    n_cells = len(cell_names)
+    pair_cell = np.asarray(pair_cell, dtype=np.int64)
+    pair_vehicle = np.asarray(pair_vehicle, dtype=np.int64)
+    pair_count = np.asarray(pair_count, dtype=np.int64)
+    n_vehicles = int(pair_vehicle.max(initial=-1)) + 1
+    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
+    if shape == "compact":
+        pairs = (pair_cell, pair_vehicle, pair_count)
+        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest)
+    # Per observed cell: its unit at the current level (-1 once released or withheld).
+    unit_of_cell = np.arange(n_cells, dtype=np.int64)
+    unit_names: list[str] = list(cell_names)
+    final_of_cell = np.full(n_cells, -1, dtype=np.int64)
+    released: list[tuple[str, int, bool, float]] = []
+    partial_parent: set[str] = set()  # units some of whose readings were released below
+    # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
+    entries = (pair_cell, pair_vehicle, pair_count)
+    for level in range(finest, coarsest - 1, -1):
+        alive = unit_of_cell >= 0
+        if not alive.any():
+            break
+        unit, vehicle, count = entries
+        n_units = len(unit_names)
+        error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        occupied = np.zeros(n_units, dtype=bool)
+        occupied[unit] = True
+        if level == coarsest:
+            release_now = passes & occupied
+            move_up = np.zeros(n_units, dtype=bool)
+        else:
+            parents = _parents(unit_names, level - 1)
+            parent_names, parent_of = np.unique(
+                np.asarray(parents, dtype=object), return_inverse=True
+            )
+            # Split a parent (release its passing children on their own) unless that
+            # leaves a remainder missing T where the whole parent would meet it.
+            failing = occupied & ~passes
+            n_parents = len(parent_names)
+            has_failing = np.zeros(n_parents, dtype=bool)
+            has_failing[parent_of[failing]] = True
+            mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
+            up = parent_of[unit]
+            _, remainder_passes = rule.passing(up, vehicle, count, n_parents, mixed & failing[unit])
+            _, whole_passes = rule.passing(up, vehicle, count, n_parents, mixed)
+            # Readings covered now or next level: split vs whole parent.
+            readings = np.bincount(unit, weights=count, minlength=n_units)
+            kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
+            rest = np.bincount(parent_of, weights=readings * failing, minlength=n_parents)
+            whole = np.bincount(parent_of, weights=readings, minlength=n_parents)
+            kept_split += rest * remainder_passes
+            kept_whole = whole * whole_passes
+            split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
+            release_now = occupied & passes & split[parent_of]
+            move_up = occupied & ~release_now
+        new_index = np.full(n_units, -1, dtype=np.int64)
+        for u in np.flatnonzero(release_now).tolist():
+            new_index[u] = len(released)
+            name = unit_names[u]
+            released.append((name, level, name in partial_parent, float(error[u])))
+        done = release_now[unit_of_cell.clip(0)] & alive
+        final_of_cell[done] = new_index[unit_of_cell[done]]
+        if level == coarsest:
+            break
+        # A parent unit is a remainder when readings under it were released at a finer level.
+        partial_parent = {
+            parents[u]
+            for u in range(n_units)
+            if release_now[u] or (move_up[u] and unit_names[u] in partial_parent)
+        }
+        moving = alive & move_up[unit_of_cell.clip(0)]
+        next_unit = np.full(n_cells, -1, dtype=np.int64)
+        next_unit[moving] = parent_of[unit_of_cell[moving]]
+        used = np.unique(next_unit[moving])
+        remap = np.full(len(parent_names), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
+        unit_names = [str(parent_names[i]) for i in used.tolist()]
+        up_entry = move_up[unit]
+        entries = _aggregate(
+            remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
+        )
+    return _result(released, final_of_cell)
+
+
+def _choose_compact(
+    cell_names: list[str],
+    pairs: tuple[IntArray, IntArray, IntArray],
+    rule: _Rule,
+    finest: int,
+    coarsest: int,
+) -> AdaptiveCells:
+    """The compact shape, bottom-up: a node is *complete* when its selection covers all its
+    readings: every occupied child is complete (keep their selections), or else the node as
+    a whole passes (release it instead). An incomplete node's readings all move up; an
+    incomplete node at ``R0`` is withheld. No two released cells overlap."""
+    cell, vehicle, count = pairs
+    n_cells = len(cell_names)
+    released: list[tuple[str, int, bool, float]] = []
+    selection = np.full(n_cells, -1, dtype=np.int64)  # per observed cell: tentative release
+    node_names = list(cell_names)
+    node_of_cell = np.arange(n_cells, dtype=np.int64)
+    complete = np.zeros(0, dtype=bool)
+    child_parent = np.zeros(0, dtype=np.int64)  # per node of the level below: its parent
+    for level in range(finest, coarsest - 1, -1):
+        n_nodes = len(node_names)
+        error, passes = rule.passing(node_of_cell[cell], vehicle, count, n_nodes)
+        if level == finest:
+            node_complete = passes.copy()
+            keep_children = np.zeros(n_nodes, dtype=bool)
+        else:
+            all_children = np.ones(n_nodes, dtype=bool)
+            np.logical_and.at(all_children, child_parent, complete)
+            keep_children = all_children
+            node_complete = all_children | passes
+        whole = node_complete & ~keep_children
+        entry = np.full(n_nodes, -1, dtype=np.int64)
+        for u in np.flatnonzero(whole).tolist():
+            entry[u] = len(released)
+            released.append((node_names[u], level, False, float(error[u])))
+        cell_node = node_of_cell
+        selection = np.where(
+            keep_children[cell_node], selection, np.where(whole[cell_node], entry[cell_node], -1)
+        )
+        complete = node_complete
+        if level == coarsest:
+            break
+        parents = _parents(node_names, level - 1)
+        parent_names, child_parent = np.unique(
+            np.asarray(parents, dtype=object), return_inverse=True
+        )
+        node_of_cell = child_parent[node_of_cell]
+        node_names = [str(n) for n in parent_names.tolist()]
+    return _result(released, selection)
+
+
+def _result(released: list[tuple[str, int, bool, float]], final_of_cell: IntArray) -> AdaptiveCells:
+    """The released cells sorted by name (entries no observed cell maps to are dropped)."""
+    used = sorted(set(final_of_cell[final_of_cell >= 0].tolist()), key=lambda i: released[i][0])
+    rank = np.full(len(released) + 1, -1, dtype=np.int64)  # index -1: withheld
+    rank[used] = np.arange(len(used))
+    final = rank[final_of_cell]
+    chosen = [released[i] for i in used]
+    return AdaptiveCells(
+        names=tuple(r[0] for r in chosen),
+        resolution=np.array([r[1] for r in chosen], dtype=np.int64),
+        remainder=np.array([r[2] for r in chosen], dtype=bool),
+        predicted_error=np.array([r[3] for r in chosen], dtype=np.float64),
+        unit_of_cell=final.astype(np.int64),
+    )
