@@ -92,7 +92,8 @@ def print_ratio(name: str, ratio: float, target: float, higher_is_better: bool =
     """Print ``name = ratio`` beside its target; returns whether the target is met."""
     met = ratio >= target if higher_is_better else ratio <= target
     verdict = "meets" if met else "MISSES"
-    print(f"  {name:<62} {ratio:>9.3f}   target >= {target:g}: {verdict}")
+    sign = ">=" if higher_is_better else "<="
+    print(f"  {name:<62} {ratio:>9.3f}   target {sign} {target:g}: {verdict}")
     return met
 
 

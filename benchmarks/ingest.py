@@ -363,14 +363,21 @@ class _NullProducer:
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.offsets: Counter[tuple[str, int]] = Counter()
 
-    async def send_and_wait(self, topic: str, value: bytes, **_: Any) -> None:
+    def _written(self, topic: str, value: bytes, partition: int = 0) -> SimpleNamespace:
+        """Record metadata as the broker would answer (the offset the record got)."""
         self.bytes += len(value)
+        offset = self.offsets[topic, partition]
+        self.offsets[topic, partition] += 1
+        return SimpleNamespace(topic=topic, partition=partition, offset=offset)
 
-    async def send(self, topic: str, value: bytes, **_: Any) -> asyncio.Future[Any]:
-        self.bytes += len(value)
+    async def send_and_wait(self, topic: str, value: bytes, **kw: Any) -> SimpleNamespace:
+        return self._written(topic, value, kw.get("partition", 0))
+
+    async def send(self, topic: str, value: bytes, **kw: Any) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        future.set_result(None)
+        future.set_result(self._written(topic, value, kw.get("partition", 0)))
         return future
 
 
@@ -395,7 +402,7 @@ def cpu_profile(readings: list[dict[str, Any]], per_message: int, partitions: in
             key=str(key).encode(), value=encode_group(members),
         )  # fmt: skip
         offsets[partition] += 1
-        events.append(SimpleNamespace(message=message))
+        events.append(message)
     batches = [
         events[i : i + settings.batch_size] for i in range(0, len(events), settings.batch_size)
     ]

@@ -235,7 +235,7 @@ def release_time(settings_row: dict[str, Any], columns: Any) -> float:
     from release import WINDOW_START  # benchmarks/release.py, beside this script
 
     from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.engine import new_ledger
+    from stream_dp.release.accounting import new_ledger
     from stream_dp.release.step import release_window
 
     row = {**settings_row, "resolution": 8}

@@ -8,8 +8,12 @@ the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-t
 batch's state is acknowledged, before that batch's offsets are committed (a kill in the
 middle of ingestion). ``release-error:N``: raise :class:`InjectedReleaseError` inside the
 release computation of the N-th window this process computes (offline or in the service;
-the failed-window containment of :mod:`stream_dp.release.outcome` must absorb it). Unset
-(always, in production) it does nothing.
+the failed-window containment of :mod:`stream_dp.release.outcome` must absorb it). Around the
+N-th state checkpoint of the process (:mod:`stream_dp.worker.checkpoints`):
+``before-checkpoint:N`` (its windows' close records are durable, the checkpoint not
+written), ``during-checkpoint:N`` (handed to the producer, killed a few milliseconds later
+whether or not the broker has it), ``after-checkpoint:N`` (acknowledged; nothing after it
+done). Unset (always, in production) it does nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +57,14 @@ def error_point_counted(name: str) -> None:
     """Raise :class:`InjectedReleaseError` on the N-th call when the setting is ``name:N``."""
     if _count_reached(name):
         raise InjectedReleaseError(f"fault injected at {name}")
+
+
+async def crash_point_in_flight(name: str, delay: float = 0.005) -> None:
+    """Like :func:`crash_point_counted`, but first lets the event loop run for ``delay``
+    seconds (a record just sent is then on its way, its acknowledgement maybe not)."""
+    if _count_reached(name):
+        await asyncio.sleep(delay)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 _paused: set[str] = set()

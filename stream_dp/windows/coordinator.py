@@ -23,6 +23,8 @@ class ReleaseCoordinator:
     window_seconds: int
     prefix_limit: int
     released: set[int] = field(default_factory=set)
+    #: Every window starting at or before this is released (a release-log snapshot's).
+    released_through: int | None = None
     watermarks: dict[int, float] = field(default_factory=dict)
     _partials: dict[int, dict[int, PartialColumns]] = field(default_factory=dict)
     _late: dict[int, dict[int, int]] = field(default_factory=dict)
@@ -31,7 +33,9 @@ class ReleaseCoordinator:
     def add_partial(self, window_start: int, partition: int, partial: PartialColumns) -> bool:
         """Record a partition's partial; a duplicate (replay) or a released window is
         ignored."""
-        if window_start in self.released:
+        if window_start in self.released or (
+            self.released_through is not None and window_start <= self.released_through
+        ):
             return False
         per_partition = self._partials.setdefault(window_start, {})
         if partition in per_partition:
@@ -55,6 +59,18 @@ class ReleaseCoordinator:
         self.watermarks[partition] = watermark
         for start, count in (late_by_window or {}).items():
             self._late.setdefault(start, {})[partition] = count
+
+    def progress(self, after: int | None = None) -> dict[int, tuple[float, dict[int, int]]]:
+        """Per partition: its watermark and late counts of the windows after ``after``, as
+        its last progress record gave them (what a release-log snapshot keeps)."""
+        out: dict[int, tuple[float, dict[int, int]]] = {
+            p: (wm, {}) for p, wm in self.watermarks.items()
+        }
+        for start, counts in self._late.items():
+            if after is None or start > after:
+                for partition, count in counts.items():
+                    out.setdefault(partition, (float("-inf"), {}))[1][start] = count
+        return out
 
     def ready_windows(self) -> list[int]:
         """Complete, unreleased windows, oldest first, up to the first incomplete one.

@@ -208,11 +208,14 @@ class PartAssembler:
 
     def __init__(self) -> None:
         self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._started: dict[tuple[str, str], int] = {}
 
-    def add(self, record: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def add(self, record: dict[str, Any], offset: int = -1) -> list[dict[str, Any]] | None:
+        """``offset``: the record's, if known (see :meth:`oldest_unfinished`)."""
         key = (record["kind"], str(record["id"]))
         if record["part"] == 0:
             self._pending[key] = []
+            self._started[key] = offset
         parts = self._pending.get(key)
         if parts is None or len(parts) != record["part"]:
             return None  # a part without its beginning: an interrupted write
@@ -220,7 +223,13 @@ class PartAssembler:
         if len(parts) < record["parts"]:
             return None
         del self._pending[key]
+        self._started.pop(key, None)
         return parts
+
+    def oldest_unfinished(self) -> int | None:
+        """Offset of the first part of the oldest payload still missing parts (None: none;
+        -1: one whose offset was not given)."""
+        return min(self._started.values(), default=None)
 
 
 def delta_payload(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -27,11 +27,13 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from stream_dp.config import Settings
-from stream_dp.fault_injection import crash_point_counted
+from stream_dp.fault_injection import crash_point_counted, crash_point_in_flight
 from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.kafka.partition_tail import RecordDeleter
 from stream_dp.windows.closing import close_windows
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator, decode_message
 from stream_dp.wire import internal_records as rec
+from stream_dp.worker.checkpoints import CHECKPOINT_EVERY_RECORDS
 from stream_dp.worker.idle_rule import (
     UNKNOWN_INPUT,
     InputObservation,
@@ -65,6 +67,8 @@ class IngestProcessor:
         self.lock = asyncio.Lock()
         self.recovering = 0
         self._last_done = time.monotonic()
+        self.deleter = RecordDeleter(conn)
+        self._deleting: set[asyncio.Task[bool]] = set()
         #: Partitions whose broker-confirmed end fell below what they had applied (the
         #: broker lost or truncated their log), as of the last tick.
         self.input_lost: set[int] = set()
@@ -154,6 +158,9 @@ class IngestProcessor:
                 await asyncio.gather(*sends)
             for runtime in done_runtimes:  # only now may their offsets be committed
                 runtime.durable_offset = runtime.applied_offset
+            for partition, runtime in self.partitions.items():
+                if runtime.checkpoints.records_since >= CHECKPOINT_EVERY_RECORDS:
+                    await self._checkpoint(partition, runtime, delete=False)
             crash_point_counted("after-durable-batch")
             done = time.monotonic()
             log.debug(
@@ -204,10 +211,12 @@ class IngestProcessor:
         # ``process`` waits for every send of the batch before it returns, so the write
         # overlaps the next partition's work instead of stalling it. (Records of one state
         # partition stay in order: one producer, sent in order.)
-        for part in delta:
-            sends.append(
-                await self.producer.send(self.settings.topic_state, part, partition=partition)
-            )
+        parts = [
+            await self.producer.send(self.settings.topic_state, part, partition=partition)
+            for part in delta
+        ]
+        sends.extend(parts)
+        runtime.checkpoints.note_delta(parts, outcome.delta or {})
         self.metrics.readings.labels("accepted").inc(outcome.accepted)
         self.metrics.readings.labels("late").inc(outcome.late)
         self.metrics.readings.labels("invalid").inc(invalid)
@@ -233,11 +242,13 @@ class IngestProcessor:
         for start, partial in closed.partials:  # each partial is durable before its close
             encoded = rec.encode_partial(start, partition, partial, uuid.uuid4().hex)
             await self._send_all(self.settings.topic_partials, encoded, 0)
-            await self._send_and_wait(
-                self.settings.topic_state, rec.encode_close(start, forced), partition
+            stored = await self.producer.send_and_wait(
+                self.settings.topic_state, rec.encode_close(start, forced), partition=partition
             )
+            runtime.checkpoints.note_close(start, stored.offset)
         if windows:
             self._export_watermark()
+            await self._checkpoint(partition, runtime, delete=True)
         await self._progress(partition, runtime, closed.watermark, force=bool(windows))
 
     async def _progress(
@@ -252,6 +263,32 @@ class IngestProcessor:
         await self._send_and_wait(
             self.settings.topic_partials, rec.encode_progress(partition, watermark, recent), 0
         )
+
+    async def _checkpoint(self, partition: int, runtime: PartitionRuntime, delete: bool) -> None:
+        """Write the partition's checkpoint once every state record it names is durable;
+        with ``delete``, then drop the state records before it where the broker can."""
+        tracker = runtime.checkpoints
+        unresolved = tracker.unresolved()
+        if unresolved:
+            await asyncio.gather(*unresolved)
+        checkpoint = tracker.checkpoint(runtime.state, runtime.applied_offset)
+        if checkpoint is None:
+            return
+        crash_point_counted("before-checkpoint")
+        sent = await self.producer.send(
+            self.settings.topic_state, checkpoint.encode(), partition=partition
+        )
+        await crash_point_in_flight("during-checkpoint")
+        await sent
+        crash_point_counted("after-checkpoint")
+        if delete and self.deleter.supported is not False:
+            task = asyncio.create_task(
+                self.deleter.delete_before(
+                    self.settings.topic_state, partition, checkpoint.replay_from
+                )
+            )
+            self._deleting.add(task)
+            task.add_done_callback(self._deleting.discard)
 
     # --- idle fallback and heartbeats (called by a timer) -----------------------------
     async def tick(

@@ -1,6 +1,7 @@
 """Recovery of one input partition's window state from its state topic (as Quix Streams keeps
-recovery in ``state/recovery.py``): a pure replay of the decoded records, and the read of the
-topic to its end that feeds it."""
+recovery in ``state/recovery.py``): find the latest checkpoint at the tail, then replay the
+records from where it says (:class:`~stream_dp.worker.checkpoints.StateReplay`, a pure
+replay of the decoded records)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ from dataclasses import dataclass, field
 from stream_dp.config import Settings
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.kafka.partition_tail import find_last
 from stream_dp.windows.state import PartitionState
 from stream_dp.wire import internal_records as rec
+from stream_dp.worker.checkpoints import (
+    Checkpoint,
+    CheckpointTracker,
+    StateReplay,
+    is_checkpoint,
+    plan_replay,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +36,8 @@ class PartitionRuntime:
     durable_offset: int = -1
     last_event_wall: float = field(default_factory=time.monotonic)
     last_progress: tuple[float, int] | None = None
+    #: State-topic offsets for the partition's checkpoints (see ``worker.checkpoints``).
+    checkpoints: CheckpointTracker = field(default_factory=CheckpointTracker)
     #: Start of the span over which the broker kept confirming there is nothing more to read.
     quiet_since: float | None = None
 
@@ -35,58 +46,32 @@ class Revoked(Exception):
     """The partition being recovered was revoked meanwhile."""
 
 
-class StateReplay:
-    """Rebuilds a partition's runtime from its state-topic records, in log order: ``delta``
-    records (in parts; each applied once, by its input offset) and ``close`` records."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.runtime = PartitionRuntime(PartitionState.for_settings(settings))
-        self.replayed = 0
-        #: Windows found to have lost their first records to the topic's retention.
-        self.truncated = 0
-        self._parts = rec.PartAssembler()
-
-    def apply(self, value: bytes) -> None:
-        runtime, state = self.runtime, self.runtime.state
-        data = rec.decode(value)
-        self.replayed += 1
-        if data["kind"] == "close":
-            state.close(data["window"], forced=data["forced"])
-            return
-        whole = self._parts.add(data)
-        if whole is None:  # a delta counts only once all its parts are read
-            return
-        delta = rec.delta_payload(whole)
-        if delta["offset"] <= runtime.applied_offset:
-            return  # a producer retry wrote it twice: apply it once
-        self.truncated += state.apply_delta(delta["windows"], delta["max_ts"], delta["late"])
-        runtime.applied_offset = delta["offset"]
-
-    def finish(self) -> PartitionRuntime:
-        """The recovered runtime: everything replayed is durable."""
-        self.runtime.durable_offset = self.runtime.applied_offset
-        return self.runtime
-
-
 async def recover_partition(
     settings: Settings,
     conn: KafkaConnection,
     partition: int,
     still_assigned: Collection[int] | None = None,
 ) -> PartitionRuntime:
-    """Replay the partition's state topic to its end; :class:`Revoked` if the partition
-    leaves ``still_assigned`` meanwhile."""
+    """Replay the partition's state topic from its latest checkpoint to its end;
+    :class:`Revoked` if the partition leaves ``still_assigned`` meanwhile."""
 
     def check_assigned() -> None:
         if still_assigned is not None and partition not in still_assigned:
             raise Revoked(partition)
 
-    replay = StateReplay(settings)
-    async for batch in iter_partition_to_end(conn, settings.topic_state, partition):
+    runtime = PartitionRuntime(PartitionState.for_settings(settings))
+    topic = settings.topic_state
+    tail = await find_last(conn, topic, partition, is_checkpoint)
+    latest = None
+    if tail.record is not None:
+        latest = (tail.record.offset, Checkpoint.from_record(rec.decode(tail.record.value)))
+    plan = plan_replay(tail.earliest, tail.end, latest)
+    replay = StateReplay(runtime.state, plan, runtime.checkpoints)
+    async for batch in iter_partition_to_end(conn, topic, partition, plan.start):
         check_assigned()
         for record in batch:
-            replay.apply(record.value)
-    runtime = replay.finish()
+            replay.add(record.offset, record.value)
+    runtime.applied_offset = runtime.durable_offset = replay.finish()
     check_assigned()
     if replay.truncated:
         log.warning(
@@ -96,7 +81,9 @@ async def recover_partition(
             partition, replay.truncated,
         )  # fmt: skip
     log.info(
-        "partition %d recovered from %d state records (%d open windows)",
-        partition, replay.replayed, len(runtime.state.open),
+        "partition %d recovered from %d state records from offset %d of %d "
+        "(%s; %d open windows)", partition, replay.replayed, plan.start, tail.end,
+        "no checkpoint" if plan.checkpoint is None else "from its latest checkpoint",
+        len(runtime.state.open),
     )  # fmt: skip
     return runtime

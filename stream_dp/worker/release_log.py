@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.release.records import WindowRelease
 from stream_dp.wire import internal_records as rec
+from stream_dp.worker.release_snapshots import is_release_snapshot
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class StoredRelease:
     attempt: str
     release: WindowRelease
     loss: WindowLoss | None
+    #: Log offset of the copy's first record (its losses', else its release's).
+    offset: int = -1
 
 
 class ReleaseLogIndex:
@@ -35,12 +38,19 @@ class ReleaseLogIndex:
         self._losses: dict[tuple[int, str], WindowLoss] = {}
         self.winners: dict[int, str] = {}  # window start -> winning attempt
         self.next_offset = 0
+        self._first_offset: dict[tuple[str, str], int] = {}  # (kind, id) -> part 0's offset
 
     def add(self, offset: int, value: bytes) -> StoredRelease | None:
         """Feed the record at ``offset``; returns a window's release when its first complete
         copy has just been read, else None (a part, a loss, or a losing copy)."""
         self.next_offset = max(self.next_offset, offset + 1)
-        whole = self._parts.add(rec.decode(value))
+        if is_release_snapshot(value):
+            return None  # read by the rebuild's plan, not here
+        record = rec.decode(value)
+        key = (record["kind"], str(record["id"]))
+        if record["part"] == 0:
+            self._first_offset[key] = offset
+        whole = self._parts.add(record)
         if whole is None:
             return None
         attempt = rec.attempt_of(whole)
@@ -48,14 +58,19 @@ class ReleaseLogIndex:
             loss = rec.loss_payload(whole)
             if loss.window_start not in self.winners:
                 self._losses[(loss.window_start, attempt)] = loss
+            else:
+                self._first_offset.pop(key, None)
             return None
         release = WindowRelease.from_json_obj(rec.release_payload(whole))
         start = release.window_start
+        first = self._first_offset.pop(key, -1)
+        first = self._first_offset.pop(("loss", key[1]), first)
         if start in self.winners:
             self._losses.pop((start, attempt), None)
             return None
         self.winners[start] = attempt
         loss = self._losses.pop((start, attempt), None)
-        for key in [k for k in self._losses if k[0] == start]:
-            del self._losses[key]  # a losing attempt's losses, stored before the winner's
-        return StoredRelease(attempt, release, loss)
+        for k in [k for k in self._losses if k[0] == start]:
+            del self._losses[k]  # a losing attempt's losses, stored before the winner's
+            self._first_offset.pop(("loss", f"{k[0]}/{k[1]}"), None)
+        return StoredRelease(attempt, release, loss, first)

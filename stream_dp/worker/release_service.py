@@ -28,6 +28,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
+from stream_dp.kafka.partition_tail import find_last
 from stream_dp.release.accounting import new_ledger
 from stream_dp.release.outcome import failure_line, record_stored, release_ready_window
 from stream_dp.release.records import WindowRelease
@@ -35,6 +36,13 @@ from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.release_log import ReleaseLogIndex, StoredRelease
+from stream_dp.worker.release_snapshots import (
+    RebuildPlan,
+    ReleaseSnapshot,
+    SnapshotTracker,
+    is_release_snapshot,
+    plan_rebuild,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +87,8 @@ class ReleaseService:
         self._stopping = asyncio.Event()
         self._parts = rec.PartAssembler()
         self.spent_all = 0.0  # sum of K*eps over the release log's winning copies
+        self.rebuild_plan = RebuildPlan(0)
+        self.snapshots = SnapshotTracker()
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -105,7 +115,7 @@ class ReleaseService:
                 if not self.leader:
                     continue
                 for record in batches.get(tp, ()):
-                    self._apply(record.value)
+                    self._apply(record.value, record.offset)
                 await self._release_ready()
         finally:
             await consumer.stop()
@@ -122,33 +132,92 @@ class ReleaseService:
             self._parts = rec.PartAssembler()
             self.log_index = ReleaseLogIndex()
             self.ledger = new_ledger(self.settings)
-            self.spent_all = 0.0
+            plan = await self._plan_rebuild()
             stored = [w async for w in self._read_release_log()]
             published: set[str] = set()
-            async for batch in iter_partition_to_end(self.conn, self.settings.topic_releases, 0):
+            async for batch in iter_partition_to_end(
+                self.conn, self.settings.topic_releases, 0, self.snapshots.releases_from
+            ):
                 for record in batch:
                     published.add(orjson.loads(record.value)["release_id"])
+                self.snapshots.note_published(batch[-1].offset + 1)
             for winner in sorted(stored, key=lambda w: w.release.window_start):
                 release = winner.release
                 self._mark_stored(winner)
-                missing = [r for r in release.records if r["release_id"] not in published]
+                missing = [
+                    r
+                    for r in release.records
+                    if r["release_id"] not in published
+                    and not plan.known_published(release.window_start, winner.offset)
+                ]
                 if missing:
                     log.info("re-publishing %d stored records of one window", len(missing))
                     await self._publish(missing)
                 self.recent.extend(release.records)
             self.metrics.privacy_budget_spent_all.set(self.spent_all)
-            await consumer.seek_to_beginning(tp)
-            log.info("releaser ready: %d windows already released", len(stored))
+            await self._seek_partials(consumer, tp, plan)
+            log.info(
+                "releaser ready: read %d stored windows from release-log offset %d (%s)",
+                len(stored), plan.start,
+                "no snapshot" if plan.snapshot is None else "from its latest snapshot",
+            )  # fmt: skip
         finally:
             self.rebuilding = False
 
+    async def _plan_rebuild(self) -> RebuildPlan:
+        """Start from the latest snapshot in the release log (read from its tail)."""
+        topic = self.settings.topic_release_log
+        tail = await find_last(self.conn, topic, 0, is_release_snapshot)
+        latest = None
+        if tail.record is not None:
+            latest = (
+                tail.record.offset,
+                ReleaseSnapshot.from_record(orjson.loads(tail.record.value)),
+            )
+        plan = self.rebuild_plan = plan_rebuild(tail.earliest, tail.end, latest)
+        self.snapshots = SnapshotTracker(plan)
+        self.log_index.next_offset = plan.start
+        self.spent_all = self.snapshots.spent_before
+        if plan.snapshot is not None:
+            self.coordinator.released_through = plan.snapshot.released_through
+        return plan
+
+    async def _seek_partials(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, plan: RebuildPlan
+    ) -> None:
+        """Read the partials from where the snapshot says nothing before is needed, with
+        the partitions' progress as it was there; without one, from the start."""
+        snapshot = plan.snapshot
+        if snapshot is None or snapshot.partials_from <= 0:
+            await consumer.seek_to_beginning(tp)
+            return
+        for partition, (watermark, late) in snapshot.progress.items():
+            self.coordinator.set_progress(partition, watermark, late)
+        consumer.seek(tp, snapshot.partials_from)
+
+    async def _write_snapshot(self) -> None:
+        """Append a snapshot to the release log (see ``worker.release_snapshots``)."""
+        consumer = self._consumer
+        if consumer is not None and not self.coordinator.pending:
+            tp = TopicPartition(self.settings.topic_partials, 0)
+            position = await consumer.position(tp)
+            unfinished = self._parts.oldest_unfinished()
+            if unfinished is None or unfinished >= position:
+                progress = self.coordinator.progress(self.snapshots.last_released)
+                self.snapshots.note_partials(position, progress)
+        windows = (loss.window_start for loss in self.ledger.entries())
+        snapshot = self.snapshots.snapshot(windows, self.log_index.next_offset)
+        await self.producer.send_and_wait(
+            self.settings.topic_release_log, snapshot.encode(), partition=0
+        )
+
     # --- steady state -----------------------------------------------------------------
-    def _apply(self, value: bytes) -> None:
+    def _apply(self, value: bytes, offset: int = -1) -> None:
         data = rec.decode(value)
         if data["kind"] == "progress":
             self.coordinator.set_progress(*rec.progress_payload(data))
             return
-        whole = self._parts.add(data)
+        whole = self._parts.add(data, offset)
         if whole is None:
             return
         start, partition, partial = rec.partial_payload(whole)
@@ -195,7 +264,8 @@ class ReleaseService:
             # stored this window first during a leadership change): publish that one.
             winner = None
             async for done in self._read_release_log():
-                self._mark_stored(done, from_partials=done.release.window_start == start)
+                ours = done.release.window_start == start  # published below
+                self._mark_stored(done, from_partials=ours, published=ours)
                 if done.release.window_start == start:
                     winner = done
             if winner is None:
@@ -208,6 +278,7 @@ class ReleaseService:
             release = winner.release
             await self._publish(release.records)
             crash_point("after-published")
+            await self._write_snapshot()
             self.recent.extend(release.records)
             self._observe(release, time.monotonic() - began, ours=ours)
 
@@ -221,7 +292,9 @@ class ReleaseService:
             )
             for record in records
         ]
-        await asyncio.gather(*futures)
+        sent = await asyncio.gather(*futures)
+        if sent:
+            self.snapshots.note_published(sent[-1].offset + 1)
 
     async def _read_release_log(self) -> AsyncIterator[StoredRelease]:
         """Read the release log from where this releaser stopped to its end; yield each
@@ -234,12 +307,16 @@ class ReleaseService:
                 if winner is not None:
                     yield winner
 
-    def _mark_stored(self, winner: StoredRelease, from_partials: bool = False) -> None:
+    def _mark_stored(
+        self, winner: StoredRelease, from_partials: bool = False, published: bool = True
+    ) -> None:
         """A window's release is in the log: never release it again; charge its losses
         (older logs stored none) and export the largest per-vehicle loss over the period."""
         start, loss = winner.release.window_start, winner.loss
         record_stored(self.coordinator, self.ledger, start, loss, from_partials)
-        self.spent_all += float(winner.release.summary.get("privacy_loss", 0.0))
+        privacy_loss = float(winner.release.summary.get("privacy_loss", 0.0))
+        self.spent_all += privacy_loss
+        self.snapshots.note_stored(start, winner.offset, privacy_loss, published)
         if not self.rebuilding:
             self.metrics.privacy_budget_spent_all.set(self.spent_all)
         if loss is not None:

@@ -21,6 +21,7 @@ from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.testing.readings import depot_readings, synthetic_readings
 from stream_dp.testing.settings import service_settings
 from stream_dp.wire import internal_records as rec
+from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.e2e.service_harness import (
     create_topics,
     end_offsets,
@@ -213,6 +214,8 @@ def stored_log(kafka, settings):
     assembler = rec.PartAssembler()
     out = []
     for record in read_topic(kafka, settings.topic_release_log):
+        if is_release_snapshot(record.value):
+            continue
         whole = assembler.add(rec.decode(record.value))
         if whole is not None:
             out.append((whole[0]["kind"], whole))
@@ -428,3 +431,77 @@ def test_the_depot_is_released_by_the_service_with_cummings(kafka, topic_prefix,
         assert worker.metric("stream_dp_release_failures_total") == 0
     finally:
         worker.stop()
+
+
+@pytest.mark.parametrize("crash", ["before-checkpoint", "during-checkpoint", "after-checkpoint"])
+def test_sigkill_around_a_state_checkpoint_loses_nothing(kafka, setup, tmp_path, crash):
+    """The worker kills itself just before, while and just after writing its second state
+    checkpoint (the first window is closing); a new worker recovers from whatever checkpoint
+    is the latest and releases what the offline engine releases."""
+    settings, spawn = setup
+    readings = synthetic_readings(n_vehicles=25, hours=2, per_hour=1500, seed=19)
+    first = spawn("first", STREAM_DP_FAULT_INJECTION=f"{crash}:2", STREAM_DP_BATCH_SIZE="20")
+    first.wait_ready()
+    produce(kafka, settings.topic_readings, readings)
+    first.process.wait(timeout=120)
+    assert first.process.returncode == -signal.SIGKILL
+    state = read_topic(kafka, settings.topic_state, settings.partitions)
+    checkpoints = [r for r in state if r.value.startswith(b'{"kind":"checkpoint"')]
+    assert len(checkpoints) >= (2 if crash == "after-checkpoint" else 1)
+    second = spawn("second")
+    second.wait_ready()
+    records = wait_for_windows(kafka, settings, expected=2, worker=second)
+    assert "from its latest checkpoint" in second.log()
+    offline, offline_accepted = cli_release(settings, readings, tmp_path)
+    assert offline_accepted == len(readings)
+    assert non_noise(records) == non_noise(offline)
+    by_id: dict[str, int] = {}
+    for r in records:
+        by_id[r["release_id"]] = by_id.get(r["release_id"], 0) + 1
+    assert set(by_id.values()) == {1}, "a record was published twice"
+
+
+def test_a_new_releaser_rebuilds_from_the_latest_snapshot(kafka, topic_prefix, tmp_path):
+    """Five windows released under a capped two-hour budget, the worker stopped, a new one
+    started: it reads the release log from its latest snapshot (the oldest window the
+    ledger still needs, not the start), reads the partials from the snapshot's offset, and
+    releases the sixth window once, as the offline engine does (the cap needs the rebuilt
+    ledger)."""
+    settings = service_settings(
+        topic_prefix, epsilon=0.5, budget_cap=1.0, budget_period_seconds=2 * 3600
+    )
+    create_topics(kafka, settings)
+    readings = synthetic_readings(n_vehicles=15, hours=6, per_hour=200, seed=23)
+    cut = readings[0]["ts"] - readings[0]["ts"] % 3600 + 5 * 3600
+    first = start_worker(kafka.bootstrap_servers, settings, tmp_path, "first")
+    second = None
+    try:
+        first.wait_ready()
+        produce(kafka, settings.topic_readings, [r for r in readings if r["ts"] < cut])
+        wait_for_windows(kafka, settings, expected=5, worker=first)
+        first.stop()
+        log = read_topic(kafka, settings.topic_release_log)
+        snapshots = [orjson.loads(r.value) for r in log if is_release_snapshot(r.value)]
+        assert len(snapshots) == 5 and snapshots[-1]["read_from"] > 0
+        assert snapshots[-1]["partials_from"] > 0
+        second = start_worker(kafka.bootstrap_servers, settings, tmp_path, "second")
+        second.wait_ready()
+        assert "from its latest snapshot" in second.log()
+        produce(kafka, settings.topic_readings, [r for r in readings if r["ts"] >= cut])
+        records = wait_for_windows(kafka, settings, expected=6, worker=second)
+        cumulative = second.metric("stream_dp_privacy_budget_cumulative_epsilon")
+        released_here = second.metric("stream_dp_windows_released_total")
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert non_noise(records) == non_noise(offline_records(settings, readings))
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["release_id"]] = counts.get(r["release_id"], 0) + 1
+    assert set(counts.values()) == {1}, "a record was published twice"
+    windows = [r for r in records if r["type"] == "window"]
+    assert sum(w["pairs_withheld_budget"] for w in windows) > 0
+    total = sum(w["privacy_loss"] for w in windows)
+    assert cumulative == pytest.approx(total)  # 5 windows from the snapshot and the log
+    assert released_here == 1

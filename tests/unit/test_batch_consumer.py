@@ -154,25 +154,30 @@ def _state_records(settings, batches):
         outcome = state.add_batch(list(vehicles), list(ts), list(cells), list(speeds),
                                   record_delta=True)  # fmt: skip
         parts = rec.encode_delta(offset, state.max_ts, outcome.delta or {}, outcome.late_by_window)
-        records.append([SimpleNamespace(value=part) for part in parts])
+        first = sum(map(len, records))  # state-topic offsets, in write order
+        records.append(
+            [SimpleNamespace(offset=first + i, value=part) for i, part in enumerate(parts)]
+        )
     return state, records
 
 
 def test_recovery_applies_a_delta_written_twice_once():
-    from stream_dp.worker.recovery import StateReplay
+    from stream_dp.windows.state import PartitionState
+    from stream_dp.worker.checkpoints import StateReplay, plan_replay
 
     settings = load_settings(partitions=2, topic_state="state", topic_readings="readings")
     cell = "872a1070bffffff"
     first = [("a", 1_700_000_000.0, cell, 10.0), ("b", 1_700_000_001.0, cell, 20.0)]
     second = [("a", 1_700_000_002.0, cell, 30.0)]
     state, (one, two) = _state_records(settings, [(4, first), (9, second)])
-    replay = StateReplay(settings)
-    for record in (*one, *two, *two):  # the second delta's send was retried
-        replay.apply(record.value)
-    runtime = replay.finish()
-    assert runtime.applied_offset == runtime.durable_offset == 9
+    records = (*one, *two, *two)  # the second delta's send was retried
+    recovered = PartitionState.for_settings(settings)
+    replay = StateReplay(recovered, plan_replay(0, len(records), None))
+    for offset, record in enumerate(records):
+        replay.add(offset, record.value)
+    assert replay.finish() == 9
     (start,) = state.open
-    assert runtime.state.partial(start).count.tolist() == state.partial(start).count.tolist()
+    assert recovered.partial(start).count.tolist() == state.partial(start).count.tolist()
 
 
 def test_a_partition_revoked_during_its_recovery_is_not_kept(monkeypatch):
@@ -183,12 +188,16 @@ def test_a_partition_revoked_during_its_recovery_is_not_kept(monkeypatch):
                                                  5.0)]) for i in range(3)])  # fmt: skip
     assigned = {0}
 
-    async def replay(conn, topic, partition):
+    async def replay(conn, topic, partition, start=0):
         for batch in records:
             yield batch
             assigned.discard(0)  # revoked while the recovery reads on
 
+    async def no_checkpoint(conn, topic, partition, matches):
+        return SimpleNamespace(record=None, earliest=0, end=len(records))
+
     monkeypatch.setattr(recovery_module, "iter_partition_to_end", replay)
+    monkeypatch.setattr(recovery_module, "find_last", no_checkpoint)
     ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
     assert asyncio.run(ingest._runtime(0, assigned)) is None
     assert 0 not in ingest.partitions and ingest.recovering == 0
