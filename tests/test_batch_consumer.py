@@ -154,8 +154,18 @@ def _state_records(settings, batches):
         outcome = state.add_batch(list(vehicles), list(ts), list(cells), list(speeds),
                                   record_delta=True)  # fmt: skip
         parts = rec.encode_delta(offset, state.max_ts, outcome.delta or {}, outcome.late_by_window)
-        records.append([SimpleNamespace(value=part) for part in parts])
+        first = sum(map(len, records))  # state-topic offsets, one per record
+        records.append(
+            [SimpleNamespace(offset=first + i, value=part) for i, part in enumerate(parts)]
+        )
     return state, records
+
+
+async def _no_checkpoint(conn, topic, partition, matches):
+    """The state partition's tail holds no checkpoint: recovery replays from its start."""
+    from stream_dp.kafka.partition_tail import TailMatch
+
+    return TailMatch(earliest=0, end=1_000, record=None)
 
 
 def test_recovery_applies_a_delta_written_twice_once(monkeypatch):
@@ -167,11 +177,14 @@ def test_recovery_applies_a_delta_written_twice_once(monkeypatch):
     second = [("a", 1_700_000_002.0, cell, 30.0)]
     state, (one, two) = _state_records(settings, [(4, first), (9, second)])
 
-    async def replay(conn, topic, partition):
-        for batch in (one, two, two):  # the second delta's send was retried
+    async def replay(conn, topic, partition, start=0):
+        # The second delta's send was retried: its records appear again, at later offsets.
+        again = [SimpleNamespace(offset=r.offset + len(one) + len(two), value=r.value) for r in two]
+        for batch in (one, two, again):
             yield batch
 
     monkeypatch.setattr(ingest_module, "iter_partition_to_end", replay)
+    monkeypatch.setattr(ingest_module, "find_last", _no_checkpoint)
     ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
     runtime = asyncio.run(ingest._recover(0))
     assert runtime.applied_offset == runtime.durable_offset == 9
@@ -187,12 +200,13 @@ def test_a_partition_revoked_during_its_recovery_is_not_kept(monkeypatch):
                                                  5.0)]) for i in range(3)])  # fmt: skip
     assigned = {0}
 
-    async def replay(conn, topic, partition):
+    async def replay(conn, topic, partition, start=0):
         for batch in records:
             yield batch
             assigned.discard(0)  # revoked while the recovery reads on
 
     monkeypatch.setattr(ingest_module, "iter_partition_to_end", replay)
+    monkeypatch.setattr(ingest_module, "find_last", _no_checkpoint)
     ingest = IngestProcessor(settings, conn=None, producer=None, metrics=ServiceMetrics())
     assert asyncio.run(ingest._runtime(0, assigned)) is None
     assert 0 not in ingest.partitions and ingest.recovering == 0
