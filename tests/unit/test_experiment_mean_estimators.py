@@ -25,19 +25,6 @@ from stream_dp.experiments.worst_case_001 import (
     worst_case_cell,
 )
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-PNGS = {
-    "fig1_grouping.png",
-    "fig2.png",
-    "fig3.png",
-    "fig4.png",
-    "fig5_m_eps.png",
-    "worst_case_001.png",
-    "ais_busiest_cells.png",
-}
-SEEDED_CSVS = ("mae.csv", "m_eps.csv", "worst_case_001.csv", "ais_cells.csv")
-
-
 # -- data ----------------------------------------------------------------------------------
 
 
