@@ -361,14 +361,16 @@ DEMO_ROW = r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +\d+ +\d+ +\d+->\d+ +\d+\.\d\d 
 
 @pytest.mark.timeout(300)
 def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Browser) -> None:
-    """`stream-dp demo --hours 6 --keep-running`: after the replay the map draws one
+    """`stream-dp demo --hours 10 --keep-running`: after the replay the map draws one
     [data-cell] element (with data-mean-error) per released cell of the newest window, and
-    the budget panel holds the cumulative epsilon the demo printed."""
+    the budget panel holds the cumulative epsilon the demo printed. (Ten hours: with the
+    demo's adaptive cells the harbour's first six hours meet the accuracy target nowhere, so
+    the newest of them releases no cell to compare.)"""
     import re
     import signal
 
     port = free_loopback_port()
-    demo, out = start_keep_running_demo(6, port)
+    demo, out = start_keep_running_demo(10, port)
     try:
         rows = re.findall(DEMO_ROW, out, re.MULTILINE)
         assert rows and out.splitlines()[-1].startswith("still running:"), out
