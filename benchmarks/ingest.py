@@ -9,8 +9,9 @@ Measured, in order, on readings pre-produced into fresh 4-partition topics:
     keyed by (window, cell, vehicle) once per reading; 1 reading per message; its run is
     capped (``--naive-seconds``);
 (c) ``stream-dp serve`` (subprocess, durable state via its state topic) on (i) messages of
-    100 readings of one vehicle and (ii) 1 reading per message, timed from the first to the
-    last accepted reading through ``/metrics``.
+    100 readings of one vehicle (2,000,000 readings: ten or so worker batches) and (ii) 1
+    reading per message (300,000), timed from the first to the last accepted reading
+    through ``/metrics``.
 
 ``--profile`` attaches py-spy (if installed) to the stream-dp worker and prints where its
 time goes; ``--cpu-profile`` instead runs ``IngestProcessor.process`` in-process on fake
@@ -438,11 +439,26 @@ def cpu_profile(readings: list[dict[str, Any]], per_message: int, partitions: in
 # --- main ---------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--readings", type=int, default=300_000)
+    parser.add_argument(
+        "--readings", type=int, default=300_000, help="readings of the 1-reading/message case"
+    )
+    parser.add_argument(
+        "--batched-readings",
+        type=int,
+        default=2_000_000,
+        help="readings of the 100-readings/message case: 20,000 messages, about ten worker "
+        "batches, so the rate is not set by where one batch ends (at 300,000 it was 1-2 "
+        "batches and a 0.5 s drain)",
+    )
     parser.add_argument("--vehicles", type=int, default=3_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--naive-seconds", type=float, default=60.0, help="cap of baseline (b)")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument(
+        "--only-batched",
+        action="store_true",
+        help="only the 100-readings/message case (no 1/msg topic, no baseline (b))",
+    )
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of the (short) 100-readings/message case"
     )
@@ -474,8 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     per_message = 100
+    sizes = (per_message,) if args.only_batched else (per_message, 1)
     readings = synthetic_fleet(args.readings, args.vehicles, per_message)
-    n = len(readings)
+    batched = synthetic_fleet(args.batched_readings, args.vehicles, per_message)
+    readings_of = {per_message: batched, 1: readings}
     if args.cpu_profile:
         cpu_profile(readings, per_message, args.partitions)
         cpu_profile(readings, 1, args.partitions)
@@ -485,18 +503,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile and not profile:
         print("py-spy not found (pip install py-spy): running without --profile")
     log_dir = Path(tempfile.mkdtemp(prefix="stream-dp-bench-"))
-    print(f"{n:,} readings of {args.vehicles:,} vehicles, {args.partitions} partitions")
+    counts = ", ".join(f"{len(readings_of[size]):,} at {size}/msg" for size in sizes)
+    print(f"{counts}; {args.vehicles:,} vehicles, {args.partitions} partitions")
     print(f"start: {load_average()}")
     results: list[Result] = []
     with EmbeddedBroker(log_path=log_dir / "broker.log") as broker:
         conn = KafkaConnection(broker.bootstrap, embedded=True, client_id="bench")
-        topics = {size: f"bench.readings.{size}" for size in (per_message, 1)}
+        topics = {size: f"bench.readings.{size}" for size in sizes}
         asyncio.run(ensure_topics(conn, [TopicSpec(t, args.partitions) for t in topics.values()]))
         messages: dict[int, int] = {}
         expected: dict[int, int] = {}
         for size, topic in topics.items():
             started = time.perf_counter()
-            stats = produce(conn, topic, readings, size)
+            stats = produce(conn, topic, readings_of[size], size)
             seconds = time.perf_counter() - started
             messages[size], expected[size] = visible(conn, topic, args.partitions)
             print(
@@ -521,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(Result(name, msg_rate * per, "readings/s", load, note, others))
 
         naive_rate = float("nan")
-        if not args.skip_naive:
+        if not (args.skip_naive or args.only_batched):
             load = load_average()
             naive_rate, done, seconds, others = naive_agent(
                 broker.bootstrap,

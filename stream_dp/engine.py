@@ -16,7 +16,7 @@ from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.partitioner import partition_for
 from stream_dp.release.accounting import new_ledger
-from stream_dp.release.outcome import record_stored, release_ready_window
+from stream_dp.release.outcome import record_stored, release_ready_windows
 from stream_dp.release.records import WindowRelease
 from stream_dp.windows.closing import close_all_windows, close_due_windows
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -85,13 +85,12 @@ class OfflineEngine:
         yield from self._release_ready()
 
     def _release_ready(self) -> Iterator[WindowRelease]:
-        for start in self.coordinator.ready_windows():
-            # A window whose computation raises comes back as a failed window (charged to
-            # the ledger like a release) and the replay goes on with the next one.
-            release = release_ready_window(
-                self.coordinator, start, self.settings, self.noise, self.ledger
-            )
-            record_stored(self.coordinator, self.ledger, start, release.loss)
+        # A window whose computation raises comes back as a failed window (charged to the
+        # ledger like a release) and the replay goes on with the next one.
+        for release in release_ready_windows(
+            self.coordinator, self.settings, self.noise, self.ledger
+        ):
+            record_stored(self.coordinator, self.ledger, release.window_start, release.loss)
             yield release
 
     def _invalid(self, reason: str) -> None:

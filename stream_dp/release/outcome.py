@@ -22,6 +22,7 @@ under-count). Pure apart from the fault point (tests only).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,21 @@ def release_ready_window(
         return release_window(window_start, columns, settings, noise, late, ledger)
     except Exception as exc:  # noqa: BLE001 - the point: any failure becomes an outcome
         return failed_release(window_start, exc, settings, late, ledger, columns, partials)
+
+
+def release_ready_windows(
+    coordinator: ReleaseCoordinator,
+    settings: Settings,
+    noise: LaplaceNoise,
+    ledger: BudgetLedger | None,
+) -> Iterator[WindowRelease]:
+    """Release the coordinator's ready windows, oldest first (docs/math.md §9): the one loop
+    of the offline engine and the service releaser. The caller stores each yielded release and
+    calls :func:`record_stored` before asking for the next; a window found stored meanwhile
+    (by another releaser, during a leadership change) is skipped."""
+    for start in coordinator.ready_windows():
+        if start not in coordinator.released:
+            yield release_ready_window(coordinator, start, settings, noise, ledger)
 
 
 def record_stored(

@@ -30,7 +30,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.kafka.partition_tail import find_last
 from stream_dp.release.accounting import new_ledger
-from stream_dp.release.outcome import failure_line, record_stored, release_ready_window
+from stream_dp.release.outcome import failure_line, record_stored, release_ready_windows
 from stream_dp.release.records import WindowRelease
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
@@ -229,22 +229,15 @@ class ReleaseService:
             log.warning("%d readings arrived after their window was released", readings)
 
     async def _release_ready(self) -> None:
-        for start in self.coordinator.ready_windows():
-            if not self.leader or self._stopping.is_set():
-                return
-            if start in self.coordinator.released:
-                continue  # found stored by another releaser while releasing an earlier one
+        # A computation that raises comes back as the window's failed outcome: stored and
+        # published like a release, so no restart computes this window again.
+        windows = release_ready_windows(self.coordinator, self.settings, self.noise, self.ledger)
+        while self.leader and not self._stopping.is_set():
             began = time.monotonic()
-            # A computation that raises comes back as the window's failed outcome: stored
-            # and published like a release, so no restart computes this window again.
-            release = await asyncio.to_thread(
-                release_ready_window,
-                self.coordinator,
-                start,
-                self.settings,
-                self.noise,
-                self.ledger,
-            )
+            release = await asyncio.to_thread(next, windows, None)
+            if release is None:
+                return
+            start = release.window_start
             if not self.leader or self.needs_rebuild:
                 return  # leadership moved while computing: the new leader releases it
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
