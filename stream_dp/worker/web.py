@@ -16,7 +16,7 @@ from stream_dp.dashboard.app import add_dashboard
 from stream_dp.dashboard.routes import ReleaseFeed
 
 if TYPE_CHECKING:
-    from stream_dp.worker.app import WorkerRuntime
+    from stream_dp.worker.runtime import WorkerRuntime
 
 
 def register_pages(app: faust.App, runtime: WorkerRuntime) -> None:

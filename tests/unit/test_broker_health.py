@@ -74,7 +74,7 @@ async def test_readyz_and_healthz_follow_the_broker(worker_web):
 
 def test_the_workers_sends_wait_out_an_outage_as_long_as_the_worker_does():
     from stream_dp.config import load_settings
-    from stream_dp.worker.app import producer_request_timeout_ms
+    from stream_dp.worker.runtime import producer_request_timeout_ms
 
     assert producer_request_timeout_ms(load_settings()) == 130_000  # stall_seconds 120 + 10
     assert producer_request_timeout_ms(load_settings(stall_seconds=5)) == 40_000  # the default
