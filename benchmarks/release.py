@@ -33,7 +33,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import CpuMeter, Result, load_average, print_ratio, print_table
+from _common import (
+    CpuMeter,
+    Result,
+    load_average,
+    pipeline_dp_mean_variance,
+    print_ratio,
+    print_table,
+)
 from numpy.typing import NDArray
 
 WINDOW_START = 1_700_002_800  # an hour boundary
@@ -182,23 +189,6 @@ def stream_dp_release(
 
 # --- baselines ----------------------------------------------------------------------------
 def pipeline_dp_release(window: Window, epsilon: float, per_partition: int) -> int:
-    import pipeline_dp
-
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=ROUTE * epsilon, total_delta=0)
-    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
-    params = pipeline_dp.AggregateParams(
-        metrics=[pipeline_dp.Metrics.MEAN, pipeline_dp.Metrics.VARIANCE],
-        noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        max_partitions_contributed=ROUTE,
-        max_contributions_per_partition=per_partition,
-        min_value=0.0,
-        max_value=UPPER,
-    )
-    extractors = pipeline_dp.DataExtractors(
-        privacy_id_extractor=lambda row: row[0],
-        partition_extractor=lambda row: row[1],
-        value_extractor=lambda row: row[2],
-    )
     cells, vehicles = window.cell_names, window.vehicle_names
     rows = [
         (vehicles[v], cells[c], s)
@@ -206,9 +196,7 @@ def pipeline_dp_release(window: Window, epsilon: float, per_partition: int) -> i
             window.vehicle.tolist(), window.cell.tolist(), window.speed.tolist(), strict=True
         )
     ]
-    result = engine.aggregate(rows, params, extractors, public_partitions=cells)
-    accountant.compute_budgets()
-    return len(list(result))
+    return len(pipeline_dp_mean_variance(rows, ROUTE, per_partition, epsilon, UPPER, cells))
 
 
 def bound_per_pair(window: Window, per_partition: int) -> tuple[NDArray[np.int64], NDArray[Any]]:

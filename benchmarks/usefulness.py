@@ -31,6 +31,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+from _common import pipeline_dp_mean_variance
 
 UPPER = 65.0
 DELTA = 1e-6
@@ -198,8 +199,6 @@ def pipeline_dp_means(
     per_partition: int,
 ) -> np.ndarray:
     """PipelineDP's MEAN per record's (window, cell) on the same readings (None -> NaN)."""
-    import pipeline_dp
-
     covering = truth.covered(records, finest)
     # One privacy unit per (window, vessel): each window is its own K*eps release, as stream-dp's.
     rows = [
@@ -207,25 +206,10 @@ def pipeline_dp_means(
         for i, j in enumerate(covering.tolist())
         if j >= 0
     ]
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=k * epsilon, total_delta=0)
-    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
-    params = pipeline_dp.AggregateParams(
-        metrics=[pipeline_dp.Metrics.MEAN, pipeline_dp.Metrics.VARIANCE],
-        noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        max_partitions_contributed=k,
-        max_contributions_per_partition=per_partition,
-        min_value=0.0,
-        max_value=UPPER,
-    )
-    extractors = pipeline_dp.DataExtractors(
-        privacy_id_extractor=lambda row: row[0],
-        partition_extractor=lambda row: row[1],
-        value_extractor=lambda row: row[2],
-    )
-    result = engine.aggregate(rows, params, extractors, public_partitions=list(range(len(records))))
-    accountant.compute_budgets()
+    public = list(range(len(records)))
+    result = pipeline_dp_mean_variance(rows, k, per_partition, epsilon, UPPER, public)
     means = np.full(len(records), np.nan)
-    for partition, metrics in list(result):
+    for partition, metrics in result:
         means[partition] = min(max(metrics.mean, 0.0), UPPER)
     return means
 
