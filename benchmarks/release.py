@@ -33,15 +33,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import (
-    CpuMeter,
-    Result,
-    load_average,
-    pipeline_dp_mean_variance,
-    print_ratio,
-    print_table,
-)
+from _common import CpuMeter, Result, load_average, print_ratio, print_table
 from numpy.typing import NDArray
+
+from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
 
 WINDOW_START = 1_700_002_800  # an hour boundary
 UPPER = 65.0
@@ -196,7 +191,7 @@ def pipeline_dp_release(window: Window, epsilon: float, per_partition: int) -> i
             window.vehicle.tolist(), window.cell.tolist(), window.speed.tolist(), strict=True
         )
     ]
-    return len(pipeline_dp_mean_variance(rows, ROUTE, per_partition, epsilon, UPPER, cells))
+    return len(pipeline_dp_aggregate(rows, ROUTE, per_partition, epsilon, UPPER, cells))
 
 
 def bound_per_pair(window: Window, per_partition: int) -> tuple[NDArray[np.int64], NDArray[Any]]:

@@ -31,7 +31,8 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from _common import pipeline_dp_mean_variance
+
+from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
 
 UPPER = 65.0
 DELTA = 1e-6
@@ -207,7 +208,7 @@ def pipeline_dp_means(
         if j >= 0
     ]
     public = list(range(len(records)))
-    result = pipeline_dp_mean_variance(rows, k, per_partition, epsilon, UPPER, public)
+    result = pipeline_dp_aggregate(rows, k, per_partition, epsilon, UPPER, public)
     means = np.full(len(records), np.nan)
     for partition, metrics in result:
         means[partition] = min(max(metrics.mean, 0.0), UPPER)

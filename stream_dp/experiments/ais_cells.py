@@ -91,7 +91,7 @@ class PipelineDpPoint:
 
 def pipelinedp_point(cell: AisCell, upper: float, epsilon: float, runs: int) -> PipelineDpPoint:
     """MAE (and its standard error) of PipelineDP's mean over ``runs`` runs, clamped to [0, U]."""
-    import pipeline_dp
+    from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
 
     rows = [
         ((vehicle, run), run, min(max(float(s), 0.0), upper))
@@ -99,23 +99,9 @@ def pipelinedp_point(cell: AisCell, upper: float, epsilon: float, runs: int) -> 
         for vehicle, speeds in zip(cell.vehicle_ids, cell.speeds, strict=True)
         for s in speeds.tolist()
     ]
-    accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=epsilon, total_delta=0.0)
-    engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
-    params = pipeline_dp.AggregateParams(
-        metrics=[pipeline_dp.Metrics.MEAN],
-        noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        max_partitions_contributed=1,
-        max_contributions_per_partition=cell.median_count(),
-        min_value=0.0,
-        max_value=upper,
+    result = pipeline_dp_aggregate(
+        rows, 1, cell.median_count(), epsilon, upper, list(range(runs)), with_variance=False
     )
-    extractors = pipeline_dp.DataExtractors(
-        privacy_id_extractor=lambda row: row[0],
-        partition_extractor=lambda row: row[1],
-        value_extractor=lambda row: row[2],
-    )
-    result = engine.aggregate(rows, params, extractors, public_partitions=list(range(runs)))
-    accountant.compute_budgets()
     means = np.array([min(max(m.mean, 0.0), upper) for _, m in result])
     errors = np.abs(means - cell.dataset(upper).true_mean)
     spread = float(errors.std(ddof=1)) if runs > 1 else math.nan
