@@ -42,15 +42,7 @@ async def follow_releases(
 ) -> None:
     """Read ``topic`` from offset 0 of every partition, then keep following it, passing
     each fetched batch of decoded records to ``on_records`` until ``stop`` is set."""
-    consumer = AIOKafkaConsumer(
-        **conn.consumer_kwargs()
-        | {
-            "group_id": None,
-            "enable_auto_commit": False,
-            "auto_offset_reset": "earliest",
-            "fetch_max_wait_ms": 200,
-        }
-    )
+    consumer = AIOKafkaConsumer(**conn.reader_kwargs(200))
     await consumer.start()
     try:
         partitions = await _wait_for_partitions(consumer, topic, stop)

@@ -137,6 +137,16 @@ class KafkaConnection:
             kwargs.update(tansu_quirks.aiokafka_consumer_overrides())
         return kwargs
 
+    def reader_kwargs(self, fetch_max_wait_ms: int) -> dict[str, Any]:
+        """Arguments for an ``AIOKafkaConsumer`` that reads assigned partitions on its own: no
+        group, no commits, an offset out of range reset to the earliest record."""
+        return self.consumer_kwargs() | {
+            "group_id": None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "fetch_max_wait_ms": fetch_max_wait_ms,
+        }
+
     def faust_kwargs(self, *, relies_on_table_recovery: bool = False) -> dict[str, Any]:
         """Arguments for ``faust.App``: ``broker``, ``broker_credentials`` and quirk overrides."""
         kwargs: dict[str, Any] = {"broker": [f"kafka://{host}" for host in self.hosts]}

@@ -38,13 +38,7 @@ async def iter_partition_to_end(
     if start_offset < 0:
         raise ValueError("start_offset must be >= 0")
     tp = TopicPartition(topic, partition)
-    kwargs = conn.consumer_kwargs() | {
-        "group_id": None,
-        "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
-        "fetch_max_wait_ms": 100,
-    }
-    consumer = AIOKafkaConsumer(**(kwargs | consumer_kwargs))
+    consumer = AIOKafkaConsumer(**(conn.reader_kwargs(100) | consumer_kwargs))
     await consumer.start()
     try:
         consumer.assign([tp])

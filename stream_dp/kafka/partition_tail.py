@@ -58,13 +58,7 @@ async def find_last(
 ) -> TailMatch:
     """The last record of ``topic[partition]`` whose value ``matches``, read backwards."""
     tp = TopicPartition(topic, partition)
-    kwargs = conn.consumer_kwargs() | {
-        "group_id": None,
-        "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
-        "fetch_max_wait_ms": 50,
-    }
-    consumer = AIOKafkaConsumer(**kwargs)
+    consumer = AIOKafkaConsumer(**conn.reader_kwargs(50))
     await consumer.start()
     try:
         consumer.assign([tp])
