@@ -15,6 +15,16 @@ def new_ledger(settings: Settings) -> BudgetLedger:
     return BudgetLedger(settings.budget_period_seconds, settings.budget_cap)
 
 
+def period_delta(epsilon_loss: float, settings: Settings) -> float:
+    """The δ that goes with a vehicle's summed ε over the period (docs/math.md §7.11, §8.1):
+    each released cell of the ``cummings`` mean is (ε, δ)-DP, so a vehicle charged ``c``
+    cells (ε-loss c·ε) has lost c·δ by basic composition; every other mechanism is pure ε-DP
+    (δ = 0). The ledger counts ε; this reads the cells back from it."""
+    if settings.mean_mechanism != "cummings":
+        return 0.0
+    return round(epsilon_loss / settings.epsilon) * settings.delta
+
+
 @dataclass(frozen=True)
 class WindowAccountant:
     """The privacy budget of one window (docs/math.md §8.1, §9.4).

@@ -118,6 +118,12 @@ class ServiceMetrics:
             "(absent without the optional dp-accounting package).",
             registry=r,
         )
+        self.vehicle_delta_period_max = Gauge(
+            "stream_dp_vehicle_privacy_loss_period_max_delta",
+            "The delta of that vehicle over the rolling period: its cells times delta with the "
+            "(epsilon, delta)-DP cummings mean, 0 with every other (pure epsilon-DP) mechanism.",
+            registry=r,
+        )
         self.budget_withheld_pairs = Counter(
             "stream_dp_budget_withheld_pairs_total",
             "(cell, vehicle) pairs left out because the vehicle's budget was spent.",

@@ -29,7 +29,7 @@ from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.kafka.partition_tail import find_last
-from stream_dp.release.accounting import new_ledger
+from stream_dp.release.accounting import new_ledger, period_delta
 from stream_dp.release.outcome import failure_line, record_stored, release_ready_windows
 from stream_dp.release.records import WindowRelease
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -316,12 +316,13 @@ class ReleaseService:
             self._export_loss(start)
 
     def _export_loss(self, window_start: int) -> None:
-        """Export the largest per-vehicle loss over the rolling period (and by the PLD
-        accountant, when it is installed)."""
+        """Export the largest per-vehicle loss over the rolling period (its δ too, and by the
+        PLD accountant, when it is installed)."""
         from stream_dp.dp.pld_accounting import pld_loss
 
         worst = self.ledger.max_loss(window_start)
         self.metrics.vehicle_loss_period_max.set(worst)
+        self.metrics.vehicle_delta_period_max.set(period_delta(worst, self.settings))
         s = self.settings
         pld = pld_loss(round(worst / s.epsilon), s.epsilon, s.variance_share, s.accounting_delta)
         if pld is not None:

@@ -429,6 +429,14 @@ def test_the_depot_is_released_by_the_service_with_cummings(kafka, topic_prefix,
         assert worker.process.poll() is None, worker.log()
         assert worker.metric("stream_dp_windows_released_total") == 4
         assert worker.metric("stream_dp_release_failures_total") == 0
+        # Each released cell is (eps, delta)-DP: the busiest vehicle's delta is its cells x 1e-6.
+        cells = (
+            worker.metric("stream_dp_vehicle_privacy_loss_period_max_epsilon") / settings.epsilon
+        )
+        assert cells >= 1
+        assert worker.metric("stream_dp_vehicle_privacy_loss_period_max_delta") == pytest.approx(
+            round(cells) * 1e-6
+        )
     finally:
         worker.stop()
 
