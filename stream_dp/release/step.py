@@ -141,7 +141,9 @@ def _run_stages(
     cell_data = CellDataOf(
         columns, pairs.entry_of, capped.kept_count, occupancy.cell_start, settings.upper
     )
-    noisy = noisy_cells(stats, capped, accountant, noise, bars, released, mechanism, cell_data)
+    noisy = noisy_cells(
+        stats, capped, accountant, noise, bars, released, settings.upper, mechanism, cell_data
+    )
     variance_errors = [None] * len(released) if bars.variance is None else bars.variance.tolist()
     cells = cell_records(
         base, settings, occupancy.cells, ids.result(), noisy, variance_errors, stats,
