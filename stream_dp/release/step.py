@@ -176,8 +176,9 @@ def _bound(
 
 
 def configured_mean_mechanism(settings: Settings) -> Any:
-    """The settings' mean mechanism (a ``MeanMechanism``) with its parameters; the release
-    uses the built-in CLIP mean instead of the object for ``clip``."""
+    """The settings' mean mechanism (a ``MeanMechanism``) with its parameters; for ``clip`` the
+    release calls the CLIP mean's combiner (:mod:`stream_dp.dp.clip_mean`) with every cell at
+    once instead of the one-cell mechanism (the same code, docs/math.md §7.2)."""
     from stream_dp.dp.mechanisms import get_mean_mechanism
 
     params: dict[str, Any] = {}
