@@ -92,9 +92,4 @@ class ClipMeanCombiner:
     def noisy_means(self, sums: ClippedSums, noise: LaplaceNoise) -> FloatArray:
         """Per cell ``mu_clip + Lap(Delta_mu / eps_mu)`` (§3.5), independent draws, not yet
         clamped into ``[0, U]`` (the caller's post-processing)."""
-        means, sensitivity = sums.means, self.sensitivity(sums)
-        if means.size == 1:
-            # Performance: one cell (the mechanism interface, experiments) costs a quarter of
-            # release_many's call overhead (~20 vs ~50-100 µs); the same bits (noise.py).
-            return np.array([noise.release(means.item(), sensitivity.item(), self.epsilon)])
-        return noise.release_many(means, sensitivity, self.epsilon)
+        return noise.release_many(sums.means, self.sensitivity(sums), self.epsilon)

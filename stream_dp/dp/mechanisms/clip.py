@@ -34,9 +34,9 @@ from stream_dp.dp.randomness import RandomSource
 def clipped_sums(cell: CellData, kept: IntArray) -> ClippedSums:
     """The cell's :class:`ClippedSums` (one cell): the sum of the first ``kept[l]`` readings
     of every vehicle, S, top and M."""
-    total = sum(cell.partial_sum(v, 0, int(k)) for v, k in enumerate(kept.tolist()) if k > 0)
+    kept_sum = sum(cell.partial_sum(v, 0, int(k)) for v, k in enumerate(kept.tolist()) if k > 0)
     return ClippedSums(
-        np.array([total], dtype=np.float64),
+        np.array([kept_sum], dtype=np.float64),
         np.array([kept.sum()], dtype=np.int64),
         np.array([kept.max()], dtype=np.int64),
         np.array([cell.counts.sum()], dtype=np.int64),
