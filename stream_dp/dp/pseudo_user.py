@@ -28,9 +28,10 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.clip_mean import clip_mean_sensitivity
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.error_bars import ErrorModel
-from stream_dp.dp.grid_error import grid_error, mean_sensitivity, variance_sensitivity
+from stream_dp.dp.grid_error import grid_error, variance_sensitivity
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -225,6 +226,6 @@ def _result(
         cap=cap,
         kept_count=kept_count,
         error=grid_error(upper, epsilon, top, kept_sum, occ.total_per_cell(), clip.model),
-        mean_sensitivity=np.where(released, mean_sensitivity(upper, top, safe), np.inf),
+        mean_sensitivity=clip_mean_sensitivity(upper, top, kept_sum),
         variance_sensitivity=np.where(released, variance_sensitivity(upper, top, safe), np.inf),
     )

@@ -1,7 +1,10 @@
 """Stage 4 of the release, noise (docs/math.md §3.5, §9.4): each released cell's mean with
 (1 − s)·ε and its variance with s·ε of independent Laplace noise (no variance when s = 0),
 or the cell's mean from the configured mean mechanism (§7) at (1 − s)·ε; and the 95 % error
-bars published with them (:mod:`stream_dp.dp.error_bars`), functions of public counts."""
+bars published with them (:mod:`stream_dp.dp.error_bars`), functions of public counts.
+
+The default CLIP mean is :mod:`stream_dp.dp.clip_mean`'s combiner, called once with every cell
+of the window (the ``clip`` mean mechanism is the same code for one cell)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from stream_dp.dp.error_bars import mean_error, mechanism_mean_error, variance_error
+from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums
+from stream_dp.dp.error_bars import mechanism_mean_error, variance_error
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.pseudo_user import PseudoUserResult
@@ -27,12 +31,20 @@ class ErrorBars:
     variance: np.ndarray | None
 
 
+def clip_mean_cells(stats: CellStatistics, capped: PseudoUserResult) -> ClippedSums:
+    """The CLIP mean's accumulator of every cell (§7.2): the kept readings' sum, S, the cap
+    (each cell's largest kept count, ``top``) and M."""
+    return ClippedSums(stats.kept_sums, stats.kept_readings, capped.cap, stats.n_readings)
+
+
 def error_bars(
     stats: CellStatistics, capped: PseudoUserResult, accountant: WindowAccountant, upper: float
 ) -> ErrorBars:
     """The CLIP mean's and the variance's error bars from the kept counts and the cap."""
     kept, total = stats.kept_readings, stats.n_readings
-    mean = mean_error(upper, accountant.mean_epsilon, capped.cap, kept, total)
+    mean = ClipMeanCombiner(upper, accountant.mean_epsilon).error_bar(
+        clip_mean_cells(stats, capped)
+    )
     variance = None
     if accountant.variance_share:
         variance = variance_error(upper, accountant.variance_epsilon, capped.cap, kept, total)
@@ -83,6 +95,7 @@ def noisy_cells(
     noise: LaplaceNoise,
     bars: ErrorBars,
     released: np.ndarray,
+    upper: float,
     mechanism: Any = None,
     cell_data: CellDataOf | None = None,
 ) -> NoisyCells:
@@ -96,9 +109,8 @@ def noisy_cells(
             stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
         ).tolist()
     if mechanism is None:
-        means = noise.release_many(
-            stats.means, capped.mean_sensitivity, accountant.mean_epsilon
-        ).tolist()
+        combiner = ClipMeanCombiner(upper, accountant.mean_epsilon)
+        means = combiner.noisy_means(clip_mean_cells(stats, capped), noise).tolist()
         return NoisyCells(means, variances, capped.error.tolist(), bars.mean.tolist())
     assert cell_data is not None
     out = NoisyCells([None] * n_cells, variances, [None] * n_cells, [None] * n_cells)

@@ -1,5 +1,6 @@
 """Stage 3 of the release, statistics (docs/math.md §3.1, §9.3): per released cell the count,
-sum and sum of squares of the kept readings, hence the clipped mean and variance."""
+sum and sum of squares of the kept readings, hence the clipped mean (:mod:`stream_dp.dp.clip_mean`)
+and variance."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from stream_dp.dp.array_kernels import (
     kept_entry_sums,
     pair_prefix_sums,
 )
+from stream_dp.dp.clip_mean import clipped_means
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.windows import background
 from stream_dp.windows.columns import WindowColumns
@@ -77,10 +79,11 @@ def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
 
 @dataclass(frozen=True)
 class CellStatistics:
-    """Per released cell (occupancy order): the kept readings' count, sum and sum of squares,
-    the clipped mean and population variance (eq. (6), (7)), and the occupancy's counts."""
+    """Per released cell (occupancy order): the kept readings' count and sum, the clipped
+    mean and population variance (eq. (6), (7)), and the occupancy's counts."""
 
     kept_readings: np.ndarray
+    kept_sums: np.ndarray
     n_kept_vehicles: np.ndarray
     n_vehicles: np.ndarray
     n_readings: np.ndarray
@@ -103,11 +106,12 @@ def cell_statistics(
     kept_readings, n_kept_vehicles, cell_sum, cell_sum_sq = kept_cell_totals(
         occupancy.cell_index, len(occupancy.cells), kept_count, total, total_sq
     )
-    means = cell_sum / kept_readings
+    means = clipped_means(cell_sum, kept_readings)
     variances = cell_sum_sq / kept_readings - means * means
     variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept
     return CellStatistics(
         kept_readings,
+        cell_sum,
         n_kept_vehicles,
         np.diff(occupancy.cell_start),
         occupancy.total_per_cell(),

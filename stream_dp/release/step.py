@@ -141,7 +141,9 @@ def _run_stages(
     cell_data = CellDataOf(
         columns, pairs.entry_of, capped.kept_count, occupancy.cell_start, settings.upper
     )
-    noisy = noisy_cells(stats, capped, accountant, noise, bars, released, mechanism, cell_data)
+    noisy = noisy_cells(
+        stats, capped, accountant, noise, bars, released, settings.upper, mechanism, cell_data
+    )
     variance_errors = [None] * len(released) if bars.variance is None else bars.variance.tolist()
     cells = cell_records(
         base, settings, occupancy.cells, ids.result(), noisy, variance_errors, stats,
@@ -174,8 +176,9 @@ def _bound(
 
 
 def configured_mean_mechanism(settings: Settings) -> Any:
-    """The settings' mean mechanism (a ``MeanMechanism``) with its parameters; the release
-    uses the built-in CLIP mean instead of the object for ``clip``."""
+    """The settings' mean mechanism (a ``MeanMechanism``) with its parameters; for ``clip`` the
+    release calls the CLIP mean's combiner (:mod:`stream_dp.dp.clip_mean`) with every cell at
+    once instead of the one-cell mechanism (the same code, docs/math.md §7.2)."""
     from stream_dp.dp.mechanisms import get_mean_mechanism
 
     params: dict[str, Any] = {}

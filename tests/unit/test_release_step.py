@@ -272,3 +272,43 @@ def test_the_offline_engine_does_not_read_the_wall_clock():
     out = [r for rr in (engine.feed(data), engine.finish()) for r in rr]
     assert engine.counts.accepted == 50 and engine.counts.invalid == 0
     assert [r.window_start for r in out] == [later]
+
+
+@pytest.mark.parametrize(("seed", "epsilon"), [(0, 1.0), (1, 0.05), (2, 0.7), (3, 2.0)])
+def test_the_release_and_the_clip_mechanism_are_one_clip_mean(seed, epsilon):
+    """The window release (every cell in one batch) and the ``clip`` mean mechanism (one cell)
+    are the same CLIP mean (docs/math.md §7.2): on the same random bits, each record's mean,
+    error bound and error bar are the mechanism's release of that cell's kept readings.
+    (No variance share: the mean draws are then the window's first.)"""
+    from stream_dp.dp.error_bars import ErrorModel, mechanism_mean_error
+    from stream_dp.dp.mechanisms import CellData, get_mean_mechanism
+
+    settings = load_settings(prefix_limit=4, epsilon=epsilon, variance_share=0.0)
+    pairs, raw = random_pairs(seed)
+    release = release_window(0, pairs, settings, seeded_noise(seed))
+    keys = sorted(raw)
+    occupancy = Occupancy.from_arrays(
+        [c for c, _ in keys], [v for _, v in keys], [len(raw[k]) for k in keys]
+    )
+    model = ErrorModel.split(epsilon, 0.0)
+    clip = clip_user(occupancy, settings.upper, epsilon, model=model)
+    kept = pseudo_user_step(clip, settings.upper, epsilon, prefix_limit=4).kept_count
+    source, mechanism = RandomSource.seeded_for_tests(seed), get_mean_mechanism("clip")
+    assert len(release.cells) == len(occupancy.cells)
+    for record in release.cells:  # in the release's cell order: the order of its draws
+        entries = [i for i, (cell, _) in enumerate(keys) if cell == record["cell"]]
+        data = CellData.from_readings(
+            [[v for _, v in raw[keys[i]]] for i in entries], settings.upper, None, kept[entries]
+        )
+        one = mechanism.release(data, settings.upper, epsilon, source)
+        assert record["mean"] == pytest.approx(one.value, rel=1e-12, abs=1e-12)
+        assert record["error_bound"] == pytest.approx(one.worst_case_error, rel=1e-12)
+        participants = int(data.counts[kept[entries] > 0].sum())
+        bar = mechanism_mean_error(
+            "clip", one.parameters, one.worst_case_error, one.sensitivity, settings.upper,
+            participants, record["n_readings"],
+        )  # fmt: skip
+        assert record["mean_error"] == pytest.approx(bar, rel=1e-9)
+        assert (record["n_readings_used"], record["cap"]) == (
+            one.parameters["kept"], one.parameters["top"],
+        )  # fmt: skip

@@ -235,7 +235,30 @@ def laplace_mean_release(
     epsilon_spent: float | None = None,
     delta_spent: float = 0.0,
 ) -> MeanRelease:
-    """The final step every mechanism shares: ``estimate + Lap(sensitivity / epsilon)``.
+    """The final step every mechanism shares: ``estimate + Lap(sensitivity / epsilon)``,
+    published as :func:`noisy_mean_release` describes."""
+    raw, scale = laplace_release(estimate, sensitivity, epsilon, source)
+    return noisy_mean_release(
+        mechanism, raw, scale, sensitivity, epsilon, upper, parameters,
+        worst_case_bias=worst_case_bias, epsilon_spent=epsilon_spent, delta_spent=delta_spent,
+    )  # fmt: skip
+
+
+def noisy_mean_release(
+    mechanism: str,
+    raw: float,
+    scale: float,
+    sensitivity: float,
+    epsilon: float,
+    upper: float,
+    parameters: Mapping[str, Any],
+    *,
+    worst_case_bias: float | None = None,
+    epsilon_spent: float | None = None,
+    delta_spent: float = 0.0,
+) -> MeanRelease:
+    """The release of ``raw``, an estimate plus ``Lap(scale)`` noise calibrated to
+    ``sensitivity / epsilon`` (docs/math.md §7.1).
 
     The noisy value is published clamped into ``[0, U]`` (``raw_value`` keeps it unclamped).
     ``parameters`` are the mechanism's own choices; ``"mean_epsilon"`` (this step's budget
@@ -244,7 +267,6 @@ def laplace_mean_release(
     sensitivity / epsilon``; None when the mechanism has no data-independent bound.
     ``epsilon_spent`` defaults to ``epsilon`` (pass the total when earlier steps spent some).
     """
-    raw, scale = laplace_release(estimate, sensitivity, epsilon, source)
     return MeanRelease(
         value=clamp(raw, upper),
         raw_value=raw,

@@ -1,8 +1,9 @@
-"""CLIP mean of the composition paper (docs/math.md §3.5, §7.2).
+"""CLIP mean of the composition paper as a mean mechanism (docs/math.md §3.5, §7.2).
 
-Each vehicle keeps its first Gamma'_l readings (``CellData.kept_counts``, chosen by
-CLIP-USER and the pseudo-user post-step from the public occupancy); the clipped mean
-``sum of kept readings / S`` (``S = sum_l Gamma'_l``, ``top = max_l Gamma'_l``) has
+The one-cell use of :mod:`stream_dp.dp.clip_mean`, which the window release calls with all
+cells at once. Each vehicle keeps its first Gamma'_l readings (``CellData.kept_counts``,
+chosen by CLIP-USER and the pseudo-user post-step from the public occupancy); the clipped
+mean ``sum of kept readings / S`` (``S = sum_l Gamma'_l``, ``top = max_l Gamma'_l``) has
 sensitivity ``U top / S`` (eq. (9)) and gets ``Lap(U top / S / eps)``. Worst-case error:
 bias ``U (1 - S/M)`` (Thm IV.1, ``M = sum_l m_l``) plus ``U top / (S eps)``.
 
@@ -17,22 +18,34 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from stream_dp.dp.grid_error import mean_bias, mean_sensitivity
+from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums
 from stream_dp.dp.mechanisms.base import (
     CellData,
     IntArray,
     MeanMechanism,
     MeanRelease,
     check_epsilon,
-    laplace_mean_release,
+    noisy_mean_release,
 )
+from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 
 
+def clipped_sums(cell: CellData, kept: IntArray) -> ClippedSums:
+    """The cell's :class:`ClippedSums` (one cell): the sum of the first ``kept[l]`` readings
+    of every vehicle, S, top and M."""
+    kept_sum = sum(cell.partial_sum(v, 0, int(k)) for v, k in enumerate(kept.tolist()) if k > 0)
+    return ClippedSums(
+        np.array([kept_sum], dtype=np.float64),
+        np.array([kept.sum()], dtype=np.int64),
+        np.array([kept.max()], dtype=np.int64),
+        np.array([cell.counts.sum()], dtype=np.int64),
+    )
+
+
 def clipped_mean(cell: CellData, kept: IntArray) -> float:
-    """Mean of the first ``kept[l]`` readings of every vehicle."""
-    total = sum(cell.partial_sum(v, 0, int(k)) for v, k in enumerate(kept.tolist()) if k > 0)
-    return float(total / kept.sum())
+    """Mean of the first ``kept[l]`` readings of every vehicle (eq. (6))."""
+    return float(clipped_sums(cell, kept).means[0])
 
 
 @dataclass(frozen=True)
@@ -44,18 +57,19 @@ class ClipMean(MeanMechanism):
     def _release(
         self, cell: CellData, upper: float, epsilon: float, source: RandomSource
     ) -> MeanRelease:
-        kept = cell.counts if cell.kept_counts is None else cell.kept_counts
-        kept_total, top, total = int(kept.sum()), int(kept.max()), int(cell.counts.sum())
+        sums = clipped_sums(cell, cell.counts if cell.kept_counts is None else cell.kept_counts)
+        kept_total, top, total = int(sums.kept[0]), int(sums.top[0]), int(sums.total[0])
         if kept_total == 0:
             raise ValueError("clip: every reading of the cell is suppressed (S = 0): no release")
-        bias = float(mean_bias(upper, kept_total, total))
-        return laplace_mean_release(
+        combiner, noise = ClipMeanCombiner(upper, epsilon), LaplaceNoise(source)
+        bias = float(combiner.bias(sums)[0])
+        return noisy_mean_release(
             self.name,
-            clipped_mean(cell, kept),
-            float(mean_sensitivity(upper, top, kept_total)),
+            float(combiner.noisy_means(sums, noise)[0]),
+            float(combiner.noise_scale(sums, noise)[0]),
+            float(combiner.sensitivity(sums)[0]),
             epsilon,
             upper,
-            source,
             {"kept": kept_total, "total": total, "top": top, "worst_case_bias": bias},
             worst_case_bias=bias,
         )
