@@ -29,8 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp.clip_user import ClipUserResult
-from stream_dp.dp.error_bars import ErrorModel
-from stream_dp.dp.grid_error import grid_error, mean_sensitivity, variance_sensitivity
+from stream_dp.dp.grid_error import ErrorModel, grid_error, mean_sensitivity, variance_sensitivity
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

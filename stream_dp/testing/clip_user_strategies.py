@@ -95,16 +95,10 @@ class _StaticLists:
 class StrategyRun(ClipUserRun):
     """A CLIP-USER run evaluated by an uncompiled strategy (see the module docstring)."""
 
-    def __init__(
-        self,
-        occ: Occupancy,
-        upper: float,
-        epsilon: float,
-        error_bound: float | None = None,
-        model: ErrorModel | None = None,
-    ) -> None:
-        super().__init__(occ, upper, epsilon, error_bound, model)
-        self.cand_of_entry = np.full(self.n + 1, -1, dtype=np.int64)
+    @cached_property
+    def cand_of_entry(self) -> IntArray:
+        """Scratch: each entry's candidate in the current round (-1: none)."""
+        return np.full(self.n + 1, -1, dtype=np.int64)
 
     @cached_property
     def _lists(self) -> _StaticLists:
