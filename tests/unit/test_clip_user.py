@@ -358,3 +358,8 @@ def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int)
         np.testing.assert_array_equal(cells, occ.cell_index[by_vehicle])
         np.testing.assert_array_equal(counts, occ.count[by_vehicle])
         np.testing.assert_array_equal(positions, run.position[by_vehicle])
+    bound = 3.0 * float(run.initial_error.max())  # the kernel over either layout
+    compiled = clip_user(occ, 65.0, 0.5, bound)
+    sequential = clip_user_with(occ, 65.0, 0.5, bound, strategy="sequential")
+    assert compiled.n_suppressed > 0
+    np.testing.assert_array_equal(compiled.suppressed_entries, sequential.suppressed_entries)
