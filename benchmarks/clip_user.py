@@ -4,13 +4,14 @@
    directory: the first call when it compiles, then the first call when it loads the cache
    (and, in this process, the first call whatever the cache state).
 1. The composition paper's synthetic instance (Sec. VI-A2: G = 12, L = 4095, Geo(0.01),
-   heavy hitter scaled by 1 + gamma): ``clip_user`` with the compiled kernel (the default) and
-   the uncompiled ``"numpy"`` path (batched rounds; best of 5 wall-clock runs each, after a
-   warm-up) against one run of the plain transcription in ``tests/reference_clip_user.py``
-   (with a timeout: a timed-out reference gives a lower bound).
-2. A city-scale instance: wall and CPU time of the compiled and ``"numpy"`` paths (the plain
-   transcription is hopeless there), peak traced memory of ``clip_user`` and
-   ``pseudo_user_step``.
+   heavy hitter scaled by 1 + gamma): ``clip_user`` (the compiled kernel) and the uncompiled
+   ``"numpy"`` reference strategy of ``stream_dp.testing.clip_user_strategies`` (batched
+   rounds; best of 5 wall-clock runs each, after a warm-up) against one run of the plain
+   transcription ``stream_dp.testing.clip_user_reference`` (with a timeout: a timed-out
+   reference gives a lower bound).
+2. A city-scale instance: wall and CPU time of the compiled path and the ``"numpy"``
+   strategy (the plain transcription is hopeless there), peak traced memory of ``clip_user``
+   and ``pseudo_user_step``.
 
 The machine's load average is printed first: the times are only comparable on a quiet machine.
 
@@ -39,6 +40,7 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.synthetic import city_occupancy, paper_synthetic_occupancy
 from stream_dp.testing.clip_user_reference import reference_clip_user
+from stream_dp.testing.clip_user_strategies import clip_user_with
 
 UPPER = 65.0
 T = TypeVar("T")
@@ -87,7 +89,7 @@ from stream_dp.dp.occupancy import Occupancy
 occ = Occupancy.from_triples([("a", "1", 1), ("b", "1", 2), ("a", "2", 5), ("b", "3", 4)])
 start = time.perf_counter()
 from stream_dp.dp.clip_user import clip_user
-clip_user(occ, 65.0, 0.5, strategy="compiled")
+clip_user(occ, 65.0, 0.5)
 first = time.perf_counter() - start
 from stream_dp.dp.clip_user_kernel import run_sequential
 stats = run_sequential.stats
@@ -115,7 +117,7 @@ def compile_costs() -> None:
     print(f"JIT compile (empty cache, {misses} miss): {cold:6.2f} s")
     print(f"cache load ({hits} hit):                {warm:6.2f} s")
     occ = Occupancy.from_triples([("a", "1", 1), ("b", "1", 2), ("a", "2", 5)])
-    _, here = timed(partial(clip_user, occ, UPPER, 0.5, strategy="compiled"))
+    _, here = timed(partial(clip_user, occ, UPPER, 0.5))
     print(f"first call in this process (the package's own cache): {here:6.2f} s")
 
 
@@ -147,15 +149,17 @@ def best_of(runs: int, call: Callable[[], T]) -> tuple[T, float]:
 def paper_instances(seed: int, epsilons: tuple[float, ...], timeout: float) -> None:
     warm_up = paper_synthetic_occupancy(np.random.default_rng(seed + 1), 3.0, n_bits=8)
     for strategy in ("compiled", "numpy"):  # first-call costs (JIT/cache, imports) not timed
-        clip_user(warm_up, UPPER, 0.5, strategy=strategy)
+        clip_user_with(warm_up, UPPER, 0.5, strategy=strategy)
     print("== paper synthetic instance (G=12, L=4095, q=0.01), U=65; best of 5, seconds ==")
     print("gamma  eps   G1  K  suppressed  compiled     numpy  reference  ref/compiled  same")
     for gamma in (3.0, 6.0, 9.0):
         occ = paper_synthetic_occupancy(np.random.default_rng(seed), gamma)
         counts = as_counts(occ)
         for eps in epsilons:
-            fast, fast_s = best_of(5, partial(clip_user, occ, UPPER, eps, strategy="compiled"))
-            numpy_run, numpy_s = best_of(5, partial(clip_user, occ, UPPER, eps, strategy="numpy"))
+            fast, fast_s = best_of(5, partial(clip_user, occ, UPPER, eps))
+            numpy_run, numpy_s = best_of(
+                5, partial(clip_user_with, occ, UPPER, eps, strategy="numpy")
+            )
             ref, ref_s = timed(partial(reference_clip_user, counts, UPPER, eps), timeout)
             same_paths = np.array_equal(fast.suppressed_entries, numpy_run.suppressed_entries)
             if ref is None:
@@ -177,9 +181,11 @@ def city_instance(seed: int, n_vehicles: int, n_cells: int, q: float, eps: float
         f" Geo({q}) counts, heavy hitter x4, U=65, eps={eps} =="
     )
     clip_user(occ, UPPER, eps)  # warm-up (the compiled path is warm already)
-    runs = [cpu_timed(lambda: clip_user(occ, UPPER, eps, strategy="compiled")) for _ in range(3)]
+    runs = [cpu_timed(lambda: clip_user(occ, UPPER, eps)) for _ in range(3)]
     clip = runs[0][0]
-    numpy_clip, numpy_s, numpy_cpu = cpu_timed(lambda: clip_user(occ, UPPER, eps, strategy="numpy"))
+    numpy_clip, numpy_s, numpy_cpu = cpu_timed(
+        lambda: clip_user_with(occ, UPPER, eps, strategy="numpy")
+    )
     same = np.array_equal(clip.suppressed_entries, numpy_clip.suppressed_entries)
     capped, pseudo_s = timed(lambda: pseudo_user_step(clip, UPPER, eps))
     assert capped is not None

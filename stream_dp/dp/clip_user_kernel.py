@@ -1,4 +1,4 @@
-"""Compiled (numba) sequential CLIP-USER over the arrays of ``clip_user._Suppressor``.
+"""Compiled (numba) sequential CLIP-USER over the arrays of ``clip_user.ClipUserRun``.
 
 The exact sequential algorithm of docs/math.md §5.1: stages of the
 vehicles with ``G_l == max G`` in ascending id, each picking the cell of least ``E_g(l)`` (ties
@@ -6,11 +6,11 @@ to the smallest cell id: a vehicle's entries are visited in ascending cell order
 strictly smaller value replaces the best), halting when that exceeds ``limit`` (``E`` with the
 relative tolerance already applied) or is +inf (the cell's last kept vehicle).
 
-:func:`candidate_error` performs the same floating-point operations, in the same order, as
-``clip_user._candidate_error`` and ``grid_error.grid_error`` (numba does not contract or
-reassociate without ``fastmath``), so ties break identically on every path.
+A candidate's error is eq. (13) as written once in :func:`stream_dp.dp.grid_error.cell_error`,
+compiled (:mod:`stream_dp.dp.grid_error_kernel`; numba caches this file's kernels keyed on this
+file alone, see there), so ties break exactly as in the numpy paths and the test references.
 
-State layout (as built by ``_Suppressor``; entry ``n`` is a never-kept sentinel of count 0):
+State layout (as built by ``ClipUserRun``; entry ``n`` is a never-kept sentinel of count 0):
 ``by_vehicle[vehicle_start[v]:vehicle_start[v + 1]]`` are vehicle ``v``'s entries in ascending
 cell order; each cell's entries sit at positions ``position[e]`` of ``by_cell`` order, sorted
 by count descending, and ``top3[g]`` holds the positions of the cell's first three kept entries
@@ -22,43 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True, nogil=True)
-def candidate_error(
-    upper: float,
-    u2: float,
-    eps_m: float,
-    eps_v: float,
-    weight: float,
-    q: float,
-    top: int,
-    kept: int,
-    total: int,
-) -> float:  # pragma: no cover - compiled
-    """Eq. (13) for one cell, generalised by an ``ErrorModel`` (``eps_m``, ``eps_v``, variance
-    ``weight``, noise multiple ``q``; ``dp.error_bars``); bit-identical to
-    ``clip_user._candidate_error`` and ``grid_error.grid_error``."""
-    if kept <= 0:
-        return np.inf
-    kept_f = float(kept)
-    total_f = float(total)
-    mean_bias = upper * (1.0 - kept_f / total_f)
-    if kept == total:
-        var_bias = 0.0
-    elif total < 2 * kept:
-        var_bias = u2 * kept_f * float(total - kept) / (total_f * total_f)
-    elif total % 2 == 0:
-        var_bias = u2 / 4.0
-    else:
-        var_bias = u2 / 4.0 * (1.0 - 1.0 / (total_f * total_f))
-    mean_sens = upper * float(top) / kept_f
-    if kept > 2 * top:
-        var_sens = u2 * float(top) * float(kept - top) / (kept_f * kept_f)
-    elif kept % 2 == 0:
-        var_sens = u2 / 4.0
-    else:
-        var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
-    return mean_bias + weight * var_bias + q * mean_sens / eps_m + weight * (q * var_sens / eps_v)
+from stream_dp.dp.grid_error_kernel import compiled_cell_error as candidate_error
 
 
 @njit(cache=True, nogil=True)
@@ -94,6 +58,8 @@ def _refill(
         top3_count[cell, k] = sorted_count[top3[cell, k]]
 
 
+# Performance (benchmarks/clip_user.py): the sequential rounds compiled, 436-2,172x the plain
+# transcription; the uncompiled strategies of stream_dp.testing are far slower on large windows.
 @njit(cache=True, nogil=True)
 def run_sequential(
     slot_cell: np.ndarray,
@@ -124,7 +90,7 @@ def run_sequential(
     cell, count and ``by_cell`` position copied alongside so a candidate reads contiguous
     memory plus per-cell state. ``queue`` lists the vehicles by ``grids`` descending, ties by
     ascending id. Mutates ``top3``, ``kept_sum``, ``kept``, ``kept_sorted`` and ``grids`` as
-    the sequential path of ``_Suppressor`` does.
+    the sequential algorithm does (docs/math.md §5.1).
     """
     n = len(slot_cell)
     n_vehicles = len(grids)
@@ -208,7 +174,7 @@ def suppressor_layout(
     n_vehicles: int,
     top: int,
 ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """The static arrays of ``_Suppressor`` in a few passes (entries grouped by cell;
+    """The static arrays of ``ClipUserRun`` in a few passes (entries grouped by cell;
     ``n_cells * (top + 1)`` small enough for a counting sort).
 
     Returns ``grids``, ``vehicle_start``, ``by_vehicle`` (stable by vehicle), ``by_cell``

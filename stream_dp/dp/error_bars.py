@@ -13,23 +13,28 @@ hold with probability >= 0.95 each, for every dataset with that occupancy (data-
 the post-noise clamp into ``[0, U]`` / ``[0, U^2/4]`` only moves a value towards the truth).
 Both depend on the public occupancy only.
 
-:class:`ErrorModel` is the generalisation of Algorithm 1's error function (eq. 11/13) that
-CLIP-USER and the pseudo-user cap minimise: ``bias_mu + q D_mu / eps_mean`` plus, when the
-variance is released, ``bias_var + q D_var / eps_var``; ``q = 1`` (the expected noise, the paper's
-eq. 13 with a general ε split) or ``q = ln 20`` (the released quantities' own 95 % bounds).
+:func:`combined_error` is the per-cell error CLIP-USER and the pseudo-user cap minimise, eq. (13)
+generalised by :class:`~stream_dp.dp.grid_error.ErrorModel` (docs/math.md §12.3): ``q = 1``
+(expected noise) or ``q = ln 20`` (the released quantities' own 95 % bounds).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from stream_dp.dp.grid_error import mean_bias, mean_sensitivity, variance_bias, variance_sensitivity
+from stream_dp.dp.grid_error import (
+    ErrorModel,
+    grid_error,
+    mean_bias,
+    mean_sensitivity,
+    variance_bias,
+    variance_sensitivity,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -37,50 +42,6 @@ FloatArray = NDArray[np.float64]
 LN20 = math.log(20.0)
 #: Relative slack for the float-safe sampler (its grid is 2^-40 of the scale, see noise.py).
 SAMPLER_RTOL = 1e-9
-
-
-@dataclass(frozen=True)
-class ErrorModel:
-    """The per-cell error function CLIP-USER and the cap minimise (MATH.md eq. 13, generalised).
-
-    ``mean_epsilon`` / ``variance_epsilon``: the budgets of the two Laplace releases
-    (``(1 - s) eps`` and ``s eps`` for a variance share ``s``); ``variance_weight`` 1 when the
-    variance is released, 0 when not (then ``variance_epsilon`` is a placeholder 1.0);
-    ``quantile``: the multiple of the noise scale counted (1: expected |noise|; ``ln 20``: 95 %).
-    """
-
-    mean_epsilon: float
-    variance_epsilon: float
-    variance_weight: float
-    quantile: float
-
-    @classmethod
-    def split(
-        cls, epsilon: float, variance_share: float = 0.5, quantile: float = 1.0
-    ) -> ErrorModel:
-        """The model of a cell budget ``epsilon`` with ``variance_share`` of it for the variance.
-
-        ``split(eps)`` is the paper's eq. 13 (``eps/2`` each, expected noise) bit for bit."""
-        if not epsilon > 0:
-            raise ValueError("epsilon must be positive")
-        if not 0.0 <= variance_share < 1.0:
-            raise ValueError("variance_share must lie in [0, 1)")
-        if variance_share == 0.0:
-            return cls(float(epsilon), 1.0, 0.0, float(quantile))
-        return cls(
-            float(epsilon) * (1.0 - variance_share),
-            float(epsilon) * variance_share,
-            1.0,
-            float(quantile),
-        )
-
-    @property
-    def releases_variance(self) -> bool:
-        return self.variance_weight > 0.0
-
-    def kernel_args(self) -> tuple[float, float, float, float]:
-        """``(eps_mean, eps_var, variance_weight, quantile)`` for the compiled kernel."""
-        return self.mean_epsilon, self.variance_epsilon, self.variance_weight, self.quantile
 
 
 def mean_error(
@@ -101,7 +62,7 @@ def variance_error(
     upper: float, variance_epsilon: float, top: ArrayLike, kept: ArrayLike, total: ArrayLike
 ) -> FloatArray:
     """95 % bound on |released variance - variance of all readings| (units U^2): Thm IV.2
-    bias (with MATH.md's erratum) + ``ln 20 b``; +inf where nothing is kept."""
+    bias (corrected, docs/math.md §10.1) + ``ln 20 b``; +inf where nothing is kept."""
     kept_i = np.asarray(kept, dtype=np.int64)
     safe = np.where(kept_i > 0, kept_i, 1)
     scale = variance_sensitivity(upper, top, safe) / variance_epsilon
@@ -137,6 +98,4 @@ def mechanism_mean_error(
 def combined_error(model: ErrorModel, upper: float, top: ArrayLike, kept: ArrayLike,
                    total: ArrayLike) -> FloatArray:  # fmt: skip
     """The model's per-cell error (what CLIP-USER bounds): +inf where nothing is kept."""
-    from stream_dp.dp.grid_error import grid_error
-
     return grid_error(upper, model.mean_epsilon, top, kept, total, model=model)

@@ -2,20 +2,114 @@
 
 Notation (docs/math.md §1): ``total`` = M = sum_l m[g,l]; ``kept`` = S = sum_l Gamma[g,l];
 ``top`` = max_l Gamma[g,l]; ``upper`` = U, the public bound of a reading.
-Every function accepts scalars or numpy arrays (broadcast) and returns float64.
+
+The cell's worst-case error, eq. (13) generalised by :class:`ErrorModel` (docs/math.md §3.4,
+§12.3), is written once, as the scalar :func:`cell_error`: plain Python that numba compiles
+unchanged (:mod:`stream_dp.dp.grid_error_kernel`), so CLIP-USER's kernel, the vectorised
+:func:`grid_error` and the test references perform the same floating-point operations and
+break ties identically. The four named terms (:func:`mean_bias`, :func:`variance_bias`,
+:func:`mean_sensitivity`, :func:`variance_sensitivity`) are the numpy forms the error bars and
+the mechanisms use; they accept scalars or arrays (broadcast) and return float64, and the
+tests check that they compose to :func:`cell_error` bit for bit.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-if TYPE_CHECKING:
-    from stream_dp.dp.error_bars import ErrorModel
-
 FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """The per-cell error function CLIP-USER and the cap minimise (eq. 13 generalised,
+    docs/math.md §12.3): ``bias_mu + q D_mu / eps_mean + w (bias_var + q D_var / eps_var)``.
+
+    ``mean_epsilon`` / ``variance_epsilon``: the budgets of the two Laplace releases
+    (``(1 - s) eps`` and ``s eps`` for a variance share ``s``); ``variance_weight`` 1 when the
+    variance is released, 0 when not (then ``variance_epsilon`` is a placeholder 1.0);
+    ``quantile``: the multiple of the noise scale counted (1: expected |noise|; ``ln 20``: 95 %).
+    """
+
+    mean_epsilon: float
+    variance_epsilon: float
+    variance_weight: float
+    quantile: float
+
+    @classmethod
+    def split(
+        cls, epsilon: float, variance_share: float = 0.5, quantile: float = 1.0
+    ) -> ErrorModel:
+        """The model of a cell budget ``epsilon`` with ``variance_share`` of it for the variance.
+
+        ``split(eps)`` is the paper's eq. 13 (``eps/2`` each, expected noise) bit for bit:
+        ``x / (eps * 0.5)`` and ``2.0 * x / eps`` round the same exact quotient."""
+        if not epsilon > 0:
+            raise ValueError("epsilon must be positive")
+        if not 0.0 <= variance_share < 1.0:
+            raise ValueError("variance_share must lie in [0, 1)")
+        if variance_share == 0.0:
+            return cls(float(epsilon), 1.0, 0.0, float(quantile))
+        return cls(
+            float(epsilon) * (1.0 - variance_share),
+            float(epsilon) * variance_share,
+            1.0,
+            float(quantile),
+        )
+
+    @property
+    def releases_variance(self) -> bool:
+        return self.variance_weight > 0.0
+
+    def kernel_args(self) -> tuple[float, float, float, float]:
+        """``(eps_mean, eps_var, variance_weight, quantile)``, the model's arguments of
+        :func:`cell_error`."""
+        return self.mean_epsilon, self.variance_epsilon, self.variance_weight, self.quantile
+
+
+def cell_error(
+    upper: float,
+    u2: float,
+    eps_m: float,
+    eps_v: float,
+    weight: float,
+    q: float,
+    top: int,
+    kept: int,
+    total: int,
+) -> float:
+    """One cell's eq. (13) error under the model ``(eps_m, eps_v, weight, q)`` of
+    :meth:`ErrorModel.kernel_args` (``u2 = upper**2``); +inf when nothing is kept.
+
+    ``bias_mu + w bias_var + q D_mu / eps_m + w (q D_var / eps_v)``, the terms as in
+    :func:`mean_bias`, :func:`variance_bias`, :func:`mean_sensitivity` and
+    :func:`variance_sensitivity` (docs/math.md §3.2-§3.4). The one definition: numba compiles
+    it for the kernels (keep it to scalar operations numba's nopython mode accepts)."""
+    if kept <= 0:
+        return math.inf
+    kept_f = float(kept)
+    total_f = float(total)
+    mean_bias = upper * (1.0 - kept_f / total_f)  # Thm IV.1
+    if kept == total:  # Thm IV.2, corrected (§10.1)
+        var_bias = 0.0
+    elif total < 2 * kept:
+        var_bias = u2 * kept_f * float(total - kept) / (total_f * total_f)
+    elif total % 2 == 0:
+        var_bias = u2 / 4.0
+    else:
+        var_bias = u2 / 4.0 * (1.0 - 1.0 / (total_f * total_f))
+    mean_sens = upper * float(top) / kept_f  # eq. (9)
+    if kept > 2 * top:  # Prop. III.1 / Lemma III.3
+        var_sens = u2 * float(top) * float(kept - top) / (kept_f * kept_f)
+    elif kept % 2 == 0:
+        var_sens = u2 / 4.0
+    else:
+        var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
+    return mean_bias + weight * var_bias + q * mean_sens / eps_m + weight * (q * var_sens / eps_v)
 
 
 def mean_sensitivity(upper: float, top: ArrayLike, kept: ArrayLike) -> FloatArray:
@@ -71,29 +165,25 @@ def grid_error(
     total: ArrayLike,
     model: ErrorModel | None = None,
 ) -> FloatArray:
-    """Worst-case error of one grid, eq. (11)/(13).
+    """:func:`cell_error` over arrays (broadcast; integer counts): eq. (11)/(13), +inf where
+    nothing is kept (``S == 0``: no release).
 
-    ``E_g = bias_mu + bias_var + 2 D_mu / eps + 2 D_var / eps`` (``E|Lap(b)| = b`` and each
-    statistic gets ``eps/2``). A grid with nothing kept (``S == 0``) has no release: +inf.
-    With a ``model`` (:class:`~stream_dp.dp.error_bars.ErrorModel`; ``epsilon`` is then unused):
-    ``bias_mu + q D_mu / eps_mean + w (bias_var + q D_var / eps_var)`` (the same operations as
-    the compiled kernel; ``ErrorModel.split(eps)`` gives the line above bit for bit).
+    ``model`` defaults to ``ErrorModel.split(epsilon)``, the paper's
+    ``E_g = bias_mu + bias_var + 2 D_mu / eps + 2 D_var / eps`` (``E|Lap(b)| = b``, each
+    statistic gets ``eps/2``); with a ``model``, ``epsilon`` is unused.
     """
-    kept_i = np.asarray(kept, dtype=np.int64)
-    safe_kept = np.where(kept_i > 0, kept_i, 1)
-    if model is not None:
-        eps_m, eps_v, weight, q = model.kernel_args()
-        error = (
-            mean_bias(upper, safe_kept, total)
-            + weight * variance_bias(upper, safe_kept, total)
-            + q * mean_sensitivity(upper, top, safe_kept) / eps_m
-            + weight * (q * variance_sensitivity(upper, top, safe_kept) / eps_v)
-        )
-        return np.where(kept_i > 0, error, np.inf).astype(np.float64)
-    error = (
-        mean_bias(upper, safe_kept, total)
-        + variance_bias(upper, safe_kept, total)
-        + 2.0 * mean_sensitivity(upper, top, safe_kept) / epsilon
-        + 2.0 * variance_sensitivity(upper, top, safe_kept) / epsilon
-    )
-    return np.where(kept_i > 0, error, np.inf).astype(np.float64)
+    # numba: loaded by the first evaluation, so importing the closed forms stays light.
+    from stream_dp.dp.grid_error_kernel import cell_errors_into
+
+    if model is None:
+        model = ErrorModel.split(epsilon)
+    shape = np.broadcast_shapes(np.shape(top), np.shape(kept), np.shape(total))
+    counts = np.empty((3, *shape), dtype=np.int64)  # one contiguous, writeable layout
+    counts[0], counts[1], counts[2] = top, kept, total
+    out = np.empty(shape, dtype=np.float64)
+    upper_f = float(upper)
+    cell_errors_into(
+        out.reshape(-1), upper_f, upper_f**2, *model.kernel_args(),
+        counts[0].reshape(-1), counts[1].reshape(-1), counts[2].reshape(-1),
+    )  # fmt: skip
+    return out

@@ -28,10 +28,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_dp.dp.clip_mean import clip_mean_sensitivity
 from stream_dp.dp.clip_user import ClipUserResult
-from stream_dp.dp.error_bars import ErrorModel
-from stream_dp.dp.grid_error import grid_error, variance_sensitivity
+from stream_dp.dp.grid_error import ErrorModel, grid_error, variance_sensitivity
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -42,15 +40,15 @@ class PseudoUserResult:
     """Per-cell caps and the resulting kept counts, errors and sensitivities.
 
     ``cap[g]`` is the chosen ``c`` (0 for a cell with nothing kept); ``kept_count[i]`` is
-    ``Gamma'`` of occupancy entry ``i``; ``error``, ``mean_sensitivity`` and
-    ``variance_sensitivity`` are per cell after capping (eq. 9, Lemma III.3, eq. 11/13), +inf
-    for a cell with nothing kept.
+    ``Gamma'`` of occupancy entry ``i`` (so ``cap[g]`` is the cell's largest kept count, the
+    ``top`` of the mean's eq. (9) sensitivity: :mod:`stream_dp.dp.clip_mean`); ``error`` and
+    ``variance_sensitivity`` are per cell after capping (Lemma III.3, eq. 11/13), +inf for a
+    cell with nothing kept.
     """
 
     cap: IntArray
     kept_count: IntArray
     error: FloatArray
-    mean_sensitivity: FloatArray
     variance_sensitivity: FloatArray
 
     @property
@@ -226,6 +224,5 @@ def _result(
         cap=cap,
         kept_count=kept_count,
         error=grid_error(upper, epsilon, top, kept_sum, occ.total_per_cell(), clip.model),
-        mean_sensitivity=clip_mean_sensitivity(upper, top, kept_sum),
         variance_sensitivity=np.where(released, variance_sensitivity(upper, top, safe), np.inf),
     )

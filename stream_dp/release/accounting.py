@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
-from stream_dp.dp.error_bars import ErrorModel
+from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.occupancy import IntArray, Occupancy
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, limit_to_budget
 from stream_dp.dp.clip_user import ClipUserResult, clip_user
-from stream_dp.dp.error_bars import ErrorModel
+from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
 from stream_dp.release.selection import occupancy_of, select_cells

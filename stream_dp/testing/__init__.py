@@ -1,3 +1,4 @@
 """Helpers shared by the test suite and the benchmarks (shipped with the package, like
-``numpy.testing``): synthetic readings and the reference transcriptions of CLIP-USER that
-the compiled one is checked and timed against. Nothing here is used by the service."""
+``numpy.testing``): synthetic readings, and the references the compiled CLIP-USER is checked
+and timed against (the plain transcription and the uncompiled evaluation strategies).
+Nothing here is used by the service."""

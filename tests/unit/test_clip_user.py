@@ -9,16 +9,24 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from stream_dp.dp.clip_user import ClipUserResult, _candidate_error, cell_errors, clip_user
-from stream_dp.dp.clip_user_kernel import candidate_error as compiled_candidate_error
-from stream_dp.dp.error_bars import ErrorModel, mean_error
-from stream_dp.dp.grid_error import grid_error
+from stream_dp.dp.clip_user import ClipUserResult, ClipUserRun, cell_errors, clip_user
+from stream_dp.dp.error_bars import mean_error
+from stream_dp.dp.grid_error import (
+    ErrorModel,
+    cell_error,
+    grid_error,
+    mean_bias,
+    mean_sensitivity,
+    variance_bias,
+    variance_sensitivity,
+)
+from stream_dp.dp.grid_error_kernel import compiled_cell_error
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.synthetic import city_occupancy
 from stream_dp.testing.clip_user_reference import reference_clip_user
+from stream_dp.testing.clip_user_strategies import STRATEGIES, clip_user_with
 
-# "auto" is "compiled" (the numba kernel); "numpy", "batched" and "sequential" are uncompiled.
-STRATEGIES = ("auto", "compiled", "numpy", "batched", "sequential")
+# STRATEGIES: "compiled" (the package's numba kernel), then the uncompiled references.
 # Ids whose string order differs from their numeric order ("10" < "9").
 IDS = st.one_of(
     st.sampled_from(["9", "10", "09", "100", "2", "a", "B", "b"]),
@@ -85,7 +93,7 @@ def test_matches_the_plain_transcription(counts, upper, epsilon, factor) -> None
     event(f"suppressions: {min(len(expected.suppressed), 3)}")
     event(f"K < G1: {expected.k < expected.g1}")
     for strategy in STRATEGIES:
-        result = clip_user(occ, upper, epsilon, bound, strategy=strategy)
+        result = clip_user_with(occ, upper, epsilon, bound, strategy=strategy)
         assert result.k == expected.k
         assert result.g1 == expected.g1
         assert list(result.suppressed) == expected.suppressed
@@ -114,7 +122,7 @@ def test_matches_on_crowded_instances(n_cells, n_vehicles, density, seed, factor
     occ, bound, expected = run_both(counts, 65.0, 0.5, factor)
     event(f"suppressions >= 10: {len(expected.suppressed) >= 10}")
     for strategy in STRATEGIES:
-        result = clip_user(occ, 65.0, 0.5, bound, strategy=strategy)
+        result = clip_user_with(occ, 65.0, 0.5, bound, strategy=strategy)
         assert list(result.suppressed) == expected.suppressed
         assert result.k == expected.k
         check_invariants(result)
@@ -133,11 +141,19 @@ def test_scalar_error_is_bit_identical_to_grid_error(top, extra, dropped, upper,
     total = kept + dropped
     if total == 0:
         return
-    expected = float(grid_error(upper, epsilon, top, kept, total))
+    expected = math.inf  # nothing kept: no release
+    if kept > 0:  # eq. (13) as the paper prints it, from the named numpy terms
+        expected = float(
+            mean_bias(upper, kept, total)
+            + variance_bias(upper, kept, total)
+            + 2.0 * mean_sensitivity(upper, top, kept) / epsilon
+            + 2.0 * variance_sensitivity(upper, top, kept) / epsilon
+        )
+    assert float(grid_error(upper, epsilon, top, kept, total)) == expected
     model = ErrorModel.split(epsilon)  # eq. 13, bit for bit
-    assert _candidate_error(upper, upper**2, model, top, kept, total) == expected
     args = model.kernel_args()
-    assert compiled_candidate_error(upper, upper**2, *args, top, kept, total) == expected
+    assert cell_error(upper, upper**2, *args, top, kept, total) == expected
+    assert compiled_cell_error(upper, upper**2, *args, top, kept, total) == expected
     assert float(grid_error(upper, epsilon, top, kept, total, model)) == expected
 
 
@@ -155,10 +171,18 @@ def test_generalised_error_is_identical_on_every_path(
 ) -> None:
     kept, total = top + extra, top + extra + dropped
     model = ErrorModel.split(epsilon, share, quantile)
-    expected = float(grid_error(65.0, epsilon, top, kept, total, model))
-    assert _candidate_error(65.0, 65.0**2, model, top, kept, total) == expected
+    eps_m, eps_v, weight, q = model.kernel_args()
+    # The named numpy terms, composed as ErrorModel documents.
+    expected = float(
+        mean_bias(65.0, kept, total)
+        + weight * variance_bias(65.0, kept, total)
+        + q * mean_sensitivity(65.0, top, kept) / eps_m
+        + weight * (q * variance_sensitivity(65.0, top, kept) / eps_v)
+    )
+    assert float(grid_error(65.0, epsilon, top, kept, total, model)) == expected
     args = model.kernel_args()
-    assert compiled_candidate_error(65.0, 65.0**2, *args, top, kept, total) == expected
+    assert cell_error(65.0, 65.0**2, *args, top, kept, total) == expected
+    assert compiled_cell_error(65.0, 65.0**2, *args, top, kept, total) == expected
     if share == 0.0 and quantile != 1.0:  # the mean's own 95 % bound
         bound = float(mean_error(65.0, epsilon, top, kept, total))
         assert expected == pytest.approx(bound, rel=1e-8)
@@ -180,7 +204,7 @@ def test_stage_order_is_string_order_and_ties_go_to_the_smallest_cell() -> None:
     occ = occupancy_of(SYMMETRIC)
     initial_max = float(clip_user(occ, 65.0, 0.5).initial_error.max())
     for strategy in STRATEGIES:
-        result = clip_user(occ, 65.0, 0.5, 10 * initial_max, strategy=strategy)
+        result = clip_user_with(occ, 65.0, 0.5, 10 * initial_max, strategy=strategy)
         assert result.suppressed == (("a", "10"), ("b", "9"))
         assert (result.g1, result.k) == (2, 1)
 
@@ -218,7 +242,7 @@ def test_halts_mid_stage_and_keeps_the_stage_level() -> None:
     upper, epsilon = 65.0, 0.5
     bound = float(grid_error(upper, epsilon, 50, 52, 53))  # cell a without user "1"
     for strategy in STRATEGIES:
-        result = clip_user(occupancy_of(counts), upper, epsilon, bound, strategy=strategy)
+        result = clip_user_with(occupancy_of(counts), upper, epsilon, bound, strategy=strategy)
         assert result.suppressed == (("a", "1"),)
         assert (result.g1, result.k) == (2, 2)
         assert result.error_bound == bound
@@ -236,7 +260,7 @@ def test_zero_error_bound_suppresses_nothing() -> None:
 def test_never_suppresses_a_cells_last_vehicle_even_with_an_infinite_bound() -> None:
     counts = {("a", "v"): 2, ("b", "v"): 3, ("a", "u"): 1, ("c", "u"): 1, ("c", "w"): 4}
     for strategy in STRATEGIES:
-        result = clip_user(occupancy_of(counts), 65.0, 0.5, math.inf, strategy=strategy)
+        result = clip_user_with(occupancy_of(counts), 65.0, 0.5, math.inf, strategy=strategy)
         check_invariants(result)
         assert result.suppressed == (("c", "u"), ("a", "v"))  # "v" is alone in "b"
         assert result.k == 1
@@ -260,7 +284,7 @@ def test_rejects_bad_parameters(upper: float, epsilon: float, bound: float | Non
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_many_cells_take_the_batched_rounds_and_still_match(seed: int) -> None:
-    """>= 256 cells: ``auto`` runs batched rounds (and may fall back); same result."""
+    """>= 256 cells: ``numpy`` runs batched rounds (and may fall back); same result."""
     rng = np.random.default_rng(seed)
     counts: dict[tuple[str, str], int] = {}
     for vehicle in range(700):
@@ -270,7 +294,7 @@ def test_many_cells_take_the_batched_rounds_and_still_match(seed: int) -> None:
     occ, bound, expected = run_both(counts, 65.0, 0.5, 3.0)
     assert len(occ.cells) >= 256 and len(expected.suppressed) > 500
     for strategy in STRATEGIES:
-        result = clip_user(occ, 65.0, 0.5, bound, strategy=strategy)
+        result = clip_user_with(occ, 65.0, 0.5, bound, strategy=strategy)
         assert list(result.suppressed) == expected.suppressed
         assert result.k == expected.k
 
@@ -285,10 +309,10 @@ def test_compiled_matches_the_uncompiled_paths_on_a_small_city(seed: int, factor
     if factor is not None:
         initial = cell_errors(occ, np.ones(occ.n_entries, bool), 65.0, 0.5)
         bound = factor * float(initial.max())
-    compiled = clip_user(occ, 65.0, 0.5, bound, strategy="compiled")
+    compiled = clip_user(occ, 65.0, 0.5, bound)
     assert compiled.n_suppressed > 1000 and compiled.g1 - compiled.k >= 10
     for strategy in ("numpy", "sequential"):
-        result = clip_user(occ, 65.0, 0.5, bound, strategy=strategy)
+        result = clip_user_with(occ, 65.0, 0.5, bound, strategy=strategy)
         np.testing.assert_array_equal(result.suppressed_entries, compiled.suppressed_entries)
         np.testing.assert_array_equal(result.kept, compiled.kept)
         assert (result.k, result.g1) == (compiled.k, compiled.g1)
@@ -297,7 +321,7 @@ def test_compiled_matches_the_uncompiled_paths_on_a_small_city(seed: int, factor
 
 def test_rejects_an_unknown_strategy() -> None:
     with pytest.raises(ValueError, match="strategy"):
-        clip_user(occupancy_of({("a", "1"): 1}), 65.0, 0.5, strategy="fast")  # type: ignore[arg-type]
+        clip_user_with(occupancy_of({("a", "1"): 1}), 65.0, 0.5, strategy="fast")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -313,13 +337,11 @@ def test_cell_errors_with_everything_kept_equal_an_all_true_mask(seed: int) -> N
 @pytest.mark.parametrize("seed", [5, 6])
 @pytest.mark.parametrize("count_scale", [1, 10**7])  # the compiled layout, then the fallback
 def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int) -> None:
-    from stream_dp.dp.clip_user import _Suppressor
-
     occ = city_occupancy(np.random.default_rng(seed), 400, 50, 5.0, 0.2)
     occ = Occupancy(occ.cells, occ.vehicles, occ.cell_index, occ.vehicle_index,
                     occ.count * count_scale)  # fmt: skip
-    run = _Suppressor(occ, 65.0, 0.5, math.inf)
-    assert (run._slots is not None) == (count_scale == 1)
+    run = ClipUserRun(occ, 65.0, 0.5, math.inf)
+    assert (run.slots is not None) == (count_scale == 1)
     n = occ.n_entries
     by_vehicle = np.argsort(occ.vehicle_index, kind="stable")
     by_cell = np.lexsort((-occ.count, occ.cell_index))
@@ -331,8 +353,13 @@ def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int)
     np.testing.assert_array_equal(run.vehicle_start, np.searchsorted(
         occ.vehicle_index[by_vehicle], np.arange(len(occ.vehicles) + 1)))  # fmt: skip
     np.testing.assert_array_equal(run.cell_end, np.cumsum(np.bincount(occ.cell_index)))
-    if run._slots is not None:
-        cells, counts, positions = run._slots
+    if run.slots is not None:
+        cells, counts, positions = run.slots
         np.testing.assert_array_equal(cells, occ.cell_index[by_vehicle])
         np.testing.assert_array_equal(counts, occ.count[by_vehicle])
         np.testing.assert_array_equal(positions, run.position[by_vehicle])
+    bound = 3.0 * float(run.initial_error.max())  # the kernel over either layout
+    compiled = clip_user(occ, 65.0, 0.5, bound)
+    sequential = clip_user_with(occ, 65.0, 0.5, bound, strategy="sequential")
+    assert compiled.n_suppressed > 0
+    np.testing.assert_array_equal(compiled.suppressed_entries, sequential.suppressed_entries)

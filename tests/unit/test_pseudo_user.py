@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp.clip_user import ClipUserResult, cell_errors, clip_user
-from stream_dp.dp.grid_error import grid_error, mean_sensitivity, variance_sensitivity
+from stream_dp.dp.grid_error import grid_error, variance_sensitivity
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import no_pseudo_user, pseudo_user_step
 
@@ -90,7 +90,7 @@ def test_matches_a_scan_of_every_cap(method, case, limit) -> None:
         assert limit is None or cap <= limit or cap == kept.max()
         np.testing.assert_array_equal(result.kept_count[mine], np.minimum(kept, cap))
         kept_sum, top = int(np.minimum(kept, cap).sum()), min(cap, int(kept.max()))
-        assert result.mean_sensitivity[cell] == mean_sensitivity(upper, top, kept_sum)
+        assert result.cap[cell] == top  # the mean's eq. (9) uses the cap as its top
         assert result.variance_sensitivity[cell] == variance_sensitivity(upper, top, kept_sum)
     np.testing.assert_array_equal(result.kept_count[~clip.kept], 0)
     # K is unchanged: every vehicle keeps exactly its cells.
@@ -165,7 +165,6 @@ def test_no_pseudo_user_keeps_clip_user_counts() -> None:
     np.testing.assert_array_equal(result.cap, [7, 11])
     np.testing.assert_array_equal(result.kept_count, clip.kept_count)
     np.testing.assert_array_equal(result.error, clip.error)
-    assert result.mean_sensitivity[1] == pytest.approx(65.0 * 11 / 13)
 
 
 def test_rejects_bad_parameters() -> None:
