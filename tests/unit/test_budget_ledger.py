@@ -75,7 +75,7 @@ def brute_allowed(spent: float, cap: float, eps: float) -> int:
 
 
 @given(occ=OCCUPANCY, data=st.data())
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 def test_limit_to_budget_matches_per_vehicle_sort(occ: Occupancy, data: st.DataObject) -> None:
     allowed = data.draw(
         st.lists(st.integers(0, 5), min_size=len(occ.vehicles), max_size=len(occ.vehicles)),
@@ -352,7 +352,7 @@ WINDOWS = st.lists(WINDOW, max_size=10, unique_by=lambda w: w.window_start)
     cap=st.sampled_from([0.5, 1.0, 2.0, 3.3, 10.0]),
     eps=EPSILONS,
 )
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 def test_spent_allowed_max_loss_match_the_loop(
     windows: list[WindowLoss], period: int, at: int, cap: float, eps: float
 ) -> None:
@@ -530,7 +530,7 @@ def test_validation_names_the_argument() -> None:
     cap=st.sampled_from([0.3, 1.0, 2.5]),
     eps=EPSILONS,
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 def test_cap_holds_over_every_rolling_period(
     windows: list, period: int, cap: float, eps: float
 ) -> None:

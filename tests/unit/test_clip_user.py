@@ -81,7 +81,7 @@ def run_both(counts, upper, epsilon, factor):
     return occ, bound, reference_clip_user(counts, upper, epsilon, bound)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     counts=COUNTS,
     upper=st.floats(min_value=0.5, max_value=100.0),

@@ -63,7 +63,7 @@ def assert_same_release(occ: Occupancy, seed: int, strategy: Strategy = "compile
 
 
 @given(COUNTS, st.integers(0, 2**32 - 1), st.sampled_from(["compiled", "sequential", "numpy"]))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_small_occupancies_release_the_same_in_any_order_within_cells(counts, seed, strategy):
     occ = Occupancy.from_triples((c, v, m) for (c, v), m in counts.items())
     assert_same_release(occ, seed, strategy)

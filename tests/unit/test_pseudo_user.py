@@ -74,7 +74,7 @@ def clipped(draw):
 
 
 @pytest.mark.parametrize("method", ["auto", "scan", "candidates"])
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(case=clipped(), limit=st.none() | st.integers(min_value=0, max_value=80))
 def test_matches_a_scan_of_every_cap(method, case, limit) -> None:
     clip, upper, epsilon = case

@@ -136,7 +136,7 @@ vehicle_ids = st.one_of(st.text(max_size=300), st.integers(), st.none(), st.just
         },
     )
 )
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 def test_the_fast_path_agrees_with_the_checked_path(obj):
     for validator in validators():
         assert outcome(validator.add, obj) == outcome(validator._add_checked, obj)
@@ -152,7 +152,7 @@ def test_huge_integers_are_invalid_not_a_crash(field):
     st.sampled_from(["vehicle_id", "ts", "lat", "lon", "speed"]),
     st.one_of(field_values, vehicle_ids),
 )
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 def test_the_fast_path_agrees_with_the_checked_path_one_field_off(field, value):
     obj = {**GOOD, field: value}
     for validator in validators():

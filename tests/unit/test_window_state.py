@@ -73,7 +73,7 @@ def accumulate(items, limit, chunk, min_compact=None):
 
 
 @given(readings, st.integers(1, 6), st.integers(1, 9), st.sampled_from([None, 1, 4]))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_accumulator_matches_the_plain_model(items, limit, chunk, min_compact):
     """Any batching and any compaction schedule keep exactly the specified state."""
     acc = accumulate(items, limit, chunk, min_compact)
@@ -286,7 +286,7 @@ def reference_lateness(items, width, grace, forced):
     st.integers(1, 25),
     st.sets(st.sampled_from([0, 3600, 7200])),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_add_batch_follows_the_lateness_rule_reading_by_reading(items, chunk, forced):
     s = state()
     s.force_closed = set(forced)
