@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only the 100-readings/message case (no 1/msg topic, no baseline (b))",
     )
     parser.add_argument(
-        "--repeat", type=int, default=3, help="runs of the (short) 100-readings/message case"
+        "--repeat", type=int, default=3, help="runs of the 100-readings/message case (median)"
     )
     parser.add_argument(
         "--batch-messages",
@@ -491,13 +491,15 @@ def main(argv: list[str] | None = None) -> int:
 
     per_message = 100
     sizes = (per_message,) if args.only_batched else (per_message, 1)
-    readings = synthetic_fleet(args.readings, args.vehicles, per_message)
-    batched = synthetic_fleet(args.batched_readings, args.vehicles, per_message)
-    readings_of = {per_message: batched, 1: readings}
     if args.cpu_profile:
+        readings = synthetic_fleet(args.readings, args.vehicles, per_message)
         cpu_profile(readings, per_message, args.partitions)
         cpu_profile(readings, 1, args.partitions)
         return 0
+    count_of = {per_message: args.batched_readings, 1: args.readings}
+    readings_of = {
+        size: synthetic_fleet(count_of[size], args.vehicles, per_message) for size in sizes
+    }
 
     profile = args.profile and shutil.which("py-spy") is not None
     if args.profile and not profile:

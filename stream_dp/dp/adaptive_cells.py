@@ -7,7 +7,7 @@ most the target ``T``:
 
 - A *unit* is a set of readings under one H3 cell; at level ``R`` the units are the observed
   cells. A unit *passes* when it has at least ``min_vehicles`` vehicles and its predicted
-  ``mean_error`` -- the clipped mean with the best pseudo-user cap (MATH.md, Sec. V-B3) and
+  ``mean_error`` -- the clipped mean with the best pseudo-user cap (docs/math.md §6) and
   nothing suppressed -- is ``<= T``.
 - ``shape="compact"``: if every unit under a parent passes, they are released as they are;
   otherwise they all merge into the parent unit, one level up (siblings merge together: the

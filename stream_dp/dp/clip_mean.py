@@ -85,9 +85,15 @@ class ClipMeanCombiner:
         return mean_error(self.upper, self.epsilon, sums.top, sums.kept, sums.total)
 
     def noise_scale(self, sums: ClippedSums, noise: LaplaceNoise) -> FloatArray:
-        """Per cell the Laplace scale ``noise`` actually uses (§4.2)."""
+        """Per cell the Laplace scale ``noise`` actually uses (§4.2); +inf where nothing is
+        kept (no release)."""
         scale = noise.effective_scale
-        return np.array([scale(s, self.epsilon) for s in self.sensitivity(sums).tolist()])
+        return np.array(
+            [
+                scale(s, self.epsilon) if np.isfinite(s) else np.inf
+                for s in self.sensitivity(sums).tolist()
+            ]
+        )
 
     def noisy_means(self, sums: ClippedSums, noise: LaplaceNoise) -> FloatArray:
         """Per cell ``mu_clip + Lap(Delta_mu / eps_mu)`` (§3.5), independent draws, not yet

@@ -19,7 +19,8 @@ def period_delta(epsilon_loss: float, settings: Settings) -> float:
     """The δ that goes with a vehicle's summed ε over the period (docs/math.md §7.11, §8.1):
     each released cell of the ``cummings`` mean is (ε, δ)-DP, so a vehicle charged ``c``
     cells (ε-loss c·ε) has lost c·δ by basic composition; every other mechanism is pure ε-DP
-    (δ = 0). The ledger counts ε; this reads the cells back from it."""
+    (δ = 0). The ledger counts ε; this reads the cells back from it, so it assumes the
+    current ε and mechanism held over the whole period (as the PLD figure does)."""
     if settings.mean_mechanism != "cummings":
         return 0.0
     return round(epsilon_loss / settings.epsilon) * settings.delta

@@ -75,12 +75,18 @@ def release_ready_windows(
     ledger: BudgetLedger | None,
 ) -> Iterator[WindowRelease]:
     """Release the coordinator's ready windows, oldest first (docs/math.md §9): the one loop
-    of the offline engine and the service releaser. The caller stores each yielded release and
-    calls :func:`record_stored` before asking for the next; a window found stored meanwhile
-    (by another releaser, during a leadership change) is skipped."""
-    for start in coordinator.ready_windows():
-        if start not in coordinator.released:
-            yield release_ready_window(coordinator, start, settings, noise, ledger)
+    of the offline engine and the service releaser. Which windows are ready is read now, on
+    the caller's thread; each is computed when the caller asks for it (the worker does so in
+    a thread, one at a time, never two concurrently). The caller stores each yielded release
+    and calls :func:`record_stored` before asking for the next; a window found stored
+    meanwhile (by another releaser, during a leadership change) is skipped. The caller may
+    stop asking at any point: nothing is held open."""
+    ready = coordinator.ready_windows()
+    return (
+        release_ready_window(coordinator, start, settings, noise, ledger)
+        for start in ready
+        if start not in coordinator.released
+    )
 
 
 def record_stored(

@@ -1,6 +1,7 @@
 """A deliberately plain transcription of CLIP-USER (Algorithm 1, docs/math.md §5.1).
 
-Everything is recomputed from scratch with dicts; every candidate calls ``grid_error``.
+Everything is recomputed from scratch with dicts; every candidate evaluates eq. (13) from its
+four terms (:func:`paper_error`).
 Used as the oracle for ``stream_dp.dp.clip_user`` and as the benchmark baseline.
 """
 
@@ -9,7 +10,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from stream_dp.dp.grid_error import grid_error
+from stream_dp.dp.grid_error import mean_bias, mean_sensitivity, variance_bias, variance_sensitivity
+
+
+def paper_error(upper: float, epsilon: float, top: int, kept: int, total: int) -> float:
+    """Eq. (13) as the paper writes it, from its four terms (eq. 9, Prop. III.1, Thm IV.1,
+    Thm IV.2 corrected) with ``eps/2`` each: independent of the package's one scalar
+    ``cell_error``, which the compiled path runs; +inf when nothing is kept."""
+    if kept == 0:
+        return math.inf
+    return float(
+        mean_bias(upper, kept, total)
+        + variance_bias(upper, kept, total)
+        + 2.0 * mean_sensitivity(upper, top, kept) / epsilon
+        + 2.0 * variance_sensitivity(upper, top, kept) / epsilon
+    )
 
 
 @dataclass(frozen=True)
@@ -38,7 +53,7 @@ def reference_clip_user(
     def cell_error(cell: str) -> float:
         kept = [gamma[(cell, v)] for v in members[cell]]
         total = sum(counts[(cell, v)] for v in members[cell])
-        return float(grid_error(upper, epsilon, max(kept), sum(kept), total))
+        return paper_error(upper, epsilon, max(kept), sum(kept), total)
 
     def grids_of(vehicle: str) -> int:
         return sum(1 for cell in cells if gamma.get((cell, vehicle), 0) > 0)

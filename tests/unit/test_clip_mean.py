@@ -22,7 +22,7 @@ def random_sums(seed: int, n_cells: int = 40) -> ClippedSums:
     total = rng.integers(1, 200, size=n_cells)
     kept = rng.integers(1, total + 1)
     top = rng.integers(1, kept + 1)
-    return ClippedSums(rng.uniform(0, U) * kept, kept, top, total)
+    return ClippedSums(rng.uniform(0, U, size=n_cells) * kept, kept, top, total)
 
 
 def noise(seed: int) -> LaplaceNoise:
@@ -51,6 +51,8 @@ def test_a_cell_with_nothing_kept_has_no_finite_mean_or_sensitivity() -> None:
         assert math.isnan(clipped_means(sums.kept_sum, sums.kept)[0])
     sensitivity = ClipMeanCombiner(U, 1.0).sensitivity(sums)
     assert sensitivity[0] == math.inf and sensitivity[1] == U / 2
+    scale = ClipMeanCombiner(U, 1.0).noise_scale(sums, noise(3))
+    assert scale[0] == math.inf and scale[1] >= U / 2
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 0.05])  # compiled plans, and plans in Python

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from stream_dp.config import load_settings
-from stream_dp.dp.error_bars import LN20, ErrorModel, mean_error, variance_error
-from stream_dp.dp.grid_error import grid_error, mean_bias, variance_bias
+from stream_dp.dp.error_bars import LN20, mean_error, variance_error
+from stream_dp.dp.grid_error import ErrorModel, grid_error, mean_bias, variance_bias
 from stream_dp.dp.mechanisms import MEAN_MECHANISMS
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource

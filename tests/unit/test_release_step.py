@@ -280,7 +280,8 @@ def test_the_release_and_the_clip_mechanism_are_one_clip_mean(seed, epsilon):
     are the same CLIP mean (docs/math.md §7.2): on the same random bits, each record's mean,
     error bound and error bar are the mechanism's release of that cell's kept readings.
     (No variance share: the mean draws are then the window's first.)"""
-    from stream_dp.dp.error_bars import ErrorModel, mechanism_mean_error
+    from stream_dp.dp.error_bars import mechanism_mean_error
+    from stream_dp.dp.grid_error import ErrorModel
     from stream_dp.dp.mechanisms import CellData, get_mean_mechanism
 
     settings = load_settings(prefix_limit=4, epsilon=epsilon, variance_share=0.0)
