@@ -6,7 +6,7 @@ to the smallest cell id: a vehicle's entries are visited in ascending cell order
 strictly smaller value replaces the best), halting when that exceeds ``limit`` (``E`` with the
 relative tolerance already applied) or is +inf (the cell's last kept vehicle).
 
-A candidate's error is eq. (13) as written once in :func:`stream_dp.dp.grid_error.cell_error`,
+A candidate's error is eq. (13) as written once in :func:`stream_dp.dp.cell_error.cell_error`,
 compiled (:mod:`stream_dp.dp.grid_error_kernel`; numba caches this file's kernels keyed on this
 file alone, see there), so ties break exactly as in the numpy paths and the test references.
 

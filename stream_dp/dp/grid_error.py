@@ -15,11 +15,22 @@ tests check that they compose to :func:`cell_error` bit for bit.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from stream_dp.dp.cell_error import cell_error
+
+__all__ = [
+    "ErrorModel",
+    "cell_error",
+    "grid_error",
+    "mean_bias",
+    "mean_sensitivity",
+    "variance_bias",
+    "variance_sensitivity",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -69,47 +80,6 @@ class ErrorModel:
         """``(eps_mean, eps_var, variance_weight, quantile)``, the model's arguments of
         :func:`cell_error`."""
         return self.mean_epsilon, self.variance_epsilon, self.variance_weight, self.quantile
-
-
-def cell_error(
-    upper: float,
-    u2: float,
-    eps_m: float,
-    eps_v: float,
-    weight: float,
-    q: float,
-    top: int,
-    kept: int,
-    total: int,
-) -> float:
-    """One cell's eq. (13) error under the model ``(eps_m, eps_v, weight, q)`` of
-    :meth:`ErrorModel.kernel_args` (``u2 = upper**2``); +inf when nothing is kept.
-
-    ``bias_mu + w bias_var + q D_mu / eps_m + w (q D_var / eps_v)``, the terms as in
-    :func:`mean_bias`, :func:`variance_bias`, :func:`mean_sensitivity` and
-    :func:`variance_sensitivity` (docs/math.md §3.2-§3.4). The one definition: numba compiles
-    it for the kernels (keep it to scalar operations numba's nopython mode accepts)."""
-    if kept <= 0:
-        return math.inf
-    kept_f = float(kept)
-    total_f = float(total)
-    mean_bias = upper * (1.0 - kept_f / total_f)  # Thm IV.1
-    if kept == total:  # Thm IV.2, corrected (§10.1)
-        var_bias = 0.0
-    elif total < 2 * kept:
-        var_bias = u2 * kept_f * float(total - kept) / (total_f * total_f)
-    elif total % 2 == 0:
-        var_bias = u2 / 4.0
-    else:
-        var_bias = u2 / 4.0 * (1.0 - 1.0 / (total_f * total_f))
-    mean_sens = upper * float(top) / kept_f  # eq. (9)
-    if kept > 2 * top:  # Prop. III.1 / Lemma III.3
-        var_sens = u2 * float(top) * float(kept - top) / (kept_f * kept_f)
-    elif kept % 2 == 0:
-        var_sens = u2 / 4.0
-    else:
-        var_sens = u2 / 4.0 * (1.0 - 1.0 / (kept_f * kept_f))
-    return mean_bias + weight * var_bias + q * mean_sens / eps_m + weight * (q * var_sens / eps_v)
 
 
 def mean_sensitivity(upper: float, top: ArrayLike, kept: ArrayLike) -> FloatArray:

@@ -1,7 +1,7 @@
-"""Eq. (13) compiled: :func:`stream_dp.dp.grid_error.cell_error` under numba, and a loop of it
+"""Eq. (13) compiled: :func:`stream_dp.dp.cell_error.cell_error` under numba, and a loop of it
 over arrays (what :func:`~stream_dp.dp.grid_error.grid_error` runs).
 
-The definition is the plain Python one in ``grid_error.py``; numba neither contracts nor
+The definition is the plain Python one in ``cell_error.py``; numba neither contracts nor
 reassociates floating-point operations without ``fastmath``, so the compiled and the Python
 function agree bit for bit. Numba's on-disk cache of a kernel is keyed on the kernel's own
 source file: after editing ``cell_error``, the cached kernels that inline it (here and in
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from stream_dp.dp.grid_error import cell_error
+from stream_dp.dp.cell_error import cell_error
 
-#: :func:`~stream_dp.dp.grid_error.cell_error`, compiled (called by the kernels).
+#: :func:`~stream_dp.dp.cell_error.cell_error`, compiled (called by the kernels).
 compiled_cell_error = njit(cache=True, nogil=True)(cell_error)
 
 

@@ -17,7 +17,7 @@ scheme gives identical results (and the benchmarks can time them):
   then share nearly every cell); the package's default before the kernel.
 - ``"compiled"``: the package's own path, so one loop can run every strategy.
 
-Every candidate's error is :func:`stream_dp.dp.grid_error.cell_error` (scalar) or
+Every candidate's error is :func:`stream_dp.dp.cell_error.cell_error` (scalar) or
 :func:`~stream_dp.dp.grid_error.grid_error` (its compiled loop), the same operations as the
 kernel, so ties break identically. :mod:`.clip_user_reference` is the plain transcription.
 """
@@ -32,8 +32,9 @@ from typing import Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.cell_error import cell_error
 from stream_dp.dp.clip_user import ClipUserResult, ClipUserRun
-from stream_dp.dp.grid_error import ErrorModel, cell_error, grid_error
+from stream_dp.dp.grid_error import ErrorModel, grid_error
 from stream_dp.dp.occupancy import Occupancy
 
 FloatArray = NDArray[np.float64]
