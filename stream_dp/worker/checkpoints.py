@@ -168,17 +168,27 @@ class ReplayPlan:
     checkpoint_offset: int | None = None
 
 
+def resume_offset(earliest: int, end: int, summary_offset: int, read_from: int) -> int | None:
+    """Where to read a partition holding ``[earliest, end)`` from, given a summary record at
+    ``summary_offset`` that makes every record before ``read_from`` unnecessary (a state
+    checkpoint, a release-log snapshot): ``read_from``, never before the earliest record
+    held; None if the summary is unusable (outside the records held, or naming an offset it
+    cannot know: past itself)."""
+    if not earliest <= summary_offset < end or read_from > summary_offset:
+        return None
+    return max(read_from, earliest)
+
+
 def plan_replay(earliest: int, end: int, latest: tuple[int, Checkpoint] | None) -> ReplayPlan:
     """Start at the latest checkpoint's ``replay_from`` (``latest`` = its offset and
-    content), never before the first record the broker still holds; without a usable
-    checkpoint (none, or one naming an offset it cannot know: past itself), from the
-    earliest record."""
-    if latest is None:
-        return ReplayPlan(earliest)
-    offset, checkpoint = latest
-    if not earliest <= offset < end or checkpoint.replay_from > offset:
-        return ReplayPlan(earliest)
-    return ReplayPlan(max(checkpoint.replay_from, earliest), checkpoint, offset)
+    content, see :func:`resume_offset`); without a usable checkpoint, at the earliest
+    record."""
+    if latest is not None:
+        offset, checkpoint = latest
+        start = resume_offset(earliest, end, offset, checkpoint.replay_from)
+        if start is not None:
+            return ReplayPlan(start, checkpoint, offset)
+    return ReplayPlan(earliest)
 
 
 class StateReplay:

@@ -30,6 +30,8 @@ from typing import Any
 
 import orjson
 
+from stream_dp.worker.checkpoints import resume_offset
+
 
 @dataclass(frozen=True)
 class ReleaseSnapshot:
@@ -96,15 +98,16 @@ class RebuildPlan:
 def plan_rebuild(
     earliest: int, end: int, latest: tuple[int, ReleaseSnapshot] | None
 ) -> RebuildPlan:
-    """Read from the latest snapshot's ``read_from`` (``latest``: its offset and content);
-    from the earliest record without a usable one. A ``read_from`` below the earliest
-    record held is not lost data: the snapshot summarises everything before it."""
-    if latest is None:
-        return RebuildPlan(earliest)
-    offset, snapshot = latest
-    if not earliest <= offset < end or snapshot.read_from > offset:
-        return RebuildPlan(earliest)
-    return RebuildPlan(max(snapshot.read_from, earliest), snapshot, offset)
+    """Read from the latest snapshot's ``read_from`` (``latest``: its offset and content, see
+    :func:`~stream_dp.worker.checkpoints.resume_offset`); from the earliest record without a
+    usable one. A ``read_from`` below the earliest record held is not lost data: the
+    snapshot summarises everything before it."""
+    if latest is not None:
+        offset, snapshot = latest
+        start = resume_offset(earliest, end, offset, snapshot.read_from)
+        if start is not None:
+            return RebuildPlan(start, snapshot, offset)
+    return RebuildPlan(earliest)
 
 
 class SnapshotTracker:

@@ -18,6 +18,7 @@ from stream_dp.worker.checkpoints import (
     StateReplay,
     is_checkpoint,
     plan_replay,
+    resume_offset,
 )
 
 W = 3600
@@ -205,3 +206,13 @@ def test_backward_chunks_cover_the_partition_newest_first():
     covered = sorted(o for lo, hi in chunks for o in range(lo, hi))
     assert covered == list(range(5, 1000))
     assert list(backward_chunks(7, 7)) == []
+
+
+def test_a_summary_is_used_only_inside_the_records_held_and_never_ahead_of_itself() -> None:
+    """The rule both the state replay and the release-log rebuild start from."""
+    assert resume_offset(0, 10, 7, 4) == 4
+    assert resume_offset(5, 10, 7, 4) == 5  # what precedes the earliest record is summarised
+    assert resume_offset(0, 10, 7, 7) == 7
+    assert resume_offset(0, 10, 7, 8) is None  # names an offset past itself
+    assert resume_offset(0, 10, 10, 4) is None  # at or past the end: not a record held
+    assert resume_offset(8, 10, 7, 4) is None  # below the earliest record held
