@@ -47,7 +47,7 @@ async def export_ledger(conn: KafkaConnection, settings: Settings) -> list[Ledge
     return out
 
 
-async def _from_kafka(partition: int, r: ConsumerRecord) -> LedgerRecord:
+def _from_kafka(partition: int, r: ConsumerRecord) -> LedgerRecord:
     headers = tuple((name, bytes(value)) for name, value in (r.headers or ()))
     return LedgerRecord(RELEASE_LOG, partition, r.offset, int(r.timestamp), r.key, r.value, headers)
 
