@@ -129,3 +129,26 @@ def test_export_lose_the_broker_import_restart(topic_prefix, tmp_path):
     assert len(new_windows) == 1 and new_windows.isdisjoint(windows)
     # anything of an old window on the new broker is its stored copy, re-published as is
     assert all(old_ids[r["release_id"]] == r for r in published if r["window_start"] in windows)
+
+
+def test_a_new_deployment_starts_after_ledger_init(topic_prefix, tmp_path):
+    """Under require_existing_ledger a first deployment runs `stream-dp ledger init` once;
+    the worker then releases as usual, from the ledger it started."""
+    settings = service_settings(topic_prefix)
+    with EmbeddedBroker() as broker:
+        kafka = KafkaConnection(broker.bootstrap, embedded=True)
+        done = ledger_cli(settings, broker.bootstrap, "init")
+        assert done.returncode == 0, done.stderr
+        twice = ledger_cli(settings, broker.bootstrap, "init")
+        assert twice.returncode == 2 and len(twice.stderr.splitlines()) == 1, twice.stderr
+        worker = start_worker(broker.bootstrap, settings, tmp_path, "new", **REQUIRE)
+        try:
+            worker.wait_ready()
+            readings = synthetic_readings(n_vehicles=10, hours=2, per_hour=100, seed=43)
+            produce(kafka, settings.topic_readings, readings)
+            records = wait_for_windows(kafka, settings, expected=2, worker=worker)
+            spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
+            wait_for_metric(worker, "stream_dp_windows_released_total", 2)
+            assert spent > 0 and worker.metric(SPENT) == pytest.approx(spent)
+        finally:
+            worker.stop()
