@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if not settings.kafka_bootstrap:
         raise CliError("needs --bootstrap (or STREAM_DP_KAFKA_BOOTSTRAP)")
+    from aiokafka.errors import KafkaError
+
     from stream_dp.worker.ledger_file import LedgerFileError
 
     try:
@@ -62,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return _init(settings)
     except LedgerFileError as exc:
         raise CliError(f"{args.file}: {exc}") from None
+    except (KafkaError, TimeoutError) as exc:
+        raise CliError(f"Kafka at {settings.kafka_bootstrap}: {exc}") from None
 
 
 def _connection(settings: Settings) -> KafkaConnection:
