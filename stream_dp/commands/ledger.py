@@ -109,17 +109,19 @@ def _import(settings: Settings, path: Path, resume: bool) -> int:
         raise CliError(f"{path}: holds topics {sorted(header.topics)}, expected {RELEASE_LOG}")
     conn = _connection(settings)
 
-    async def restore() -> int:
+    async def restore() -> tuple[int, bool]:
         await ensure_service_topics_async(settings, conn)
         return await import_ledger(conn, settings, records, resume=resume)
 
     try:
-        written = asyncio.run(restore())
+        written, snapshot = asyncio.run(restore())
     except LedgerError as exc:
         raise CliError(str(exc)) from None
     print(
         f"imported {written} records into {settings.topic_release_log} "
-        f"({len(records) - written} were there already); it reads back as {path}"
+        f"({len(records) - written} were there already)"
+        + (", then a snapshot pointing at the new broker's topics" if snapshot else "")
+        + f"; it reads back as {path}"
     )
     return 0
 

@@ -2,9 +2,10 @@
 
 :func:`export_ledger` reads every record of the release log; :func:`import_ledger` writes a
 backup's records back, in order, into an empty release log (or completes an interrupted
-import) and reads them back to check each landed at its old offset with its key, value and
-headers; :func:`init_ledger` starts a first ledger on a new deployment; :func:`ledger_missing`
-is the worker's start-up check under ``require_existing_ledger``. File format:
+import), appends the restore snapshot (:mod:`stream_dp.worker.restore_snapshot`), and reads
+the log back to check each record landed at its old offset with its key, value and headers;
+:func:`init_ledger` starts a first ledger on a new deployment; :func:`ledger_missing` is the
+worker's start-up check under ``require_existing_ledger``. File format:
 :mod:`stream_dp.worker.ledger_file`.
 """
 
@@ -25,6 +26,7 @@ from stream_dp.worker.ledger_file import (
     check_restorable,
 )
 from stream_dp.worker.release_snapshots import ReleaseSnapshot
+from stream_dp.worker.restore_snapshot import restore_snapshot
 
 #: The release log has one partition (its order is total, see ``worker.release_log``).
 PARTITIONS = 1
@@ -78,27 +80,32 @@ async def import_ledger(
     settings: Settings,
     records: Sequence[LedgerRecord],
     resume: bool = False,
-) -> int:
-    """Write ``records`` to the (existing) release log, which must be empty; with ``resume``
-    it may already hold the first of them (an interrupted import). Returns the number of
-    records written; :class:`LedgerError` if the log does not allow it or a record did not
-    land at its old offset."""
+) -> tuple[int, bool]:
+    """Write ``records`` to the (existing) release log, which must be empty, then the
+    restore snapshot (:mod:`stream_dp.worker.restore_snapshot`); with ``resume`` the log may
+    already hold the first of them (an interrupted import). Returns the number of the file's
+    records written and whether a restore snapshot follows them; :class:`LedgerError` if the
+    log does not allow it or a record did not land at its old offset."""
     check_restorable(records)
     topic = settings.topic_release_log
-    held = await read_partition_to_end(conn, topic, 0)
+    snapshot = restore_snapshot((r.offset, r.value or b"") for r in records)
+    expected = [_comparable(r) for r in records]
+    if snapshot is not None:
+        expected.append((len(records), None, snapshot.encode(), ()))
+    held = [_as_ledger(h) for h in await read_partition_to_end(conn, topic, 0)]
     if held and not resume:
         raise LedgerError(
             f"the release log {topic} is not empty ({len(held)} records): import restores "
             "into an empty log only (--resume completes an interrupted import)"
         )
-    if len(held) > len(records) or any(
-        _as_ledger(h) != _comparable(r) for h, r in zip(held, records, strict=False)
-    ):
+    if held != expected[: len(held)]:
         raise LedgerError(
             f"the release log {topic} holds records that are not this file's first ones: "
             "nothing imported"
         )
-    rest = records[len(held) :]
+    rest = list(records[len(held) :])
+    if snapshot is not None and len(held) < len(expected):
+        rest.append(LedgerRecord(RELEASE_LOG, 0, len(records), 0, None, snapshot.encode()))
     producer = AIOKafkaProducer(**conn.producer_kwargs(), acks="all", linger_ms=5)
     await producer.start()
     try:
@@ -108,18 +115,18 @@ async def import_ledger(
                 record.value,
                 key=record.key,
                 partition=record.partition,
-                timestamp_ms=record.timestamp,
+                timestamp_ms=record.timestamp or None,
                 headers=list(record.headers) or None,
             )
     finally:
         await producer.stop()
-    back = await read_partition_to_end(conn, topic, 0)
-    if [_as_ledger(b) for b in back] != [_comparable(r) for r in records]:
+    back = [_as_ledger(b) for b in await read_partition_to_end(conn, topic, 0)]
+    if back != expected:
         raise LedgerError(
             f"the release log {topic} does not read back as the file (another writer, or "
             "records not at their old offsets): do not start a worker on it"
         )
-    return len(rest)
+    return len(records) - min(len(held), len(records)), snapshot is not None
 
 
 def _comparable(record: LedgerRecord) -> tuple:

@@ -19,6 +19,7 @@ from stream_dp.worker.ledger_backup import (
 )
 from stream_dp.worker.ledger_file import LedgerRecord
 from stream_dp.worker.release_snapshots import ReleaseSnapshot, is_release_snapshot
+from tests.unit.test_release_log import stored_copy
 
 RECORDS = [
     (b"3600", b'{"kind":"loss","part":0}', [("h", b"\x00\x01")]),
@@ -66,7 +67,7 @@ def test_export_then_import_gives_the_same_log(kafka, source, target):
     assert [(r.key, r.value, list(r.headers)) for r in exported] == RECORDS
     assert [r.offset for r in exported] == [0, 1, 2]
     assert asyncio.run(ledger_missing(kafka, target)) is not None
-    assert asyncio.run(import_ledger(kafka, target, exported)) == 3
+    assert asyncio.run(import_ledger(kafka, target, exported)) == (3, False)
     assert comparable(asyncio.run(export_ledger(kafka, target))) == comparable(exported)
     assert asyncio.run(ledger_missing(kafka, target)) is None
 
@@ -76,7 +77,7 @@ def test_import_refuses_a_non_empty_log_and_resumes_an_interrupted_one(kafka, so
     fill(kafka, target.topic_release_log, RECORDS[:2])  # an import stopped after 2 records
     with pytest.raises(LedgerError, match="not empty"):
         asyncio.run(import_ledger(kafka, target, exported))
-    assert asyncio.run(import_ledger(kafka, target, exported, resume=True)) == 1
+    assert asyncio.run(import_ledger(kafka, target, exported, resume=True)) == (1, False)
     assert comparable(asyncio.run(export_ledger(kafka, target))) == comparable(exported)
 
 
@@ -103,3 +104,24 @@ def test_without_the_setting_an_empty_log_is_no_refusal(kafka, topic_prefix):
     settings = service_settings(topic_prefix)
     ensure_service_topics(settings, kafka)
     assert asyncio.run(ledger_missing(kafka, settings)) is None
+
+
+def test_import_appends_the_restore_snapshot_and_resume_sees_it_done(kafka, topic_prefix, target):
+    source = service_settings(f"{topic_prefix}.c")
+    ensure_service_topics(source, kafka)
+    old = ReleaseSnapshot(
+        read_from=0, released_through=None, spent_before=0.0, releases_from=40,
+        last_released=3600, partials_from=700, progress={0: (10.0, {})},
+    )  # fmt: skip
+    log = [*stored_copy("a", 1.0, window=3600), old.encode()]
+    fill(kafka, source.topic_release_log, [(b"3600", value, []) for value in log])
+    exported = asyncio.run(export_ledger(kafka, source))
+    assert asyncio.run(import_ledger(kafka, target, exported)) == (len(log), True)
+    *copied, appended = asyncio.run(export_ledger(kafka, target))
+    assert comparable(copied) == comparable(exported)
+    assert appended.offset == len(log)
+    restored = ReleaseSnapshot.from_record(orjson.loads(appended.value))
+    assert (restored.partials_from, restored.releases_from, restored.progress) == (0, 0, {})
+    assert restored.last_released == 3600
+    assert asyncio.run(import_ledger(kafka, target, exported, resume=True)) == (0, True)
+    assert len(asyncio.run(export_ledger(kafka, target))) == len(log) + 1
