@@ -18,8 +18,10 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.testing.readings import START, synthetic_readings
 from stream_dp.testing.settings import service_settings
+from stream_dp.wire import internal_records as rec
 from stream_dp.worker.ledger_file import read_ledger_file
 from stream_dp.worker.release_log import ReleaseLogIndex
+from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.e2e.service_harness import (
     HOUR,
     create_topics,
@@ -56,11 +58,28 @@ def stored(path: Path) -> dict[int, tuple]:
     return out
 
 
-def wait_for_metric(worker, name: str, value: float, timeout: float = 60.0) -> None:
+def stored_copies(path: Path) -> list[tuple[str, int]]:
+    """Every complete stored payload in a ledger file, losing copies included: its kind and
+    window."""
+    assembler = rec.PartAssembler()
+    out = []
+    for record in read_ledger_file(path)[1]:
+        if is_release_snapshot(record.value):
+            continue
+        whole = assembler.add(rec.decode(record.value))
+        if whole is not None:
+            kind = whole[0]["kind"]
+            payload = rec.loss_payload(whole) if kind == "loss" else rec.release_payload(whole)
+            start = payload.window_start if kind == "loss" else payload["window_start"]
+            out.append((kind, start))
+    return out
+
+
+def wait_for_metric(worker, name: str, value: float, labels: str = "", timeout=60.0) -> None:
     deadline = time.monotonic() + timeout
-    while worker.metric(name) != value and time.monotonic() < deadline:
+    while worker.metric(name, labels) != value and time.monotonic() < deadline:
         time.sleep(0.3)
-    assert worker.metric(name) == value, worker.log()
+    assert worker.metric(name, labels) == value, worker.log()
 
 
 def test_export_lose_the_broker_import_restart(topic_prefix, tmp_path):
@@ -112,18 +131,21 @@ def test_export_lose_the_broker_import_restart(topic_prefix, tmp_path):
             new_hour = synthetic_readings(12, hours=1, per_hour=150, start=START + 3 * HOUR)
             produce(kafka, settings.topic_readings, readings)
             produce(kafka, settings.topic_readings, new_hour)
+            total = len(readings) + len(new_hour)
+            wait_for_metric(worker, "stream_dp_readings_total", total, 'outcome="accepted"')
             wait_for_metric(worker, "stream_dp_windows_released_total", 1, timeout=120)
             after = read_releases(kafka, settings)
-            accepted = worker.metric("stream_dp_readings_total", 'outcome="accepted"')
         finally:
             worker.stop()
         restored = tmp_path / "after.jsonl"
         assert ledger_cli(settings, second.bootstrap, "export", str(restored)).returncode == 0
         published = read_releases(kafka, settings)
-    assert accepted == len(readings) + len(new_hour)  # the old hours' readings were read too
     now = stored(restored)
-    assert {w: now[w] for w in windows} == windows  # no old window stored again
+    assert {w: now[w] for w in windows} == windows  # the old windows' copies, unchanged
     assert len(now) == 4
+    # no old window computed again: one loss and one release stored per window, in all
+    copies = stored_copies(restored)
+    assert sorted(copies) == sorted((kind, w) for w in now for kind in ("loss", "release"))
     old_ids = {r["release_id"]: r for r in before}
     new_windows = {r["window_start"] for r in after if r["release_id"] not in old_ids}
     assert len(new_windows) == 1 and new_windows.isdisjoint(windows)
