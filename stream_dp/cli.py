@@ -21,6 +21,7 @@ COMMANDS = (
     "dashboard",
     "map",
     "topics",
+    "ledger",
 )
 
 

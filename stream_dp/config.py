@@ -163,6 +163,12 @@ class Settings(BaseSettings):
         description="retention.ms of readings, dead letters, releases, partials, state "
         "(the release log is kept forever).",
     )
+    require_existing_ledger: bool = Field(
+        False,
+        description="A worker that finds the release log (the privacy ledger) empty exits "
+        "(status 1) instead of starting every vehicle's loss from zero; restore it with "
+        "`stream-dp ledger import`, or start a first one with `stream-dp ledger init`.",
+    )
 
     keep_freed_memory: bool = Field(
         True,

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.kafka.service_topics import ensure_service_topics
     from stream_dp.worker.app import EXIT_FAILED, build_app
     from stream_dp.worker.connection_settings import connection_from_settings
+    from stream_dp.worker.ledger_backup import ledger_missing
     from stream_dp.worker.log_setup import logging_config
 
     settings = settings_from_args(
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         conn = connection_from_settings(settings, broker.bootstrap if broker else None)
         log.info("kafka bootstrap servers: %s", conn.bootstrap_servers)
         ensure_service_topics(settings, conn)
+        if refusal := asyncio.run(ledger_missing(conn, settings)):
+            log.error("stream-dp worker stopping: %s", refusal)
+            return EXIT_FAILED
         app = build_app(settings, conn, LaplaceNoise())
         asyncio.set_event_loop(asyncio.new_event_loop())
         worker = faust.Worker(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -57,10 +58,17 @@ def require_tool(name: str, package: str) -> str:
     return path
 
 
-def run(args: list[str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+#: docker-compose.yml has no default Grafana password: compose needs one from the environment.
+COMPOSE_ENV = {"GRAFANA_ADMIN_PASSWORD": "a-test-password"}
+
+
+def run(
+    args: list[str], cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        args, cwd=cwd, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False
-    )
+        args, cwd=cwd, capture_output=True, text=True, timeout=TOOL_TIMEOUT, check=False,
+        env=None if env is None else {**os.environ, **env},
+    )  # fmt: skip
 
 
 def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
@@ -128,7 +136,7 @@ def metric_names_in(exprs: list[str]) -> set[str]:
 def compose_model() -> dict[str, Any]:
     """The model docker-compose resolves (interpolation, anchors, defaults applied)."""
     tool = require_tool("docker-compose", "docker-compose")
-    result = run([tool, "-f", str(COMPOSE), "config"])
+    result = run([tool, "-f", str(COMPOSE), "config"], env=COMPOSE_ENV)
     assert_ok(result)
     return yaml.safe_load(result.stdout)
 
@@ -331,7 +339,7 @@ def test_dashboard_provider_points_at_the_mounted_dashboards() -> None:
 
 def test_docker_compose_config_is_valid() -> None:
     tool = require_tool("docker-compose", "docker-compose")
-    assert_ok(run([tool, "-f", str(COMPOSE), "config", "-q"]))
+    assert_ok(run([tool, "-f", str(COMPOSE), "config", "-q"], env=COMPOSE_ENV))
 
 
 def test_compose_runs_kafka_in_kraft_mode_with_a_healthcheck() -> None:
@@ -601,3 +609,159 @@ def test_cli_accepts_the_commands_the_artefacts_run() -> None:
     assert parser.parse_args(["serve"]).command == "serve"
     args = parser.parse_args(["produce", "readings.jsonl", "--rate", "2000"])
     assert args.command == "produce"
+
+
+# --- Prometheus Operator, Alertmanager, Grafana credentials, the ledger (issue 26) ------
+
+MONITORING = KUBERNETES / "monitoring"
+ALERTMANAGER = DEPLOY / "alertmanager" / "alertmanager.yml"
+
+
+def prometheusrule_generator() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "prometheusrule", PROMETHEUS / "prometheusrule.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_prometheusrule_groups_are_the_alert_rules_files() -> None:
+    rule = load_yaml(MONITORING / "prometheusrule.yaml")
+    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+    assert rule["metadata"]["namespace"] == "stream-dp"
+    assert rule["spec"]["groups"] == load_yaml(PROMETHEUS / "alerts.yml")["groups"]
+    # and the committed manifest is what the generator writes today
+    text = (MONITORING / "prometheusrule.yaml").read_text(encoding="utf-8")
+    assert text == prometheusrule_generator().manifest_text()
+
+
+def test_prometheusrule_generator_follows_the_rules_file(tmp_path: Path) -> None:
+    rules = load_yaml(PROMETHEUS / "alerts.yml")
+    rules["groups"][0]["rules"][0]["expr"] = "vector(1) > 0"
+    changed = tmp_path / "alerts.yml"
+    changed.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    generated = yaml.safe_load(prometheusrule_generator().manifest_text(changed))
+    assert generated["spec"]["groups"] == rules["groups"]
+
+
+def test_promtool_checks_the_prometheusrule_groups(tmp_path: Path) -> None:
+    promtool = require_tool("promtool", "prometheus")
+    groups = load_yaml(MONITORING / "prometheusrule.yaml")["spec"]
+    path = tmp_path / "operator_rules.yml"
+    path.write_text(yaml.safe_dump(groups), encoding="utf-8")
+    result = run([promtool, "check", "rules", str(path)])
+    assert_ok(result)
+    assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
+
+
+def test_servicemonitor_scrapes_each_worker_once_as_job_stream_dp() -> None:
+    monitor = load_yaml(MONITORING / "servicemonitor.yaml")
+    assert monitor["kind"] == "ServiceMonitor" and monitor["metadata"]["namespace"] == "stream-dp"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    services = [d for _, d in kubernetes_documents() if d["kind"] == "Service"]
+    selected = [s for s in services if selector.items() <= s["metadata"]["labels"].items()]
+    assert [s["metadata"]["name"] for s in selected] == ["stream-dp"]  # not the headless one
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["port"] in {p["name"] for p in selected[0]["spec"]["ports"]}
+    job = selected[0]["metadata"]["labels"][monitor["spec"]["jobLabel"]]
+    assert job == "stream-dp"
+    down = next(r for r in alert_rules() if r["alert"] == "StreamDpWorkerDown")
+    assert f'job="{job}"' in down["expr"]
+    kustomization = load_yaml(MONITORING / "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == ["prometheusrule.yaml", "servicemonitor.yaml"]
+
+
+def test_alertmanager_example_passes_amtool() -> None:
+    amtool = require_tool("amtool", "prometheus-alertmanager")
+    assert_ok(run([amtool, "check-config", str(ALERTMANAGER)]))
+    # Each alert of alerts.yml reaches the receivers its labels call for.
+    expected = {
+        ("privacy", "critical"): "privacy-officer,on-call",
+        ("privacy", "warning"): "privacy-officer",
+        (None, "critical"): "on-call",
+        (None, "warning"): "operators",
+    }
+    for rule in alert_rules():
+        labels = rule["labels"]
+        key = (labels.get("team"), labels["severity"])
+        args = [f"{k}={v}" for k, v in {"alertname": rule["alert"], **labels}.items()]
+        result = run([amtool, "config", "routes", "test", f"--config.file={ALERTMANAGER}", *args])
+        assert_ok(result)
+        assert result.stdout.strip() == expected[key], (rule["alert"], result.stdout)
+
+
+def test_alertmanager_example_routes_to_defined_receivers_without_secrets() -> None:
+    config = load_yaml(ALERTMANAGER)
+    defined = {r["name"] for r in config["receivers"]}
+    route = config["route"]
+    used = {route["receiver"], *(r["receiver"] for r in route["routes"])}
+    assert used == defined
+    text = ALERTMANAGER.read_text(encoding="utf-8")
+    assert "password:" not in text.replace("password_file:", "")  # secrets come from files
+    labels = {(r["labels"].get("team"), r["labels"]["severity"]) for r in alert_rules()}
+    matchers = {m for r in route["routes"] for m in r["matchers"]}
+    assert {f'team="{t}"' for t, _ in labels if t} <= matchers
+    assert 'severity="critical"' in matchers
+
+
+def test_grafana_has_no_default_credentials_nor_anonymous_viewers() -> None:
+    grafana = load_yaml(COMPOSE)["services"]["grafana"]["environment"]
+    password = grafana["GF_SECURITY_ADMIN_PASSWORD"]
+    # ${VAR:?message}: compose stops when it is unset; no ${VAR:-default}
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", password), password
+    assert re.fullmatch(r"\$\{\w+:-false\}", grafana["GF_AUTH_ANONYMOUS_ENABLED"])
+
+
+def test_compose_refuses_to_start_grafana_without_a_password() -> None:
+    tool = require_tool("docker-compose", "docker-compose")
+    env = {k: v for k, v in os.environ.items() if k != "GRAFANA_ADMIN_PASSWORD"}
+    result = subprocess.run(
+        [tool, "-f", str(COMPOSE), "config", "-q"], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=TOOL_TIMEOUT, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0 and "GRAFANA_ADMIN_PASSWORD" in result.stderr
+    environment = compose_model()["services"]["grafana"]["environment"]
+    assert environment["GF_SECURITY_ADMIN_PASSWORD"] == COMPOSE_ENV["GRAFANA_ADMIN_PASSWORD"]
+    assert environment["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+
+
+def test_deployments_require_an_existing_ledger() -> None:
+    config = kubernetes_object("ConfigMap", "stream-dp-config")["data"]
+    assert config["STREAM_DP_REQUIRE_EXISTING_LEDGER"] == "true"
+    worker = load_yaml(COMPOSE)["x-stream-dp-env"]
+    assert worker["STREAM_DP_REQUIRE_EXISTING_LEDGER"] == "true"
+    from stream_dp.config import load_settings
+
+    assert load_settings(require_existing_ledger="true").require_existing_ledger is True
+
+
+def test_the_ledger_jobs_run_commands_the_cli_accepts() -> None:
+    from stream_dp.cli import build_parser
+
+    parser = build_parser()
+    init = kubernetes_object("Job", "stream-dp-ledger-init")["spec"]["template"]["spec"]
+    (container,) = init["containers"]
+    assert parser.parse_args(container["args"]).action == "init"
+    backup = kubernetes_object("CronJob", "stream-dp-ledger-backup")
+    pod = backup["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    command = " ".join(container["args"])
+    assert "stream-dp ledger export " in command
+    assert parser.parse_args(["ledger", "export", "/backups/x.jsonl"]).action == "export"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert '"/backups/ledger-' in command and mounts["backups"] == "/backups"
+    claims = {v["name"]: v.get("persistentVolumeClaim", {}) for v in pod["volumes"]}
+    kubernetes_object("PersistentVolumeClaim", claims["backups"]["claimName"])
+
+
+def test_kubectl_kustomize_renders_the_monitoring_objects() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed (optional: the manifests are also parsed above)")
+    result = run([kubectl, "kustomize", str(MONITORING)])
+    assert_ok(result)
+    rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert sorted(d["kind"] for d in rendered) == ["PrometheusRule", "ServiceMonitor"]
