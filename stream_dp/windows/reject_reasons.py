@@ -7,6 +7,7 @@ the worker puts them in the ``reason`` header of the dead-letter topic. The READ
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -49,3 +50,16 @@ DESCRIPTIONS: dict[RejectReason, str] = {
     RejectReason.LAT_OUT_OF_RANGE: "lat outside [-90, 90]",
     RejectReason.LON_OUT_OF_RANGE: "lon outside [-180, 180]",
 }
+
+
+@dataclass(frozen=True)
+class Reject:
+    """One skipped row of an input file: its line, the reason code and the detail."""
+
+    line: int
+    reason: RejectReason
+    detail: str
+
+    def as_json(self) -> dict[str, object]:
+        """The rejects file's line: ``{"line": N, "reason": CODE, "detail": TEXT}``."""
+        return {"line": self.line, "reason": str(self.reason), "detail": self.detail}
