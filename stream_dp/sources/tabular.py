@@ -46,7 +46,7 @@ def _number(name: str, value: object) -> float:
 
 def to_reading(record: Mapping[str, object], path: Path, line: int) -> dict:
     """The five reading fields of ``record``, parsed; :class:`SourceError` if any is bad."""
-    missing = [name for name in READING_FIELDS if record.get(name) is None]
+    missing = [name for name in READING_FIELDS if name not in record]
     if missing:
         raise SourceError(path, line, f"missing {', '.join(missing)}", RejectReason.MISSING_FIELD)
     code = RejectReason.BAD_VEHICLE_ID
@@ -124,7 +124,8 @@ def numbered_csv(path: str | Path) -> Iterator[Numbered]:
                 line, code = reader.line_num, RejectReason.MALFORMED_ROW
                 yield line, SourceError(path, line, "more fields than the header", code)
                 continue
-            yield _parsed(row, path, reader.line_num)
+            present = {name: value for name, value in row.items() if value is not None}
+            yield _parsed(present, path, reader.line_num)  # a short row lacks its last fields
 
 
 def iter_jsonl(path: str | Path) -> Iterator[dict]:

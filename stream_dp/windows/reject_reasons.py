@@ -37,7 +37,9 @@ DESCRIPTIONS: dict[RejectReason, str] = {
         "not a well-formed trajectory"
     ),
     RejectReason.NOT_AN_OBJECT: "a JSON value that is not an object",
-    RejectReason.MISSING_FIELD: "one of vehicle_id, ts, lat, lon, speed is absent or empty",
+    RejectReason.MISSING_FIELD: (
+        "one of vehicle_id, ts, lat, lon, speed is absent (a JSON key, a CSV row's last fields)"
+    ),
     RejectReason.BAD_VEHICLE_ID: (
         "vehicle_id not a non-empty string or integer, longer than 256 characters, or with NUL"
     ),
