@@ -5,7 +5,9 @@ message amortise per-message cost). A reading has ``vehicle_id`` (string; an int
 accepted and turned into its decimal string), ``ts`` (epoch seconds or RFC 3339),
 ``lat``, ``lon`` (degrees) and ``speed`` (km/h); other fields are ignored. Speeds are
 clamped to ``[0, U]`` before anything else; non-finite values and out-of-range
-coordinates make the reading invalid.
+coordinates make the reading invalid. Every rejection carries a code of
+:class:`~stream_dp.windows.reject_reasons.RejectReason` (the dead-letter ``reason`` header,
+the offline rejects file) and a detail naming the field.
 """
 
 from __future__ import annotations
