@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,10 +127,16 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from stream_dp.windows.reject_reasons import RejectReason
+
     parser = sub.add_parser(
         "release",
         help="run the release offline on a readings file (no Kafka)",
         description=plain_text(__doc__),
+        epilog=textwrap.fill(
+            "reject reasons (README, Rejected readings): " + ", ".join(RejectReason), 88
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "file",

@@ -231,6 +231,7 @@ def test_release_help_names_the_input_columns_and_formats():
     for word in ("JSON Lines", ".gz", ".traj", "--rejects", "--strict", "--overwrite"):
         assert word in text
     assert "spends their budget again" in text
+    assert all(str(reason) in text for reason in RejectReason)
 
 
 def test_the_readme_lists_every_reject_reason_once():
