@@ -191,7 +191,7 @@ def _check_paths(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stream_dp.atomic_file import atomic_output
+    from stream_dp.commands.atomic_output import atomic_output
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.fault_injection import crash_point_counted, error_point_counted
