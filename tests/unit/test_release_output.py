@@ -210,6 +210,9 @@ def test_a_non_empty_out_is_replaced_only_with_overwrite(previous, capsys):
 
 def test_the_replaced_out_keeps_its_permissions(previous):
     source, out, _before = previous
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o666 & ~umask  # new: as open() makes it
     out.chmod(0o640)
     assert release(source, out, "--overwrite") == 0
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
