@@ -8,7 +8,7 @@ release step. ``stream-dp release`` (offline backfills and audits) and the tests
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,9 +18,11 @@ from stream_dp.kafka.partitioner import partition_for
 from stream_dp.release.accounting import new_ledger
 from stream_dp.release.outcome import record_stored, release_ready_windows
 from stream_dp.release.records import WindowRelease
+from stream_dp.sources import SourceError
 from stream_dp.windows.closing import close_all_windows, close_due_windows
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator
+from stream_dp.windows.reject_reasons import Reject, RejectReason
 from stream_dp.windows.state import PartitionState
 
 
@@ -29,6 +31,7 @@ class EngineCounts:
     accepted: int = 0
     invalid: int = 0
     late: int = 0
+    #: Skipped readings per :class:`RejectReason` code.
     invalid_reasons: dict[str, int] = field(default_factory=dict)
 
 
@@ -53,14 +56,25 @@ class OfflineEngine:
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""
+        return self.feed_numbered(enumerate(readings, start=1), batch_size)
+
+    def feed_numbered(
+        self,
+        readings: Iterable[tuple[int, Any]],
+        batch_size: int = 5000,
+        on_reject: Callable[[Reject], None] | None = None,
+    ) -> Iterator[WindowRelease]:
+        """Like :meth:`feed`, for ``(line, reading)`` pairs (``stream_dp.sources``'
+        ``numbered_readings``: a bad row is a ``SourceError`` there). Every reading that
+        is not accepted is skipped, counted by reason and handed to ``on_reject``."""
         batches = [ParsedBatch() for _ in range(self.partitions)]
         pending = 0
-        for obj in readings:
+        for line, obj in readings:
             try:
                 partition = partition_for(_vehicle_key(obj), self.partitions)
                 self.validator.add(obj, batches[partition])
             except InvalidReading as exc:
-                self._invalid(str(exc))
+                self._invalid(Reject(line, exc.reason, exc.detail), on_reject)
                 continue
             pending += 1
             if pending >= batch_size:
@@ -93,14 +107,37 @@ class OfflineEngine:
             record_stored(self.coordinator, self.ledger, release.window_start, release.loss)
             yield release
 
-    def _invalid(self, reason: str) -> None:
+    def first_reject(self, readings: Iterable[tuple[int, Any]]) -> Reject | None:
+        """The first ``(line, reading)`` the ingest would skip, or None: ``--strict``'s
+        check of the whole input, before anything is released (nothing is kept)."""
+        scratch = ParsedBatch()
+        for line, obj in readings:
+            try:
+                _vehicle_key(obj)
+                self.validator.add(obj, scratch)
+            except InvalidReading as exc:
+                return Reject(line, exc.reason, exc.detail)
+            if len(scratch) >= 5000:
+                scratch = ParsedBatch()
+        return None
+
+    def _invalid(self, reject: Reject, on_reject: Callable[[Reject], None] | None) -> None:
         self.counts.invalid += 1
-        self.counts.invalid_reasons[reason] = self.counts.invalid_reasons.get(reason, 0) + 1
+        reasons = self.counts.invalid_reasons
+        reasons[reject.reason] = reasons.get(reject.reason, 0) + 1
+        if on_reject is not None:
+            on_reject(reject)
 
 
 def _vehicle_key(obj: Any) -> str:
+    """The partitioning key; a row the source could not parse is rejected with its reason."""
     if isinstance(obj, dict):
         vehicle = obj.get("vehicle_id")
         if isinstance(vehicle, str | int) and not isinstance(vehicle, bool):
             return str(vehicle)
-    raise InvalidReading("vehicle_id must be a non-empty string")
+        if "vehicle_id" not in obj:
+            raise InvalidReading(RejectReason.MISSING_FIELD, "vehicle_id is missing")
+        raise InvalidReading(RejectReason.BAD_VEHICLE_ID, "vehicle_id must be a non-empty string")
+    if isinstance(obj, SourceError):
+        raise InvalidReading(obj.code or RejectReason.MALFORMED_ROW, obj.reason)
+    raise InvalidReading(RejectReason.NOT_AN_OBJECT, "a reading must be a JSON object")

@@ -13,7 +13,10 @@ N-th state checkpoint of the process (:mod:`stream_dp.worker.checkpoints`):
 ``before-checkpoint:N`` (its windows' close records are durable, the checkpoint not
 written), ``during-checkpoint:N`` (handed to the producer, killed a few milliseconds later
 whether or not the broker has it), ``after-checkpoint:N`` (acknowledged; nothing after it
-done). Unset (always, in production) it does nothing.
+done). In ``stream-dp release``, once the N-th window's records are written (to the
+temporary file, before it replaces ``--out``): ``release-written-error:N`` raises
+:class:`InjectedReleaseError` out of the run, ``release-written-kill:N`` SIGKILLs it.
+Unset (always, in production) it does nothing.
 """
 
 from __future__ import annotations

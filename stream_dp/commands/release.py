@@ -2,6 +2,22 @@
 
 For backfills, audits and tests: the same windowing, CLIP-USER, pseudo-user step and
 noise as the service, with input partitions emulated by Kafka's default partitioner.
+
+Input: CSV with a header naming the columns vehicle_id, ts, lat, lon, speed (other
+columns are ignored), JSON Lines with those keys (.jsonl or .ndjson), either gzipped
+(.gz), or a tracktable .traj file (speeds derived from consecutive fixes). ts is epoch
+seconds or an ISO 8601 / RFC 3339 time (naive = UTC); speed is in the units of U (km/h).
+
+A bad reading (unparseable, missing field, out of range) is skipped, counted by reason and
+written to the rejects file as {"line": N, "reason": CODE, "detail": TEXT}; the codes are
+the dead-letter topic's (README, "Rejected readings"). With --strict the whole input is
+checked first and the first bad row stops the run (exit 2) before any noise is drawn.
+
+--out is written whole or not at all: to a temporary file beside it, renamed over it only
+when the run completes, so a failed or interrupted run leaves an existing --out as it was.
+Each run draws fresh noise: releasing the same readings again spends their budget again,
+so an existing non-empty --out is replaced only with --overwrite.
+
 A window whose release computation raises is written as a failed window summary (as the
 service publishes it), reported on stderr in one line, and the replay goes on; the exit
 status is 1 when any window failed, after everything else is written.
@@ -11,13 +27,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from stream_dp.cli import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from stream_dp.windows.reject_reasons import Reject
 
 
 def add_release_options(
@@ -106,26 +127,79 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from stream_dp.windows.reject_reasons import RejectReason
+
     parser = sub.add_parser(
         "release",
         help="run the release offline on a readings file (no Kafka)",
         description=plain_text(__doc__),
+        epilog=textwrap.fill(
+            "reject reasons (README, Rejected readings): " + ", ".join(RejectReason), 88
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", type=Path, help="readings: CSV, JSONL, .gz of either, or .traj")
+    parser.add_argument(
+        "file",
+        type=Path,
+        help="readings: CSV (header vehicle_id,ts,lat,lon,speed), JSONL with those keys, "
+        ".gz of either, or .traj",
+    )
     parser.add_argument("--out", type=Path, required=True, help="output JSONL of records")
+    parser.add_argument(
+        "--rejects",
+        type=Path,
+        metavar="FILE",
+        help="JSONL of skipped readings (line, reason, detail); default: --out with the "
+        "suffix .rejects.jsonl",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="check every reading first; exit 2 on the first bad one, releasing nothing",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a non-empty --out (a re-run draws fresh noise: budget spent again)",
+    )
     add_release_options(parser)
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.engine import OfflineEngine
-    from stream_dp.release.outcome import failure_line
-    from stream_dp.sources import SourceError, iter_readings
+def rejects_path(out: Path) -> Path:
+    """The default rejects file: beside ``out``, its suffix replaced by ``.rejects.jsonl``."""
+    return out.with_name(f"{out.stem if out.suffix else out.name}.rejects.jsonl")
 
-    settings = settings_from_args(args)
+
+def _check_paths(args: argparse.Namespace) -> Path:
+    """The rejects path, after refusing outputs that would clobber something."""
     if not args.file.is_file():
         raise cannot_read("FILE", args.file)
+    rejects = args.rejects or rejects_path(args.out)
+    resolved = {args.file.resolve(), args.out.resolve(), rejects.resolve()}
+    if len(resolved) < 3:
+        raise CliError("FILE, --out and --rejects must be three different files")
+    for label, path in (("--out", args.out), ("--rejects", rejects)):
+        if not path.parent.is_dir():
+            raise CliError(f"{label}: cannot write {path}: No such directory")
+    if not args.overwrite and args.out.is_file() and args.out.stat().st_size > 0:
+        raise CliError(
+            f"--out: {args.out} already holds releases; a re-run draws fresh noise for the "
+            "same windows and spends their budget again (--overwrite to replace it)"
+        )
+    return rejects
+
+
+def run(args: argparse.Namespace) -> int:
+    from stream_dp.commands.atomic_output import atomic_output
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.engine import OfflineEngine
+    from stream_dp.fault_injection import crash_point_counted, error_point_counted
+    from stream_dp.release.outcome import failure_line
+    from stream_dp.sources import SourceError, numbered_readings
+
+    settings = settings_from_args(args)
+    rejects = _check_paths(args)
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 
@@ -133,8 +207,17 @@ def run(args: argparse.Namespace) -> int:
     engine = OfflineEngine(settings, LaplaceNoise())
     windows = cells = failed = 0
     try:
-        with args.out.open("wb") as out:
-            for releases in (engine.feed(iter_readings(args.file)), engine.finish()):
+        if args.strict:  # before any noise is drawn
+            bad = engine.first_reject(numbered_readings(args.file))
+            if bad is not None:
+                raise CliError(f"{args.file}:{bad.line}: {bad.reason}: {bad.detail}")
+        with atomic_output(args.out) as out, atomic_output(rejects) as rejected:
+
+            def write_reject(reject: Reject) -> None:
+                rejected.write(orjson.dumps(reject.as_json()) + b"\n")
+
+            readings = engine.feed_numbered(numbered_readings(args.file), on_reject=write_reject)
+            for releases in (readings, engine.finish()):
                 for release in releases:
                     windows += 1
                     cells += len(release.cells)
@@ -143,14 +226,19 @@ def run(args: argparse.Namespace) -> int:
                     if release.failed:
                         failed += 1
                         print(failure_line(release, "continuing"), file=sys.stderr)
+                    error_point_counted("release-written-error")
+                    crash_point_counted("release-written-kill")
     except SourceError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
-        raise CliError(f"--out: cannot write {args.out}: {exc.strerror}") from None
+        raise CliError(f"cannot write {exc.filename or args.out}: {exc.strerror}") from None
     counts = engine.counts
+    if counts.invalid:
+        by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
+        print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
     print(
         f"released {windows - failed} windows, {cells} cell records, {failed} windows failed "
-        f"-> {args.out} (readings accepted {counts.accepted}, invalid {counts.invalid}, "
+        f"-> {args.out} (readings accepted {counts.accepted}, rejected {counts.invalid}, "
         f"late {counts.late})",
         file=sys.stderr,
     )

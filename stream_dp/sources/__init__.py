@@ -3,6 +3,10 @@
 Every reader yields dicts with exactly the keys of :data:`READING_FIELDS`: ``vehicle_id``
 (str), ``ts`` (float, epoch seconds UTC), ``lat``, ``lon`` and ``speed`` (float, km/h).
 Values are parsed, not validated: range checks and clamping belong to the ingest.
+
+:func:`numbered_readings` gives every reading with its line and a bad row as a
+:class:`SourceError` with its :class:`RejectReason`, so a caller can skip it (``stream-dp
+release``); :func:`iter_readings` raises on the first bad row instead.
 """
 
 from __future__ import annotations
@@ -14,16 +18,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from stream_dp.windows.reject_reasons import RejectReason
+
 READING_FIELDS: tuple[str, ...] = ("vehicle_id", "ts", "lat", "lon", "speed")
 
 
 class SourceError(ValueError):
-    """A file that cannot be read as readings; names the file and (when known) the line."""
+    """A file that cannot be read as readings; names the file and (when known) the line.
 
-    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+    ``code`` is the :class:`RejectReason` of a bad row (None when the whole file is unusable:
+    unknown type, no header)."""
+
+    def __init__(
+        self, path: str | Path, line: int | None, reason: str, code: RejectReason | None = None
+    ) -> None:
         self.path = str(path)
         self.line = line
         self.reason = reason
+        self.code = code
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {reason}")
 
@@ -68,30 +80,64 @@ def _kind(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def iter_readings(path: str | Path) -> Iterator[dict]:
-    """An iterator over the readings of ``path``, choosing the parser by suffix.
+#: One item of :func:`numbered_readings`: the line (of a ``.traj``, the trajectory's line)
+#: and the parsed reading, or the :class:`SourceError` of a bad row.
+Numbered = tuple[int, "dict | SourceError"]
+
+
+def numbered_readings(path: str | Path) -> Iterator[Numbered]:
+    """The readings of ``path`` with their line numbers, choosing the parser by suffix.
 
     ``.csv``, ``.jsonl`` / ``.ndjson`` (streamed, file order) and ``.traj`` (loaded whole, sorted
-    by ``(ts, vehicle_id)``), each optionally with ``.gz``. Malformed lines raise
-    :class:`SourceError` naming the file and line.
+    by ``(ts, vehicle_id)``; its bad lines come first), each optionally with ``.gz``. A bad row
+    is yielded as a :class:`SourceError` with a ``code``; an unusable file (unknown type, no
+    CSV header) raises it.
     """
     path = Path(path)
     kind = _kind(path)
     if kind == ".csv":
-        from stream_dp.sources.tabular import iter_csv
+        from stream_dp.sources.tabular import numbered_csv
 
-        return iter_csv(path)
+        return numbered_csv(path)
     if kind in (".jsonl", ".ndjson"):
-        from stream_dp.sources.tabular import iter_jsonl
+        from stream_dp.sources.tabular import numbered_jsonl
 
-        return iter_jsonl(path)
+        return numbered_jsonl(path)
     if kind == ".traj":
-        from stream_dp.sources.traj import read_traj
+        from stream_dp.sources.traj import numbered_traj
 
-        return iter(read_traj(path))
+        return iter(numbered_traj(path))
     raise SourceError(
         path, None, "unknown file type; expected .csv, .jsonl, .ndjson or .traj (optionally .gz)"
     )
 
 
-__all__ = ["READING_FIELDS", "SourceError", "iter_readings", "open_text", "to_epoch"]
+def iter_readings(path: str | Path) -> Iterator[dict]:
+    """The readings of ``path`` (:func:`numbered_readings`); raises the first bad row's
+    :class:`SourceError`, naming the file and line."""
+    if _kind(Path(path)) == ".traj":  # loaded whole: an iterator that knows its length
+        from stream_dp.sources.traj import read_traj
+
+        return iter(read_traj(path))
+    numbered = numbered_readings(path)  # an unusable file raises here, before iterating
+    return raise_on_bad_row(numbered)
+
+
+def raise_on_bad_row(numbered: Iterator[Numbered]) -> Iterator[dict]:
+    """The readings of ``numbered``; raises its first bad row's :class:`SourceError`."""
+    for _line, item in numbered:
+        if isinstance(item, SourceError):
+            raise item
+        yield item
+
+
+__all__ = [
+    "READING_FIELDS",
+    "Numbered",
+    "SourceError",
+    "iter_readings",
+    "numbered_readings",
+    "open_text",
+    "raise_on_bad_row",
+    "to_epoch",
+]

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import orjson
 
-from stream_dp.sources import READING_FIELDS, SourceError, open_text, to_epoch
+from stream_dp.sources import (
+    READING_FIELDS,
+    Numbered,
+    SourceError,
+    open_text,
+    raise_on_bad_row,
+    to_epoch,
+)
+from stream_dp.windows.reject_reasons import RejectReason
 
 
 def _vehicle_id(value: object) -> str:
@@ -38,23 +46,37 @@ def _number(name: str, value: object) -> float:
 
 def to_reading(record: Mapping[str, object], path: Path, line: int) -> dict:
     """The five reading fields of ``record``, parsed; :class:`SourceError` if any is bad."""
-    missing = [name for name in READING_FIELDS if record.get(name) is None]
+    missing = [name for name in READING_FIELDS if name not in record]
     if missing:
-        raise SourceError(path, line, f"missing {', '.join(missing)}")
+        raise SourceError(path, line, f"missing {', '.join(missing)}", RejectReason.MISSING_FIELD)
+    code = RejectReason.BAD_VEHICLE_ID
     try:
+        vehicle = _vehicle_id(record["vehicle_id"])
+        code = RejectReason.BAD_TS
+        ts = to_epoch(record["ts"])
+        code = RejectReason.NOT_A_NUMBER
         return {
-            "vehicle_id": _vehicle_id(record["vehicle_id"]),
-            "ts": to_epoch(record["ts"]),
+            "vehicle_id": vehicle,
+            "ts": ts,
             "lat": _number("lat", record["lat"]),
             "lon": _number("lon", record["lon"]),
             "speed": _number("speed", record["speed"]),
         }
     except ValueError as exc:
-        raise SourceError(path, line, str(exc)) from None
+        detail = str(exc) if code != RejectReason.BAD_TS else f"ts: {exc}"
+        raise SourceError(path, line, detail, code) from None
 
 
-def iter_jsonl(path: str | Path) -> Iterator[dict]:
-    """Readings of a JSON Lines file, one object per line; blank lines are skipped."""
+def _parsed(record: Mapping[str, object], path: Path, line: int) -> Numbered:
+    try:
+        return line, to_reading(record, path, line)
+    except SourceError as exc:
+        return line, exc
+
+
+def numbered_jsonl(path: str | Path) -> Iterator[Numbered]:
+    """Readings of a JSON Lines file, one object per line, with their line numbers; blank
+    lines are skipped, a bad line comes as a :class:`SourceError`."""
     path = Path(path)
     with open_text(path) as stream:
         for line_number, line in enumerate(stream, start=1):
@@ -63,14 +85,19 @@ def iter_jsonl(path: str | Path) -> Iterator[dict]:
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise SourceError(path, line_number, f"invalid JSON: {exc}") from None
+                detail = f"invalid JSON: {exc}"
+                yield line_number, SourceError(path, line_number, detail, RejectReason.NOT_JSON)
+                continue
             if not isinstance(record, dict):
-                raise SourceError(path, line_number, "expected a JSON object")
-            yield to_reading(record, path, line_number)
+                detail, code = "expected a JSON object", RejectReason.NOT_AN_OBJECT
+                yield line_number, SourceError(path, line_number, detail, code)
+                continue
+            yield _parsed(record, path, line_number)
 
 
-def iter_csv(path: str | Path) -> Iterator[dict]:
-    """Readings of a CSV file whose header names at least the five reading fields."""
+def numbered_csv(path: str | Path) -> Iterator[Numbered]:
+    """Readings of a CSV file whose header names at least the five reading fields, with
+    their line numbers; a bad row comes as a :class:`SourceError`, a bad header raises it."""
     path = Path(path)
     with open_text(path) as stream:
         reader = csv.DictReader(stream)
@@ -90,7 +117,22 @@ def iter_csv(path: str | Path) -> Iterator[dict]:
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise SourceError(path, reader.line_num, f"invalid CSV: {exc}") from None
+                line, code = reader.line_num, RejectReason.MALFORMED_ROW
+                yield line, SourceError(path, line, f"invalid CSV: {exc}", code)
+                continue
             if None in row:
-                raise SourceError(path, reader.line_num, "more fields than the header")
-            yield to_reading(row, path, reader.line_num)
+                line, code = reader.line_num, RejectReason.MALFORMED_ROW
+                yield line, SourceError(path, line, "more fields than the header", code)
+                continue
+            present = {name: value for name, value in row.items() if value is not None}
+            yield _parsed(present, path, reader.line_num)  # a short row lacks its last fields
+
+
+def iter_jsonl(path: str | Path) -> Iterator[dict]:
+    """Readings of a JSON Lines file; raises the first bad line's :class:`SourceError`."""
+    return raise_on_bad_row(numbered_jsonl(path))
+
+
+def iter_csv(path: str | Path) -> Iterator[dict]:
+    """Readings of a CSV file; raises the first bad row's :class:`SourceError`."""
+    return raise_on_bad_row(numbered_csv(path))

@@ -20,7 +20,8 @@ import math
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stream_dp.sources import SourceError, open_text
+from stream_dp.sources import Numbered, SourceError, open_text
+from stream_dp.windows.reject_reasons import RejectReason
 
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
 HEADER_FIELDS = 11
@@ -108,10 +109,13 @@ def trajectory_readings(fixes: list[tuple[str, float, float, float]]) -> list[di
     ]
 
 
-def read_traj(path: str | Path) -> list[dict]:
-    """All readings of a ``.traj`` (or ``.traj.gz``) file, sorted by ``(ts, vehicle_id)``."""
+def numbered_traj(path: str | Path) -> list[Numbered]:
+    """Every bad line of a ``.traj`` (or ``.traj.gz``) file as a :class:`SourceError`, in
+    file order, then its readings with their trajectory's line, sorted by
+    ``(ts, vehicle_id)``."""
     path = Path(path)
-    readings: list[dict] = []
+    bad: list[Numbered] = []
+    readings: list[tuple[int, dict]] = []
     with open_text(path) as stream:
         for line_number, line in enumerate(stream, start=1):
             line = line.rstrip("\r\n")
@@ -119,10 +123,21 @@ def read_traj(path: str | Path) -> list[dict]:
                 continue
             try:
                 fixes = _fixes(line.split(","))
+                if len({fix[0] for fix in fixes}) > 1:
+                    raise ValueError("trajectory mixes several object ids")
             except ValueError as exc:
-                raise SourceError(path, line_number, str(exc)) from None
-            if len({fix[0] for fix in fixes}) > 1:
-                raise SourceError(path, line_number, "trajectory mixes several object ids")
-            readings.extend(trajectory_readings(fixes))
-    readings.sort(key=lambda r: (r["ts"], r["vehicle_id"]))
-    return readings
+                error = SourceError(path, line_number, str(exc), RejectReason.MALFORMED_ROW)
+                bad.append((line_number, error))
+                continue
+            readings.extend((line_number, r) for r in trajectory_readings(fixes))
+    readings.sort(key=lambda item: (item[1]["ts"], item[1]["vehicle_id"]))
+    return [*bad, *readings]
+
+
+def read_traj(path: str | Path) -> list[dict]:
+    """All readings of a ``.traj`` (or ``.traj.gz``) file, sorted by ``(ts, vehicle_id)``;
+    raises the first bad line's :class:`SourceError`."""
+    numbered = numbered_traj(path)
+    if numbered and isinstance(numbered[0][1], SourceError):
+        raise numbered[0][1]
+    return [reading for _line, reading in numbered]  # type: ignore[misc]

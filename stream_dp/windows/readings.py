@@ -5,7 +5,9 @@ message amortise per-message cost). A reading has ``vehicle_id`` (string; an int
 accepted and turned into its decimal string), ``ts`` (epoch seconds or RFC 3339),
 ``lat``, ``lon`` (degrees) and ``speed`` (km/h); other fields are ignored. Speeds are
 clamped to ``[0, U]`` before anything else; non-finite values and out-of-range
-coordinates make the reading invalid.
+coordinates make the reading invalid. Every rejection carries a code of
+:class:`~stream_dp.windows.reject_reasons.RejectReason` (the dead-letter ``reason`` header,
+the offline rejects file) and a detail naming the field.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 import h3
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
+
+from stream_dp.windows.reject_reasons import RejectReason
 
 MAX_VEHICLE_ID_LENGTH = 256
 # Event times are epoch seconds in [0, LATEST_TS]: 9000-01-01T00:00:00Z leaves any window's
@@ -40,7 +44,15 @@ class Reading(BaseModel):
 
 
 class InvalidReading(ValueError):
-    """Why a reading (or a whole message) was rejected; goes to the dead-letter topic."""
+    """Why a reading (or a whole message) was rejected; goes to the dead-letter topic.
+
+    ``reason`` is the code of :class:`RejectReason`; ``str(exc)`` is the detail naming the
+    field."""
+
+    def __init__(self, reason: RejectReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
 
 
 @dataclass
@@ -59,66 +71,79 @@ class ParsedBatch:
 def parse_timestamp(value: Any) -> float:
     """Epoch seconds from a number or an RFC 3339 string (naive strings are UTC)."""
     if isinstance(value, bool):
-        raise InvalidReading("ts must be epoch seconds or RFC 3339")
+        raise InvalidReading(RejectReason.BAD_TS, "ts must be epoch seconds or RFC 3339")
     if isinstance(value, int | float):
         try:
             ts = float(value)
         except OverflowError:
-            raise InvalidReading("ts is not finite") from None
+            raise InvalidReading(RejectReason.BAD_TS, "ts is not finite") from None
     elif isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidReading(f"ts is not RFC 3339: {value[:40]!r}") from None
+            raise InvalidReading(
+                RejectReason.BAD_TS, f"ts is not RFC 3339: {value[:40]!r}"
+            ) from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         ts = parsed.timestamp()
     else:
-        raise InvalidReading("ts must be epoch seconds or RFC 3339")
+        raise InvalidReading(RejectReason.BAD_TS, "ts must be epoch seconds or RFC 3339")
     if not math.isfinite(ts):
-        raise InvalidReading("ts is not finite")
+        raise InvalidReading(RejectReason.BAD_TS, "ts is not finite")
     return ts
 
 
+def _require(obj: dict[str, Any], name: str) -> None:
+    if name not in obj:
+        raise InvalidReading(RejectReason.MISSING_FIELD, f"{name} is missing")
+
+
 def _number(obj: dict[str, Any], name: str) -> float:
-    value = obj.get(name)
+    _require(obj, name)
+    value = obj[name]
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidReading(f"{name} must be a number")
+        raise InvalidReading(RejectReason.NOT_A_NUMBER, f"{name} must be a number")
     try:
         number = float(value)
     except OverflowError:
-        raise InvalidReading(f"{name} is not finite") from None
+        raise InvalidReading(RejectReason.NOT_A_NUMBER, f"{name} is not finite") from None
     if not math.isfinite(number):
-        raise InvalidReading(f"{name} is not finite")
+        raise InvalidReading(RejectReason.NOT_A_NUMBER, f"{name} is not finite")
     return number
 
 
 def _vehicle_id(obj: dict[str, Any]) -> str:
-    value = obj.get("vehicle_id")
+    _require(obj, "vehicle_id")
+    value = obj["vehicle_id"]
     if isinstance(value, bool):
-        raise InvalidReading("vehicle_id must be a string")
+        raise InvalidReading(RejectReason.BAD_VEHICLE_ID, "vehicle_id must be a string")
     if isinstance(value, int):
         value = str(value)
     if not isinstance(value, str) or not value:
-        raise InvalidReading("vehicle_id must be a non-empty string")
+        raise InvalidReading(RejectReason.BAD_VEHICLE_ID, "vehicle_id must be a non-empty string")
     if len(value) > MAX_VEHICLE_ID_LENGTH:
-        raise InvalidReading(f"vehicle_id longer than {MAX_VEHICLE_ID_LENGTH}")
+        raise InvalidReading(
+            RejectReason.BAD_VEHICLE_ID, f"vehicle_id longer than {MAX_VEHICLE_ID_LENGTH}"
+        )
     if "\x00" in value:
-        raise InvalidReading("vehicle_id must not contain NUL characters")
+        raise InvalidReading(
+            RejectReason.BAD_VEHICLE_ID, "vehicle_id must not contain NUL characters"
+        )
     return value
 
 
 def decode_message(value: bytes | None) -> list[Any]:
     """The reading objects of one message value; raises InvalidReading for bad JSON."""
     if not value:
-        raise InvalidReading("empty message")
+        raise InvalidReading(RejectReason.EMPTY_MESSAGE, "empty message")
     try:
         decoded = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        raise InvalidReading(f"not JSON: {exc.msg}") from None
+        raise InvalidReading(RejectReason.NOT_JSON, f"not JSON: {exc.msg}") from None
     if isinstance(decoded, list):
         if not decoded:
-            raise InvalidReading("empty array")
+            raise InvalidReading(RejectReason.EMPTY_MESSAGE, "empty array")
         return decoded
     return [decoded]
 
@@ -188,23 +213,25 @@ class ReadingValidator:
 
     def _add_checked(self, obj: Any, batch: ParsedBatch) -> None:
         if not isinstance(obj, dict):
-            raise InvalidReading("a reading must be a JSON object")
+            raise InvalidReading(RejectReason.NOT_AN_OBJECT, "a reading must be a JSON object")
         vehicle = _vehicle_id(obj)
-        ts = parse_timestamp(obj.get("ts"))
+        _require(obj, "ts")
+        ts = parse_timestamp(obj["ts"])
         if ts < 0:
-            raise InvalidReading("ts is before 1970-01-01T00:00:00Z")
+            raise InvalidReading(RejectReason.TS_OUT_OF_RANGE, "ts is before 1970-01-01T00:00:00Z")
         if ts > self.latest_ts:
             if self.latest_ts < LATEST_TS:
                 raise InvalidReading(
-                    f"ts is more than {self.max_future_seconds:g} s ahead of the wall clock"
+                    RejectReason.TS_IN_FUTURE,
+                    f"ts is more than {self.max_future_seconds:g} s ahead of the wall clock",
                 )
-            raise InvalidReading("ts is after 9000-01-01T00:00:00Z")
+            raise InvalidReading(RejectReason.TS_OUT_OF_RANGE, "ts is after 9000-01-01T00:00:00Z")
         lat = _number(obj, "lat")
         lon = _number(obj, "lon")
         if not -90.0 <= lat <= 90.0:
-            raise InvalidReading("lat out of range [-90, 90]")
+            raise InvalidReading(RejectReason.LAT_OUT_OF_RANGE, "lat out of range [-90, 90]")
         if not -180.0 <= lon <= 180.0:
-            raise InvalidReading("lon out of range [-180, 180]")
+            raise InvalidReading(RejectReason.LON_OUT_OF_RANGE, "lon out of range [-180, 180]")
         speed = _number(obj, "speed")
         speed = 0.0 if speed < 0.0 else (self.upper if speed > self.upper else speed)
         batch.vehicle.append(vehicle)

@@ -6,7 +6,8 @@ For every batch (one ``getmany`` of :mod:`stream_dp.worker.batch_consumer`, or F
    (:mod:`stream_dp.worker.recovery` replays ``delta``/``close`` records up to the end);
 2. skips records at or below the last input offset already applied (redelivery after a
    crash: Faust commits lag behind), validates the rest — bad readings go to the
-   dead-letter topic with the reason in a header;
+   dead-letter topic with the reason code (:mod:`stream_dp.windows.reject_reasons`) and
+   the detail in headers;
 3. accumulates, then writes the batch's delta (with its last input offset) to the state
    topic and waits for it, so offsets are committed only after the delta is durable;
 4. closes the windows its watermark has passed: the partial goes to the partials topic
@@ -188,14 +189,14 @@ class IngestProcessor:
                 objects = decode_message(message.value)
             except InvalidReading as exc:
                 invalid += 1
-                sends.append(await self._dead_letter(message, message.value, str(exc)))
+                sends.append(await self._dead_letter(message, message.value, exc))
                 continue
             for obj in objects:
                 try:
                     self.validator.add(obj, batch)
                 except InvalidReading as exc:
                     invalid += 1
-                    sends.append(await self._dead_letter(message, _dump(obj), str(exc)))
+                    sends.append(await self._dead_letter(message, _dump(obj), exc))
         if last_offset == runtime.applied_offset:
             return
         state = runtime.state
@@ -357,9 +358,14 @@ class IngestProcessor:
         futures = [await self.producer.send(topic, v, partition=partition) for v in values]
         await asyncio.gather(*futures)
 
-    async def _dead_letter(self, message: Any, value: bytes, reason: str) -> asyncio.Future[Any]:
+    async def _dead_letter(
+        self, message: Any, value: bytes, error: InvalidReading
+    ) -> asyncio.Future[Any]:
+        """Send the rejected value on with its reason code (``RejectReason``, the vocabulary
+        of ``stream-dp release``'s rejects file) and the detail naming the field."""
         headers = [
-            ("reason", reason.encode()),
+            ("reason", str(error.reason).encode()),
+            ("detail", error.detail.encode()),
             ("source-topic", str(message.topic).encode()),
             ("source-partition", str(message.partition).encode()),
             ("source-offset", str(message.offset).encode()),

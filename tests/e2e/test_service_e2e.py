@@ -20,6 +20,7 @@ from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.testing.readings import depot_readings, synthetic_readings
 from stream_dp.testing.settings import service_settings
+from stream_dp.windows.reject_reasons import RejectReason
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.e2e.service_harness import (
@@ -140,7 +141,10 @@ def test_malformed_flood_goes_to_the_dead_letter_topic(kafka, setup):
     dead = read_topic(kafka, settings.topic_dlq, settings.partitions)
     assert len(dead) == len(bad_messages) + 1
     reasons = {dict(r.headers)["reason"].decode() for r in dead}
-    assert any("not JSON" in r for r in reasons) and "lat out of range [-90, 90]" in reasons
+    assert reasons == {"not_json", "empty_message", "missing_field", "lat_out_of_range"}
+    assert set(reasons) <= {str(reason) for reason in RejectReason}  # the offline vocabulary
+    details = {dict(r.headers)["detail"].decode() for r in dead}
+    assert "lat out of range [-90, 90]" in details and "ts is missing" in details
     assert worker.metric("stream_dp_readings_total", 'outcome="invalid"') == len(dead)
     assert worker.metric("stream_dp_readings_total", 'outcome="accepted"') == len(good) - 1
 
