@@ -215,7 +215,7 @@ async function select(start) {
   showLegend();
   showBudget(w);
   if (w) {
-    const hash = `#window=${encodeURIComponent(start)}`;
+    const hash = `#window=${start}`; // RFC 3339: characters a fragment may hold
     if (location.hash !== hash) history.replaceState(null, "", hash);
   }
   if (!w || (state.drawnVersion === w.version && document.body.dataset.window === start)) return;
