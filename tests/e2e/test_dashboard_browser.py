@@ -165,7 +165,9 @@ def test_worker_dashboard_draws_the_released_cells(
     assert float(drawn["cumulative_epsilon"]) == pytest.approx(cumulative(records, windows[-1]))
     assert drawn["budget_window"] == windows[-1]
     assert f"ε={EPSILON} per cell" in drawn["params"], context
-    assert f"H3 res {settings.resolution}" in drawn["params"], context
+    drawn_res = sorted({r["resolution"] for r in records
+                        if r["type"] == "cell" and r["window_start"] == windows[-1]})  # fmt: skip
+    assert f"H3 res {', '.join(map(str, drawn_res))} ·" in drawn["params"], context
     assert drawn["status"] == "live"
 
     choose_window(browser, windows[0])
