@@ -275,8 +275,16 @@ function whyNoCells(w) {
     return `${plural(w.cells_withheld, "cell")} withheld: none met the error target, even ` +
       "merged up to the coarsest resolution";
   }
-  return `no cell passed the release's selection (${plural(w.n_vehicles ?? 0, "vehicle")}, ` +
-    `${plural(w.n_readings, "reading")})`;
+  return "no cell passed the release's selection (min_vehicles, top_cells)";
+}
+
+// The summary's counts and charge, as far as it states them.
+function summaryLine(w) {
+  const parts = [];
+  if (typeof w.n_vehicles === "number") parts.push(plural(w.n_vehicles, "vehicle"));
+  if (typeof w.n_readings === "number") parts.push(plural(w.n_readings, "reading"));
+  if (typeof w.privacy_loss === "number") parts.push(`K·ε = ${fmt(w.privacy_loss, 2)} charged`);
+  return parts.join(" · ");
 }
 
 // Beside the map: the newest window when it released no cell (the map shows an older
@@ -294,7 +302,7 @@ function showNote() {
   }
   note.hidden = !w;
   note.dataset.window = w ? w.window_start : "";
-  $("note-text").textContent = w ? `${lead}: ${whyNoCells(w)}.` : "";
+  $("note-text").textContent = w ? `${lead}: ${whyNoCells(w)}. ${summaryLine(w)}` : "";
 }
 
 // --- legend, settings, live updates --------------------------------------------------------

@@ -335,7 +335,7 @@ def test_a_releases_file_opens_on_the_newest_window_with_cells(
         " return [n.hidden, n.dataset.window, n.textContent]; })()"
     )
     assert note[0] is False and note[1] == hour_stamp(3), note
-    assert "4 cells withheld" in note[2], note
+    assert "4 cells withheld" in note[2] and "7 vehicles · 50 readings" in note[2], note
     assert drawn["status"] == "file" and "live" not in drawn["params"]
     assert "H3 res 8 ·" in drawn["params"] and "U=65" in drawn["params"]
     assert _fill_of(browser, c) == _rgb(VIRIDIS_STOPS[-1])
