@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
     parser.add_argument("--web-port", help="HTTP port (default 8000; 0: a free port)")
     parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
-    parser.add_argument("--upper", type=float, help="U of the releases (default 65)")
+    parser.add_argument(
+        "--upper", type=float, help="U of records that state none (older records; default 65)"
+    )
     parser.add_argument("--max-windows", default="336", help="windows kept in memory")
     parser.add_argument(
         "--releases-file", type=Path, help="serve this releases JSONL file instead of Kafka"

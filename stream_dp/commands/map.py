@@ -1,8 +1,9 @@
 """`stream-dp map RELEASES.jsonl --window START --out map.png`: one window as a picture.
 
 Draws the window's released cells as their H3 hexagons, coloured by the released mean on
-the live map's scale (viridis over [0, U]) and faded by ``mean_error`` as there, with a
-legend. Needs matplotlib (the plotting extra).
+the live map's scale (viridis over [0, U], U as the records state it) and faded by
+``mean_error`` as there, with a legend. A file whose records state different U is refused.
+Needs matplotlib (the plotting extra).
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--window", help="window_start, or a unique prefix of it (default: the newest window)"
     )
     parser.add_argument("--out", type=Path, required=True, help="output PNG")
-    parser.add_argument("--upper", type=float, help="U of the releases (default: settings, 65)")
+    parser.add_argument(
+        "--upper",
+        type=float,
+        help="U of records that state none (written before records carried upper; "
+        "default: settings, 65); records that state U are drawn on their own",
+    )
     parser.set_defaults(run=run)
 
 
@@ -36,15 +42,17 @@ def run(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")
     from stream_dp.config import ConfigError, load_settings
     from stream_dp.dashboard.follower import read_releases_file
-    from stream_dp.dashboard.store import ReleaseStore
+    from stream_dp.dashboard.store import ReleaseStore, common_upper
 
     try:
-        upper = load_settings(upper=args.upper).upper
+        default_upper = load_settings(upper=args.upper).upper
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     store = ReleaseStore(max_windows=1_000_000)
     try:
-        store.add(read_releases_file(args.releases))
+        records = read_releases_file(args.releases)
+        upper = common_upper(records, default_upper)
+        store.add(records)
     except OSError as exc:
         raise cannot_read("RELEASES", args.releases, exc) from None
     except ValueError as exc:
@@ -56,8 +64,12 @@ def run(args: argparse.Namespace) -> int:
         draw_map(windows[start], cells, upper, args.out)
     except OSError as exc:
         raise CliError(f"--out: cannot write {args.out}: {exc.strerror}") from None
-    print(f"window {start}: {len(cells)} cells -> {args.out}", file=sys.stderr)
+    print(f"window {start}: {_cells(len(cells))} -> {args.out}", file=sys.stderr)
     return 0
+
+
+def _cells(count: int) -> str:
+    return "1 cell" if count == 1 else f"{count} cells"
 
 
 def _pick_window(starts: list[str], wanted: str | None) -> str:
@@ -104,7 +116,7 @@ def draw_map(window: dict[str, Any], cells: list[dict[str, Any]], upper: float, 
     bar.set_label(f"released mean ({UNITS}); faded: larger ± mean_error")
     loss = window.get("privacy_loss")
     ax.set_title(
-        f"{window['window_start']} · {len(cells)} cells released"
+        f"{window['window_start']} · {_cells(len(cells))} released · U = {upper:g} {UNITS}"
         + (f" · K·ε = {loss:.2f}" if isinstance(loss, int | float) else "")
     )
     fig.tight_layout()

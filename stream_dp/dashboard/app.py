@@ -17,10 +17,11 @@ from stream_dp.kafka.connection import KafkaConnection
 log = logging.getLogger(__name__)
 
 
-def page_config(settings: Settings, source: str) -> PageConfig:
+def page_config(settings: Settings, source: str, live: bool) -> PageConfig:
     return PageConfig(
         upper=settings.upper,
         source=source,
+        live=live,
         tile_url=settings.dashboard_tile_url,
         tile_attribution=settings.dashboard_tile_attribution,
         settings=settings.info_labels(),
@@ -70,6 +71,6 @@ def add_dashboard(
     add_dashboard_routes(
         app,
         feed,
-        page_config(settings, source),
+        page_config(settings, source, live=conn is not None),
         on_first_request=start_following if lazy else None,
     )

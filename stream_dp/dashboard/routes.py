@@ -2,7 +2,8 @@
 
 - ``GET /dashboard``: the map page; ``GET /dashboard/static/{name}``: its script, style and
   the vendored Leaflet (nothing is loaded from elsewhere unless a tile URL is configured);
-- ``GET /api/dashboard/config``: colour scale, U and its units, the tile basemap if any;
+- ``GET /api/dashboard/config``: colour scale, the U of records that state none and its
+  units, the tile basemap if any, whether the releases are followed live;
 - ``GET /api/dashboard/windows``: the released windows with their summaries and budget;
 - ``GET /api/dashboard/windows/{start}``: one window's released cells with their hexagons;
 - ``GET /api/dashboard/events``: server-sent events, one ``windows`` event (the index)
@@ -42,8 +43,11 @@ COALESCE_SECONDS = 0.1  # records of one window arrive in a burst: one event for
 class PageConfig:
     """What the page needs besides the releases (all public configuration)."""
 
+    #: U of records that state none (each window is coloured by its own records' U).
     upper: float
     source: str  # "worker" or "dashboard"
+    #: Following the releases topic (False: a releases file, nothing new will arrive).
+    live: bool = True
     tile_url: str | None = None
     tile_attribution: str = ""
     settings: dict[str, str] | None = None
@@ -56,6 +60,7 @@ class PageConfig:
             "tile_url": self.tile_url,
             "tile_attribution": self.tile_attribution,
             "source": self.source,
+            "live": self.live,
             "settings": self.settings or {},
         }
 

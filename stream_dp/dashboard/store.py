@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from itertools import accumulate
+from math import inf
 from typing import Any
 
 import h3
@@ -38,6 +39,32 @@ def cell_boundary(cell: str) -> tuple[tuple[float, float], ...]:
     return tuple((round(lat, 6), round(lng, 6)) for lat, lng in h3.cell_to_boundary(cell))
 
 
+def record_upper(record: Any) -> float | None:
+    """The U a release record states (``upper``), or None when it carries none (records
+    written before they stated it); a value that is not a positive finite number raises
+    ``ValueError``."""
+    if not isinstance(record, dict) or "upper" not in record:
+        return None
+    value = record["upper"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < inf:
+        raise ValueError(f"upper must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def common_upper(records: list[Any], default: float) -> float:
+    """The one U of ``records`` (``default`` for those that state none); ``ValueError``
+    when they state different ones, as a file of two releases with different U would."""
+    found = {record_upper(r) for r in records if isinstance(r, dict)}
+    values = sorted({default if u is None else u for u in found})
+    if len(values) > 1:
+        shown = ", ".join(f"{u:g}" for u in values)
+        raise ValueError(
+            f"the records mix different U (upper: {shown}; a record without one counts as "
+            f"{default:g}): draw each release from its own file"
+        )
+    return values[0] if values else default
+
+
 @dataclass
 class ReleasedWindow:
     start: str
@@ -48,6 +75,14 @@ class ReleasedWindow:
     @property
     def epoch(self) -> float:
         return _epoch(self.start)
+
+    @property
+    def upper(self) -> float | None:
+        """The U the window's records state (its summary's, else a cell's), if any."""
+        for record in [self.summary, *self.cells.values()]:
+            if isinstance(record, dict) and isinstance(record.get("upper"), int | float):
+                return float(record["upper"])
+        return None
 
 
 def _epoch(timestamp: str) -> float:
@@ -91,6 +126,7 @@ class ReleaseStore:
         start = record["window_start"]
         try:
             _epoch(start)
+            record_upper(record)
         except ValueError:
             self.invalid += 1
             return False
@@ -150,6 +186,8 @@ class ReleaseStore:
                 "cumulative_epsilon": round(prefix[i + 1], 9),
             }
             entry.update({k: summary[k] for k in SUMMARY_FIELDS if k in summary})
+            if window.upper is not None:
+                entry["upper"] = window.upper
             period = summary.get("budget_period_seconds")
             if isinstance(period, int | float) and period > 0:
                 first = bisect_right(starts, began - period)  # windows inside the period

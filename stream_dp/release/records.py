@@ -108,6 +108,7 @@ def window_base(settings: Settings, window_start: int) -> dict[str, Any]:
         "window_end": rfc3339(window_start + settings.window_seconds),
         "resolution": settings.resolution,
         "epsilon": settings.epsilon,
+        "upper": settings.upper,
     }
 
 
@@ -125,8 +126,9 @@ def cell_records(
     k: int,
 ) -> list[dict[str, Any]]:
     """One record per released cell (docs/math.md §9.5): the noisy mean and variance clamped
-    to [0, U] and [0, U²/4] (post-processing), their error bars, public counts, the cap and
-    the worst-case error bound."""
+    to [0, U] and [0, U²/4] (post-processing), their error bars capped at U and U²/4 (both
+    the released and the true value lie in that range), public counts, the cap and the
+    worst-case error bound."""
     upper = settings.upper
     kept, vehicles = stats.kept_readings.tolist(), stats.n_vehicles.tolist()
     kept_vehicles, readings = stats.n_kept_vehicles.tolist(), stats.n_readings.tolist()
@@ -139,8 +141,8 @@ def cell_records(
             "cell": cell,
             "mean": min(max(noisy.means[g], 0.0), upper),
             "variance": _clamped_variance(noisy.variances[g], upper),
-            "mean_error": noisy.mean_errors[g],
-            "variance_error": variance_errors[g],
+            "mean_error": _capped(noisy.mean_errors[g], upper),
+            "variance_error": _capped(variance_errors[g], upper**2 / 4),
             "n_vehicles": int(vehicles[g]),
             "n_vehicles_kept": int(kept_vehicles[g]),
             "n_readings": int(readings[g]),
@@ -153,6 +155,11 @@ def cell_records(
         for g, cell in enumerate(cells)
         if released[g]
     ]
+
+
+def _capped(error: float | None, width: float) -> float | None:
+    """An error bar no wider than the range [0, width] that both values lie in."""
+    return None if error is None else min(error, width)
 
 
 def _clamped_variance(variance: float | None, upper: float) -> float | None:

@@ -12,12 +12,17 @@ def hour_stamp(hour: int) -> str:
     return f"2020-12-01T{hour:02d}:00:00Z"
 
 
-def window_records(hour: int, cells: dict[str, float], loss: float, **summary) -> list[dict]:
+def window_records(
+    hour: int, cells: dict[str, float], loss: float, upper: float | None = None, **summary
+) -> list[dict]:
     """Release records of the window at ``hour``: one per cell with that mean, then the
-    summary with ``privacy_loss = loss`` and any other ``summary`` fields."""
+    summary with ``privacy_loss = loss`` and any other ``summary`` fields; every record
+    states ``upper`` when given (records written before they carried it state none)."""
     common = {"schema_version": 1, "window_start": hour_stamp(hour),
               "window_end": hour_stamp(hour + 1), "resolution": 8, "epsilon": 0.5,
               "mechanism": "clip", "K": 2}  # fmt: skip
+    if upper is not None:
+        common["upper"] = upper
     out = [
         {
             **common,

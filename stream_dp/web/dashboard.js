@@ -6,18 +6,25 @@
 const REFERENCE_ZOOM = 18; // hexagons are drawn once, in Web Mercator pixels at this zoom
 const state = {
   config: null, windows: [], selected: null, drawnVersion: null, follow: true,
-  cells: new Map(), fitted: false, loading: null,
+  cells: new Map(), fitted: false, loading: null, upper: null, legendUpper: null,
+  wanted: null, // the window named by the URL (#window=…), until the index holds it
 };
 const $ = (id) => document.getElementById(id);
 const fmt = (x, digits) => (typeof x === "number" && isFinite(x) ? x.toFixed(digits) : "—");
+const plural = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+// U of a window: as its records state it, else the configured one (older records).
+const upperOf = (w) => (w && typeof w.upper === "number" ? w.upper : state.config.upper);
+const hasCells = (w) => w.status !== "failed" && (w.cells_released ?? w.cells_received) > 0;
 
 // --- colour scale: the stops of stream_dp.dashboard.colour_scale over [0, U] -----------
+// U is the selected window's (state.upper), so a release made with another U is drawn on
+// its own scale.
 function hexRgb(hex) {
   return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
 }
 function colourOf(mean) {
   const stops = state.config.colour_stops;
-  const t = Math.min(1, Math.max(0, mean / state.config.upper)) * (stops.length - 1);
+  const t = Math.min(1, Math.max(0, mean / state.upper)) * (stops.length - 1);
   const i = Math.min(stops.length - 2, Math.floor(t));
   const a = hexRgb(stops[i]), b = hexRgb(stops[i + 1]), f = t - i;
   const c = a.map((v, k) => Math.round(v + (b[k] - v) * f));
@@ -26,7 +33,7 @@ function colourOf(mean) {
 // Uncertainty: a cell fades as its mean_error grows to U/4 (unknown error: opaque).
 function opacityOf(meanError) {
   if (typeof meanError !== "number") return 0.85;
-  return 0.85 - 0.65 * Math.min(1, meanError / (state.config.upper / 4));
+  return 0.85 - 0.65 * Math.min(1, meanError / (state.upper / 4));
 }
 
 // --- map ---------------------------------------------------------------------------------
@@ -76,7 +83,7 @@ function drawWindow(start, cells, version) {
     const d = "M" + projected[i].map((p) => `${(p.x - minX).toFixed(1)},${(p.y - minY).toFixed(1)}`)
       .join("L") + "Z";
     const err = typeof c.mean_error === "number" ? c.mean_error : "";
-    const uncertain = err !== "" && err >= state.config.upper / 4 ? ' class="uncertain"' : "";
+    const uncertain = err !== "" && err >= state.upper / 4 ? ' class="uncertain"' : "";
     parts.push(`<path d="${d}" fill="${colourOf(c.mean)}" fill-opacity="${opacityOf(c.mean_error)
       .toFixed(2)}" data-cell="${c.cell}" data-mean="${c.mean}" data-mean-error="${err}"` +
       ` data-resolution="${c.resolution}"${uncertain}/>`);
@@ -87,6 +94,7 @@ function drawWindow(start, cells, version) {
   svg.id = "hexes";
   svg.dataset.window = start;
   svg.dataset.cells = cells.length;
+  svg.dataset.upper = String(state.upper);
   if (cells.length) {
     svg.setAttribute("viewBox", `0 0 ${Math.max(maxX - minX, 1e-3)} ${Math.max(maxY - minY, 1e-3)}`);
     svg.setAttribute("preserveAspectRatio", "none");
@@ -101,6 +109,8 @@ function drawWindow(start, cells, version) {
   }
   state.drawnVersion = version;
   document.body.dataset.window = start;
+  state.resolutions = [...new Set(cells.map((c) => c.resolution))].sort((a, b) => a - b);
+  showParams(currentEntry());
   // Rendered once the browser has painted the frame holding the new paths.
   requestAnimationFrame(() => requestAnimationFrame(() => {
     svg.dataset.renderMs = (performance.now() - began).toFixed(1);
@@ -119,7 +129,8 @@ function onCellHover(event) {
   if (!path) { tip.hidden = true; return; }
   const c = state.cells.get(path.dataset.cell);
   const err = typeof c.mean_error === "number" ? ` ± ${c.mean_error.toFixed(2)}` : " ± —";
-  tip.textContent = `${c.mean.toFixed(2)}${err} ${state.config.units} · ${c.n_vehicles} vehicles`;
+  tip.textContent = `${c.mean.toFixed(2)}${err} ${state.config.units} · ` +
+    plural(c.n_vehicles, "vehicle");
   tip.style.left = `${event.clientX + 12}px`;
   tip.style.top = `${event.clientY + 12}px`;
   tip.hidden = false;
@@ -171,6 +182,7 @@ function showBudget(w) {
   $("b-window").textContent = w ? `${fmt(w.privacy_loss, 2)} (K=${w.K ?? "—"})` : "—";
   $("b-released").textContent = !w ? "—"
     : w.status === "failed" ? `failed (${w.error ?? "error"})` : w.cells_released ?? "—";
+  showNote();
   $("b-withheld").textContent = w && w.cells_withheld !== undefined ? w.cells_withheld : "—";
   $("b-counts").textContent = w ? `${w.n_vehicles ?? "—"} · ${w.n_readings ?? "—"}` : "—";
 }
@@ -184,7 +196,7 @@ function fillSelector() {
     o.dataset.status = w.status || "released";
     o.textContent = w.status === "failed"
       ? `${when} · release failed (${w.error ?? "error"})`
-      : `${when} · ${w.cells_released ?? 0} cells`;
+      : `${when} · ${plural(w.cells_released ?? 0, "cell")}`;
     return o;
   });
   select.replaceChildren(...options);
@@ -196,7 +208,16 @@ async function select(start) {
   state.selected = start;
   $("window-select").value = start;
   const w = currentEntry();
+  if (w && upperOf(w) !== state.upper) {
+    state.upper = upperOf(w);
+    state.drawnVersion = null; // redraw on the window's own scale
+  }
+  showLegend();
   showBudget(w);
+  if (w) {
+    const hash = `#window=${start}`; // RFC 3339: characters a fragment may hold
+    if (location.hash !== hash) history.replaceState(null, "", hash);
+  }
   if (!w || (state.drawnVersion === w.version && document.body.dataset.window === start)) return;
   const version = w.version;
   const response = await fetch(`/api/dashboard/windows/${encodeURIComponent(start)}`,
@@ -208,10 +229,30 @@ async function select(start) {
   drawWindow(start, data.cells, version);
 }
 
+// The window the page opens on and follows: the newest one with released cells (the
+// newest of all when none has any); the newest window's summary says why it has none.
+function newestDrawable() {
+  const withCells = state.windows.filter(hasCells);
+  const pick = withCells.length ? withCells : state.windows;
+  return pick.length ? pick[pick.length - 1].window_start : null;
+}
+
+function windowFromHash() {
+  const match = /^#window=(.+)$/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
 function onWindows(windows) {
   state.windows = windows;
-  const newest = windows.length ? windows[windows.length - 1].window_start : null;
-  if (state.follow || !state.selected) state.selected = newest;
+  const known = (start) => windows.some((w) => w.window_start === start);
+  if (state.wanted && known(state.wanted)) {
+    state.selected = state.wanted;
+    state.follow = state.wanted === newestDrawable();
+    $("follow").checked = state.follow;
+    state.wanted = null;
+  } else if (state.follow || !state.selected || !known(state.selected)) {
+    state.selected = newestDrawable();
+  }
   fillSelector();
   if (state.selected) select(state.selected);
   else showBudget(null);
@@ -221,41 +262,84 @@ function step(delta) {
   const i = state.windows.findIndex((w) => w.window_start === state.selected);
   const j = i + delta;
   if (i < 0 || j < 0 || j >= state.windows.length) return;
-  state.follow = j === state.windows.length - 1;
+  state.follow = state.windows[j].window_start === newestDrawable();
   $("follow").checked = state.follow;
   select(state.windows[j].window_start);
 }
 
+// Why a window drew nothing, from its summary alone.
+function whyNoCells(w) {
+  if (w.status === "failed") return `its release failed (${w.error ?? "error"}); nothing published`;
+  if (!w.n_readings) return "it had no readings";
+  if (w.cells_withheld) {
+    return `${plural(w.cells_withheld, "cell")} withheld: none met the error target, even ` +
+      "merged up to the coarsest resolution";
+  }
+  return "no cell passed the release's selection (min_vehicles, top_cells)";
+}
+
+// The summary's counts and charge, as far as it states them.
+function summaryLine(w) {
+  const parts = [];
+  if (typeof w.n_vehicles === "number") parts.push(plural(w.n_vehicles, "vehicle"));
+  if (typeof w.n_readings === "number") parts.push(plural(w.n_readings, "reading"));
+  if (typeof w.privacy_loss === "number") parts.push(`K·ε = ${fmt(w.privacy_loss, 2)} charged`);
+  return parts.join(" · ");
+}
+
+// Beside the map: the newest window when it released no cell (the map shows an older
+// one), or the selected window when it has none to draw.
+function showNote() {
+  const note = $("note");
+  const newest = state.windows[state.windows.length - 1];
+  const selected = currentEntry();
+  let w = null, lead = "";
+  if (selected && !hasCells(selected)) {
+    w = selected; lead = "This window released no cell";
+  } else if (newest && !hasCells(newest) && newest !== selected) {
+    w = newest; lead = `Newest window ${newest.window_start.slice(0, 16).replace("T", " ")} ` +
+      "released no cell";
+  }
+  note.hidden = !w;
+  note.dataset.window = w ? w.window_start : "";
+  $("note-text").textContent = w ? `${lead}: ${whyNoCells(w)}. ${summaryLine(w)}` : "";
+}
+
 // --- legend, settings, live updates --------------------------------------------------------
 function showLegend() {
-  const c = state.config;
+  const c = state.config, u = state.upper;
+  if (state.legendUpper === u) return;
+  state.legendUpper = u;
+  $("legend").dataset.upper = String(u);
   $("legend-title").textContent = `Released mean (${c.units})`;
   $("legend-bar").style.background = `linear-gradient(to right, ${c.colour_stops.join(", ")})`;
-  const ticks = [0, c.upper / 4, c.upper / 2, (3 * c.upper) / 4, c.upper];
+  const ticks = [0, u / 4, u / 2, (3 * u) / 4, u];
   $("legend-ticks").replaceChildren(...ticks.map((t) => {
     const s = document.createElement("span"); s.textContent = fmt(t, 0); return s;
   }));
   const err = $("legend-error");
   err.replaceChildren(document.createTextNode("± error:"));
-  for (const e of [0, c.upper / 8, c.upper / 4]) {
+  for (const e of [0, u / 8, u / 4]) {
     const sw = document.createElement("span");
     sw.className = "swatch";
-    sw.style.background = colourOf(c.upper / 2);
+    sw.style.background = colourOf(u / 2);
     sw.style.opacity = opacityOf(e).toFixed(2);
     err.append(sw, document.createTextNode(e ? `${fmt(e, 0)}` : "0"));
   }
   err.append(document.createTextNode(` ${c.units}`));
-  showParams(null);
 }
 
 // The release parameters as the selected window's records state them (a standalone
-// dashboard's own settings need not match the workers'); U is configuration.
+// dashboard's own settings need not match the workers'), and the H3 resolutions of the
+// cells drawn (adaptive cells: several, coarser than the configured one).
 function showParams(w) {
   const c = state.config;
   const parts = [];
   if (w && w.epsilon !== undefined) parts.push(`ε=${w.epsilon} per cell`, w.mechanism);
-  if (w && w.resolution !== undefined) parts.push(`H3 res ${w.resolution}`);
-  parts.push(`U=${c.upper} ${c.units}`, `from the ${c.source}`);
+  const drawn = w && document.body.dataset.window === w.window_start ? state.resolutions : [];
+  if (drawn && drawn.length) parts.push(`H3 res ${drawn.join(", ")}`);
+  parts.push(`U=${state.upper ?? c.upper} ${c.units}`);
+  parts.push(c.live ? `from the ${c.source}` : "from a releases file");
   $("params").textContent = parts.join(" · ");
 }
 
@@ -263,7 +347,9 @@ function connect() {
   const status = $("status");
   const source = new EventSource("/api/dashboard/events");
   source.addEventListener("open", () => {
-    status.textContent = "live"; status.dataset.state = "live";
+    // "live" only while following the releases topic; a file's windows never change.
+    status.textContent = state.config.live ? "live" : "file";
+    status.dataset.state = state.config.live ? "live" : "file";
   });
   source.addEventListener("windows", (e) => onWindows(JSON.parse(e.data).windows));
   source.addEventListener("error", () => {
@@ -274,21 +360,31 @@ function connect() {
 async function start() {
   const response = await fetch("/api/dashboard/config", { cache: "no-store" });
   state.config = await response.json();
+  state.upper = state.config.upper;
+  state.wanted = windowFromHash();
   if (state.config.tile_url) {
     L.tileLayer(state.config.tile_url, {
       attribution: state.config.tile_attribution, maxZoom: 19,
     }).addTo(map);
   }
   showLegend();
+  showParams(null);
   $("window-select").addEventListener("change", (e) => {
-    const newest = state.windows.length && state.windows[state.windows.length - 1].window_start;
-    state.follow = e.target.value === newest;
+    state.follow = e.target.value === newestDrawable();
     $("follow").checked = state.follow;
     select(e.target.value);
   });
   $("follow").addEventListener("change", (e) => {
     state.follow = e.target.checked;
-    if (state.follow && state.windows.length) select(state.windows[state.windows.length - 1].window_start);
+    if (state.follow && state.windows.length) select(newestDrawable());
+  });
+  window.addEventListener("hashchange", () => {
+    const wanted = windowFromHash();
+    if (!wanted || wanted === state.selected) return;
+    if (!state.windows.some((w) => w.window_start === wanted)) { state.wanted = wanted; return; }
+    state.follow = wanted === newestDrawable();
+    $("follow").checked = state.follow;
+    select(wanted);
   });
   $("older").addEventListener("click", () => step(-1));
   $("newer").addEventListener("click", () => step(1));

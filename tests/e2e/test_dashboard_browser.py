@@ -165,7 +165,9 @@ def test_worker_dashboard_draws_the_released_cells(
     assert float(drawn["cumulative_epsilon"]) == pytest.approx(cumulative(records, windows[-1]))
     assert drawn["budget_window"] == windows[-1]
     assert f"ε={EPSILON} per cell" in drawn["params"], context
-    assert f"H3 res {settings.resolution}" in drawn["params"], context
+    drawn_res = sorted({r["resolution"] for r in records
+                        if r["type"] == "cell" and r["window_start"] == windows[-1]})  # fmt: skip
+    assert f"H3 res {', '.join(map(str, drawn_res))} ·" in drawn["params"], context
     assert drawn["status"] == "live"
 
     choose_window(browser, windows[0])
@@ -295,6 +297,72 @@ def test_standalone_dashboard_follows_the_releases_topic(
     assert listed == expected, second.log()
 
 
+# --- what the page opens on ------------------------------------------------------------
+def _fill_of(page: Browser, cell: str) -> str:
+    return page.evaluate(f"document.querySelector('[data-cell=\"{cell}\"]').getAttribute('fill')")
+
+
+def _rgb(hex_colour: str) -> str:
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r},{g},{b})"
+
+
+@pytest.mark.slow
+def test_a_releases_file_opens_on_the_newest_window_with_cells(
+    browser: Browser, start_dashboard, tmp_path: Path
+) -> None:
+    """Issue 26: the page opens on the newest window that released cells and says beside the
+    map why the newest one released none; the window is in the URL and such a URL opens on
+    it; each window is coloured on its own records' U; a file is not "live"; "1 cell"."""
+    from stream_dp.dashboard.colour_scale import VIRIDIS_STOPS
+    from stream_dp.testing.records import hour_stamp, window_records
+
+    a = h3.latlng_to_cell(40.70, -74.00, 4)
+    b, c = h3.latlng_to_cell(40.70, -74.00, 8), h3.latlng_to_cell(40.71, -74.01, 8)
+    records = window_records(1, {a: 60.0}, 1.0, upper=120.0)  # U = 120: 60 is mid-scale
+    records += window_records(2, {b: 30.0, c: 65.0}, 1.0, upper=65.0)
+    records += window_records(3, {}, 0.0, upper=65.0, cells_withheld=4, n_readings=50, n_vehicles=7)
+    releases = tmp_path / "releases.jsonl"
+    releases.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    dashboard = start_dashboard("--releases-file", str(releases))
+
+    browser.navigate(dashboard.url("/dashboard"))
+    drawn = wait_drawn(browser, hour_stamp(2))  # not the newest window (3): it has no cell
+    assert_drawn_equals_released(drawn, records)
+    assert browser.evaluate("location.hash") == f"#window={hour_stamp(2)}"
+    note = browser.evaluate(
+        "(() => { const n = document.getElementById('note');"
+        " return [n.hidden, n.dataset.window, n.textContent]; })()"
+    )
+    assert note[0] is False and note[1] == hour_stamp(3), note
+    assert "4 cells withheld" in note[2] and "7 vehicles · 50 readings" in note[2], note
+    assert drawn["status"] == "file" and "live" not in drawn["params"]
+    assert "H3 res 8 ·" in drawn["params"] and "U=65" in drawn["params"]
+    assert _fill_of(browser, c) == _rgb(VIRIDIS_STOPS[-1])
+    options = browser.evaluate(
+        "[...document.querySelectorAll('#window-select option')].map((o) => o.textContent)"
+    )
+    assert options == ["2020-12-01 03:00 · 0 cells", "2020-12-01 02:00 · 2 cells",
+                       "2020-12-01 01:00 · 1 cell"]  # fmt: skip
+
+    # A URL naming a window opens on it, on that window's U (120: 60 is the middle stop).
+    browser.navigate("about:blank")
+    browser.navigate(dashboard.url(f"/dashboard#window={hour_stamp(1)}"))
+    older = wait_drawn(browser, hour_stamp(1))
+    assert_drawn_equals_released(older, records)
+    assert _fill_of(browser, a) == _rgb(VIRIDIS_STOPS[5])
+    assert "H3 res 4 ·" in older["params"] and "U=120" in older["params"]
+    ticks = browser.evaluate("document.getElementById('legend-ticks').textContent")
+    assert ticks.endswith("120"), ticks
+
+    # Changing the URL's window selects it in the open page.
+    browser.evaluate(f"location.hash = '#window={hour_stamp(3)}'")
+    empty = wait_drawn(browser, hour_stamp(3))
+    assert empty["cells"] == []
+    assert browser.evaluate("document.getElementById('note').dataset.window") == hour_stamp(3)
+    assert "H3 res" not in empty["params"]
+
+
 # --- 5,000 cells -------------------------------------------------------------------------
 def many_cells_window(count: int) -> list[dict[str, Any]]:
     """One window of ``count`` adjacent res-8 cells (a disk around New York)."""
@@ -361,25 +429,34 @@ DEMO_ROW = r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +\d+ +\d+ +\d+->\d+ +\d+\.\d\d 
 
 @pytest.mark.timeout(300)
 def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Browser) -> None:
-    """`stream-dp demo --hours 10 --keep-running`: after the replay the map draws one
-    [data-cell] element (with data-mean-error) per released cell of the newest window, and
-    the budget panel holds the cumulative epsilon the demo printed. (Ten hours: with the
-    demo's adaptive cells the harbour's first six hours meet the accuracy target nowhere, so
-    the newest of them releases no cell to compare.)"""
+    """`stream-dp demo --hours 6 --keep-running` (the README's quick check): after the replay
+    the map draws exactly the released cells of the newest window (at least one; compared
+    with the worker's own /api/releases), the budget panel holds the cumulative epsilon the
+    demo printed, and the header names the resolutions drawn, not the configured 8."""
     import re
     import signal
 
     port = free_loopback_port()
-    demo, out = start_keep_running_demo(10, port)
+    demo, out = start_keep_running_demo(6, port)
     try:
         rows = re.findall(DEMO_ROW, out, re.MULTILINE)
         assert rows and out.splitlines()[-1].startswith("still running:"), out
         newest = max(rows)  # rows are (window, cells, eps spent); windows sort as text
+        assert int(newest[1]) > 0, out
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/releases", timeout=10) as r:
+            records = orjson.loads(r.read())["records"]
         browser.navigate(f"http://127.0.0.1:{port}/dashboard")
-        drawn = wait_drawn(browser, newest[0].replace(" ", "T") + ":00Z", timeout=60)
+        window = newest[0].replace(" ", "T") + ":00Z"
+        drawn = wait_drawn(browser, window, timeout=60)
         assert len(drawn["cells"]) == int(newest[1]) > 0
-        assert all(error is not None for _, _, error in drawn["cells"])  # the hook is there
+        assert_drawn_equals_released(drawn, records)
         assert float(drawn["cumulative_epsilon"]) == pytest.approx(float(newest[2]), abs=0.006)
+        shown = sorted({r["resolution"] for r in records if r["type"] == "cell"
+                        and r["window_start"] == window})  # fmt: skip
+        assert f"H3 res {', '.join(map(str, shown))} ·" in drawn["params"]
+        assert 8 not in shown and "res 8" not in drawn["params"]
+        assert drawn["status"] == "live"
+        assert browser.evaluate("location.hash") == f"#window={window}"
     finally:
         demo.send_signal(signal.SIGINT)
         try:

@@ -88,3 +88,27 @@ def test_error_opacity_fades_with_the_mean_error() -> None:
     assert error_opacity(0.0, 65.0) == OPACITY_CERTAIN
     assert error_opacity(65.0 / 8, 65.0) == pytest.approx((OPACITY_CERTAIN + OPACITY_UNCERTAIN) / 2)
     assert error_opacity(100.0, 65.0) == pytest.approx(OPACITY_UNCERTAIN)
+
+
+def test_each_window_states_its_own_u() -> None:
+    """Issue 26: the index carries each window's U as its records state it (none for
+    records written before they carried it); a record with a U that is not a positive
+    finite number is not stored."""
+    store = ReleaseStore()
+    store.add(window_records(0, {NYC: 30.0}, 1.0, upper=120.0))
+    store.add(window_records(1, {NYC: 30.0}, 1.0, upper=65.0))
+    store.add(window_records(2, {NYC: 30.0}, 1.0))
+    assert [w.get("upper") for w in store.index()] == [120.0, 65.0, None]
+    bad = window_records(3, {NYC: 30.0}, 1.0, upper=float("inf"))
+    assert not store.add(bad[:1]) and store.invalid == 1
+
+
+def test_common_upper_refuses_a_mix() -> None:
+    from stream_dp.dashboard.store import common_upper
+
+    same = window_records(0, {NYC: 1.0}, 1.0, upper=90.0)
+    assert common_upper(same, 65.0) == 90.0
+    assert common_upper(window_records(0, {NYC: 1.0}, 1.0), 65.0) == 65.0  # none stated
+    mixed = same + window_records(1, {NYC: 1.0}, 1.0)  # 90 and (unstated) 65
+    with pytest.raises(ValueError, match="mix different U"):
+        common_upper(mixed, 65.0)

@@ -111,3 +111,26 @@ def test_mean_error_covers_at_least_95_percent_on_adversarial_data(mechanism, sh
     if mechanism in BOUNDED:
         assert biased, "the data must exercise the clipping bias"
         assert hits / trials >= 0.95, f"{mechanism}: coverage {hits / trials:.3f}"
+
+
+def test_error_bars_are_capped_at_the_range_of_the_value() -> None:
+    """Issue 26: with one vehicle and a small epsilon the Laplace quantile alone exceeds U;
+    the published mean_error is U (both means lie in [0, U]), variance_error U^2/4, and
+    every record states its U."""
+    settings = load_settings(
+        upper=U, epsilon=0.05, variance_share=0.5, resolution=7, target_mean_error=None
+    )
+    readings = [(CELLS[0], "alone", 0.0, 30.0), (CELLS[0], "alone", 1.0, 50.0)]
+    readings += [(CELLS[1], f"v{v}", float(v), 40.0) for v in range(3)]
+    cells, vehicles, ts, values = (list(c) for c in zip(*readings, strict=True))
+    window = WindowColumns.from_readings(cells, vehicles, ts, values, 64)
+    release = release_window(0, window, settings, LaplaceNoise(RandomSource.seeded_for_tests(5)))
+    by_cell = {r["cell"]: r for r in release.cells}
+    lone = by_cell[CELLS[0]]
+    uncapped_mean = float(mean_error(U, 0.025, 1, lone["n_readings_used"], lone["n_readings"]))
+    uncapped_var = float(variance_error(U, 0.025, 1, 2, 2))
+    assert uncapped_mean > U and uncapped_var > U**2 / 4  # the case where the cap acts
+    assert lone["mean_error"] == U
+    assert lone["variance_error"] == U**2 / 4
+    assert all(r["mean_error"] <= U for r in release.cells)
+    assert {r["upper"] for r in [*release.cells, release.summary]} == {U}

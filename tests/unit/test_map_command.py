@@ -71,3 +71,46 @@ def test_map_without_matplotlib_names_the_extra(
         "stream-dp map: error: matplotlib is not installed; this command needs the 'plot' "
         'extra: pip install "stream-dp[plot]"'
     ]
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def test_map_reads_u_from_the_records(tmp_path: Path) -> None:
+    """A release made with U = 120 is drawn on [0, 120]: its mean 60 gets the middle stop
+    (on the default [0, 65] it would be near the top of the scale)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    nyc = h3.latlng_to_cell(40.70, -74.00, 8)
+    far = h3.latlng_to_cell(40.75, -73.95, 8)
+    releases = _write(
+        tmp_path / "u120.jsonl", window_records(1, {nyc: 60.0, far: 120.0}, 1.0, upper=120.0)
+    )
+    out = tmp_path / "map.png"
+    assert main(["map", str(releases), "--out", str(out)]) == 0
+    pixels = imread(out)[:, :, :3].reshape(-1, 3) * 255
+    for colour in (VIRIDIS_STOPS[5], VIRIDIS_STOPS[-1]):
+        distance = np.abs(pixels - _shown(colour)).max(axis=1)
+        assert (distance < 4).sum() > 500, colour
+
+
+def test_map_refuses_a_file_mixing_u(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    nyc = h3.latlng_to_cell(40.70, -74.00, 8)
+    records = window_records(1, {nyc: 10.0}, 1.0, upper=65.0)
+    records += window_records(2, {nyc: 10.0}, 1.0, upper=120.0)
+    out = tmp_path / "map.png"
+    assert main(["map", str(_write(tmp_path / "mixed.jsonl", records)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mix different U (upper: 65, 120" in err[0], err
+    assert not out.exists()
+
+
+def test_map_title_says_1_cell(releases: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "map.png"
+    assert main(["map", str(releases), "--window", "2020-12-01T02", "--out", str(out)]) == 0
+    assert "2020-12-01T02:00:00Z: 1 cell ->" in capsys.readouterr().err

@@ -24,7 +24,7 @@ SCHEMA = json.loads(
 )
 #: Fields a failed window's summary may carry: none holds a cell value or vehicle data.
 FAILED_FIELDS = {
-    "schema_version", "window_start", "window_end", "resolution", "epsilon", "type",
+    "schema_version", "window_start", "window_end", "resolution", "epsilon", "upper", "type",
     "release_id", "status", "error", "G1", "K", "privacy_loss", "privacy_loss_unclipped",
     "cells_released", "readings_dropped_late", "mechanism", "delta", "budget_cap",
     "budget_period_seconds",
