@@ -58,11 +58,11 @@ from stream_dp.worker.checkpoints import (
     ReplayPlan,
     StateReplay,
     is_checkpoint,
-    plan_replay,
 )
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.release_snapshots import SnapshotTracker
+from stream_dp.worker.resume_plan import plan_resume
 
 PER_MESSAGE = 100
 RECOVERED = re.compile(r"recovered from (\d+) state records from offset (\d+) of (\d+)")
@@ -97,7 +97,7 @@ async def _replay_seconds(conn: KafkaConnection, settings: Settings) -> dict[str
                 if tail.record is not None:
                     data = rec.decode(tail.record.value)
                     latest = (tail.record.offset, Checkpoint.from_record(data))
-                plan = plan_replay(tail.earliest, tail.end, latest)
+                plan = plan_resume(tail.earliest, tail.end, latest)
             replay = StateReplay(PartitionState.for_settings(settings), plan)
             async for batch in iter_partition_to_end(conn, topic, partition, plan.start):
                 for record in batch:
