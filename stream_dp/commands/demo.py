@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
+from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import Settings
 
 # Accuracy-targeted adaptive cells (README, "Adaptive cells"): res-8 cells merged up to res 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from stream_dp.cli import CliError
+from stream_dp.commands.shared import CliError
 
 DESCRIPTION = """\
 Run CLIP-USER and the pseudo-user step on a public occupancy array and report the privacy

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from stream_dp.cli import CliError, cannot_read, plain_text
+from stream_dp.commands.shared import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
 
 
