@@ -43,7 +43,6 @@ from _common import WorkerProcess, load_average, print_ratio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from ingest import produce, service_settings, synthetic_fleet, visible
 
-from stream_dp.commands.serve import ensure_service_topics
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
@@ -51,6 +50,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.kafka.partition_tail import find_last
+from stream_dp.kafka.service_topics import ensure_service_topics
 from stream_dp.windows.state import PartitionState
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.checkpoints import (

@@ -35,9 +35,7 @@ from stream_dp.experiments.ais_cells import (
     pipelinedp_point,
 )
 from stream_dp.experiments.mae import Dataset, MaePoint, derived_seed, mae_point
-from stream_dp.experiments.mean_estimators_output import (
-    Results,
-)
+from stream_dp.experiments.mean_estimators_output import Results
 from stream_dp.experiments.run_sizes import DEFAULT_RUNS, QUICK_RUNS
 from stream_dp.experiments.worst_case_001 import COLLECTIONS, worst_case_point
 
