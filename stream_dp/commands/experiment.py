@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_clip_user(args: argparse.Namespace) -> int:
+    """``experiment clip-user``: its CSV and plots in ``--out``, one summary line per point."""
     require_extra("matplotlib", "experiments")
     import numpy as np
 
@@ -92,6 +93,7 @@ def run_clip_user(args: argparse.Namespace) -> int:
 
 
 def run_mean_estimators(args: argparse.Namespace) -> int:
+    """``experiment mean-estimators``: its CSVs and plots in ``--out``, then a summary."""
     require_extra("matplotlib", "experiments")
     from stream_dp.experiments import mean_estimators as exp
     from stream_dp.experiments.mean_estimators_output import summary, write_outputs
