@@ -268,13 +268,11 @@ def service_settings(
     readings_topic: str,
     partitions: int,
     batch_size: int | None = None,
-    ingest_consumer: str | None = None,
 ) -> Settings:
-    """Default settings with the benchmark's topic names; ``batch_size`` and
-    ``ingest_consumer`` None: the service's defaults."""
+    """Default settings with the benchmark's topic names; ``batch_size`` None: the
+    service's default."""
     return load_settings(
         batch_size=batch_size,
-        ingest_consumer=ingest_consumer,
         app_id=name,
         partitions=partitions,
         topic_readings=readings_topic,
@@ -468,12 +466,6 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="STREAM_DP_BATCH_SIZE of the 100-readings/message run (default: the service's)",
     )
-    parser.add_argument(
-        "--ingest-consumer",
-        choices=["batch", "faust"],
-        default=None,
-        help="STREAM_DP_INGEST_CONSUMER of the stream-dp runs (default: the service's)",
-    )
     parser.add_argument("--profile", action="store_true", help="py-spy the stream-dp worker")
     parser.add_argument("--cpu-profile", action="store_true", help="in-process cProfile only")
     parser.add_argument("--keep-logs", action="store_true")
@@ -567,9 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = []
             for attempt in range(repeat):
                 app_id = f"bench-sdp-{size}-{attempt}-{os.getpid()}"  # fresh group and state
-                settings = service_settings(
-                    app_id, topic, args.partitions, batch, args.ingest_consumer
-                )
+                settings = service_settings(app_id, topic, args.partitions, batch)
                 runs.append(
                     stream_dp_run(
                         broker.bootstrap,
@@ -584,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
             run = sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
             service[size] = run["rate"]
             note = f"median of {repeat}: " if repeat > 1 else ""
-            note += f"{run['seconds']:.1f} s, {settings.ingest_consumer} ingest, "
+            note += f"{run['seconds']:.1f} s, "
             note += f"batches of {settings.batch_size} messages"
             note += f", worker+broker used {run['cpu_ours']:.2f} cores"
             note += ", profiled" if profile else ""

@@ -43,7 +43,6 @@ from _common import WorkerProcess, load_average, print_ratio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from ingest import produce, service_settings, synthetic_fleet, visible
 
-from stream_dp.commands.serve import ensure_service_topics
 from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
@@ -51,6 +50,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.kafka.partition_tail import find_last
+from stream_dp.kafka.service_topics import ensure_service_topics
 from stream_dp.windows.state import PartitionState
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.checkpoints import (
@@ -58,11 +58,11 @@ from stream_dp.worker.checkpoints import (
     ReplayPlan,
     StateReplay,
     is_checkpoint,
-    plan_replay,
 )
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.release_service import ReleaseService
 from stream_dp.worker.release_snapshots import SnapshotTracker
+from stream_dp.worker.resume_plan import plan_resume
 
 PER_MESSAGE = 100
 RECOVERED = re.compile(r"recovered from (\d+) state records from offset (\d+) of (\d+)")
@@ -97,7 +97,7 @@ async def _replay_seconds(conn: KafkaConnection, settings: Settings) -> dict[str
                 if tail.record is not None:
                     data = rec.decode(tail.record.value)
                     latest = (tail.record.offset, Checkpoint.from_record(data))
-                plan = plan_replay(tail.earliest, tail.end, latest)
+                plan = plan_resume(tail.earliest, tail.end, latest)
             replay = StateReplay(PartitionState.for_settings(settings), plan)
             async for batch in iter_partition_to_end(conn, topic, partition, plan.start):
                 for record in batch:

@@ -1,109 +1,80 @@
-"""The `stream-dp` command line: one sub-command per module in `stream_dp.commands`."""
+"""The `stream-dp` command line: one sub-command per module in `stream_dp.commands`.
+
+Only the chosen command's module is imported and its parser built (``stream-dp plan ...``
+builds no other command's options); ``stream-dp --help`` lists every command by its one-line
+help in :data:`COMMANDS` and imports none of them.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from stream_dp import __version__
+from stream_dp.commands.shared import CliError
 
-COMMANDS = (
-    "plan",
-    "experiment",
-    "release",
-    "produce",
-    "serve",
-    "demo",
-    "dashboard",
-    "map",
-    "topics",
-    "ledger",
-)
-
-
-class CliError(Exception):
-    """A bad command-line value: printed as one line, exit status 2."""
-
-
-class MissingExtraError(CliError):
-    """A command needs an optional dependency group that is not installed."""
-
-    def __init__(self, module: str, extra: str) -> None:
-        super().__init__(
-            f"{module} is not installed; this command needs the {extra!r} extra: "
-            f'pip install "stream-dp[{extra}]"'
-        )
+#: Every command: (name, module whose ``register(subparsers)`` declares its options, one-line
+#: help listed by ``stream-dp --help``), in the order listed.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("plan", "stream_dp.commands.plan",
+     "what CLIP-USER would do to an occupancy CSV (G1 -> K, errors per cell)"),
+    ("experiment", "stream_dp.commands.experiment",
+     "reproduce the papers' experiments (plots + CSV)"),
+    ("release", "stream_dp.commands.release",
+     "run the release offline on a readings file (no Kafka)"),
+    ("produce", "stream_dp.commands.produce",
+     "replay a file of readings (CSV, JSONL, .gz, .traj) into the readings topic"),
+    ("serve", "stream_dp.commands.serve", "run a worker"),
+    ("demo", "stream_dp.commands.demo", "embedded broker + worker + real sample replay"),
+    ("dashboard", "stream_dp.commands.dashboard", "serve the live map of releases"),
+    ("map", "stream_dp.commands.map", "render one released window to a PNG"),
+    ("topics", "stream_dp.commands.topics", "list (and create) the topics the service uses"),
+    ("ledger", "stream_dp.commands.ledger",
+     "back up and restore the release log (the privacy ledger)"),
+)  # fmt: skip
 
 
-def require_extra(module: str, extra: str) -> None:
-    """Raise :class:`MissingExtraError` unless ``module`` can be imported."""
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError:
-        raise MissingExtraError(module, extra) from None
-
-
-def cannot_read(label: str, path: str | Path, exc: BaseException | None = None) -> CliError:
-    """The one wording of every command for a file it cannot read."""
-    return CliError(unreadable_file_message(label, path, exc))
-
-
-def unreadable_file_message(label: str, path: str | Path, exc: BaseException | None = None) -> str:
-    """``LABEL: cannot read PATH: REASON``; the reason from ``exc`` or from the path itself."""
-    if isinstance(exc, OSError):
-        reason = exc.strerror or str(exc)
-    elif exc is not None:
-        reason = str(exc)
-    elif not Path(path).exists():
-        reason = "No such file or directory"
-    elif Path(path).is_dir():
-        reason = "Is a directory"
-    else:
-        reason = "not a readable file"
-    return f"{label}: cannot read {path}: {reason}"
-
-
-def parse_int_option(name: str, text: str, minimum: int) -> int:
-    """``--name``'s integer value, or a CliError naming the option."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise CliError(f"--{name} must be an integer, got {text!r}") from None
-    if value < minimum:
-        raise CliError(f"--{name} must be >= {minimum}, got {value}")
-    return value
-
-
-_ROLE = re.compile(r":[a-z]+:`\.?([^`]+)`")
-_LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`")
-
-
-def plain_text(doc: str | None) -> str:
-    """A docstring as help text: reST roles and literals become their plain words."""
-    text = _ROLE.sub(r"\1", doc or "")
-    return _LITERAL.sub(lambda m: m.group(1) or m.group(2), text)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = argparse.ArgumentParser(
         prog="stream-dp",
         description="User-level differentially private hexagon-hour statistics from Kafka.",
     )
     parser.add_argument("--version", action="version", version=f"stream-dp {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        module = importlib.import_module(f"stream_dp.commands.{name}")
-        module.register(sub)
+    return parser, sub
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``command`` alone (only its module imported), or with None of every
+    command (each module imported; for tests and tools that check every option)."""
+    parser, sub = _top_parser()
+    for name, module, _ in COMMANDS:
+        if command is None or name == command:
+            importlib.import_module(module).register(sub)
     return parser
 
 
+def listing_parser() -> argparse.ArgumentParser:
+    """A parser that knows every command by name and one-line help only (for ``--help``,
+    ``--version`` and a missing or unknown command): no command module is imported."""
+    parser, sub = _top_parser()
+    for name, _, help_line in COMMANDS:
+        sub.add_parser(name, help=help_line, add_help=False)
+    return parser
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser ``argv`` needs: its command's alone when it starts with a command's name."""
+    if argv and argv[0] in {name for name, _, _ in COMMANDS}:
+        return build_parser(argv[0])
+    return listing_parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser_for(argv).parse_args(argv)
     try:
         _check_environment()
         return int(args.run(args) or 0)
@@ -127,9 +98,5 @@ def _check_environment() -> None:
         raise CliError(str(exc)) from None
 
 
-if __name__ == "__main__":
-    # Run as `python -m stream_dp.cli`, this module is `__main__`; the commands raise
-    # `stream_dp.cli.CliError`, so dispatch through the imported module, not this copy.
-    from stream_dp.cli import main as imported_main
-
-    sys.exit(imported_main())
+if __name__ == "__main__":  # `python -m stream_dp.cli` (CliError lives in commands.shared)
+    sys.exit(main())

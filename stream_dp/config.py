@@ -132,11 +132,6 @@ class Settings(BaseSettings):
     topic_release_log: str = "stream-dp.release-log"
     batch_size: int = Field(2000, ge=1, description="Max messages per ingest batch.")
     batch_seconds: float = Field(0.2, gt=0, description="Max wait to fill an ingest batch.")
-    ingest_consumer: Literal["batch", "faust"] = Field(
-        "batch",
-        description="How the readings topic is read: 'batch' = an aiokafka getmany consumer "
-        "task inside the Faust app (fast), 'faust' = a Faust agent over take_events.",
-    )
     # --- operations (issue 15) ---------------------------------------------------------
     broker_unavailable_seconds: float = Field(
         10.0, gt=0, description="/readyz is 503 once the broker has not answered this long."

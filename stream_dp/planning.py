@@ -1,22 +1,15 @@
 """Offline planning on a public occupancy array: what CLIP-USER and the pseudo-user step would do.
 
-``read_occupancy_csv`` reads ``cell,vehicle,count`` rows (plain or ``.gz``); ``build_plan`` runs
-CLIP-USER (docs/math.md §5) and the pseudo-user step; ``plan_to_json`` and ``format_plan``
-render the result. Every input problem raises ``PlanInputError`` with a one-line message that
-names the file and, where there is one, the line.
+``build_plan`` runs CLIP-USER (docs/math.md §5) and the pseudo-user step on an occupancy (read
+by :mod:`stream_dp.sources.occupancy_csv`); ``plan_to_json`` and ``format_plan`` render the
+result. A bad parameter raises ``PlanInputError`` with a one-line message.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
 import math
-import re
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
@@ -24,13 +17,9 @@ from stream_dp.dp.clip_user import ClipUserResult, clip_user
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
 
-REQUIRED_COLUMNS = ("cell", "vehicle", "count")
-MAX_COUNT = 10**12
-_COUNT_PATTERN = re.compile(r"[0-9]+")
-
 
 class PlanInputError(ValueError):
-    """A bad occupancy file or parameter; the message is one line."""
+    """A bad parameter of the plan; the message is one line."""
 
 
 def parse_positive(name: str, text: str) -> float:
@@ -41,108 +30,6 @@ def parse_positive(name: str, text: str) -> float:
         raise PlanInputError(f"--{name} must be a number, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise PlanInputError(f"--{name} must be a finite number > 0, got {text!r}")
-    return value
-
-
-def read_occupancy_csv(path: str | Path) -> Occupancy:
-    """Read an occupancy CSV (header with ``cell``, ``vehicle``, ``count``; ``.gz`` accepted).
-
-    Columns may come in any order; extra columns are ignored; header names are matched
-    case-insensitively. Blank lines are skipped. Repeated ``(cell, vehicle)`` rows are summed
-    (so per-partition exports can simply be concatenated).
-    """
-    label = str(path)
-    try:
-        with _open_text(Path(path)) as handle:
-            triples = list(_parse_rows(handle, label))
-    except PlanInputError:
-        raise
-    except (FileNotFoundError, IsADirectoryError) as exc:
-        raise PlanInputError(f"FILE: cannot read {label}: {exc.strerror}") from None
-    except gzip.BadGzipFile:
-        raise PlanInputError(f"{label}: not a gzip file (the name ends in .gz)") from None
-    except (EOFError, zlib.error):
-        raise PlanInputError(f"{label}: truncated or corrupt gzip data") from None
-    except UnicodeDecodeError:
-        raise PlanInputError(f"{label}: not UTF-8 text") from None
-    except OSError as exc:
-        raise PlanInputError(f"FILE: cannot read {label}: {exc.strerror or exc}") from None
-    return Occupancy.from_triples(triples)
-
-
-def _open_text(path: Path) -> TextIO:
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return path.open("r", encoding="utf-8-sig", newline="")
-
-
-def _parse_rows(handle: TextIO, label: str) -> Iterator[tuple[str, str, int]]:
-    reader = csv.reader(handle, strict=True)
-    rows = _numbered_rows(reader, label)
-    header = next(rows, None)
-    if header is None:
-        raise PlanInputError(f"{label}: empty file (expected a header cell,vehicle,count)")
-    header_line, names = header
-    positions = _column_positions(names, label, header_line)
-    n_data = 0
-    for line, row in rows:
-        if len(row) != len(names):
-            raise PlanInputError(
-                f"{label} line {line}: expected {len(names)} fields, got {len(row)}"
-            )
-        cell = _parse_id("cell", row[positions["cell"]], label, line)
-        vehicle = _parse_id("vehicle", row[positions["vehicle"]], label, line)
-        yield cell, vehicle, _parse_count(row[positions["count"]], label, line)
-        n_data += 1
-    if n_data == 0:
-        raise PlanInputError(f"{label}: no data rows after the header")
-
-
-def _numbered_rows(reader: Any, label: str) -> Iterator[tuple[int, list[str]]]:
-    """Non-blank rows of a ``csv.reader`` with the (last physical) line number of each."""
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise PlanInputError(f"{label} line {reader.line_num}: malformed CSV: {exc}") from None
-        if row and any(field.strip() for field in row):
-            yield reader.line_num, row
-
-
-def _column_positions(names: list[str], label: str, line: int) -> dict[str, int]:
-    normalized = [name.strip().lower() for name in names]
-    positions: dict[str, int] = {}
-    for column in REQUIRED_COLUMNS:
-        found = [i for i, name in enumerate(normalized) if name == column]
-        if not found:
-            raise PlanInputError(
-                f"{label} line {line}: missing column {column!r} in the header"
-                f" (need cell,vehicle,count)"
-            )
-        if len(found) > 1:
-            raise PlanInputError(f"{label} line {line}: duplicate column {column!r} in the header")
-        positions[column] = found[0]
-    return positions
-
-
-def _parse_id(kind: str, text: str, label: str, line: int) -> str:
-    stripped = text.strip()
-    if not stripped:
-        raise PlanInputError(f"{label} line {line}: empty {kind} id")
-    if not stripped.isprintable():
-        raise PlanInputError(f"{label} line {line}: {kind} id contains a control character")
-    return stripped
-
-
-def _parse_count(text: str, label: str, line: int) -> int:
-    stripped = text.strip()
-    if not _COUNT_PATTERN.fullmatch(stripped) or int(stripped) <= 0:
-        raise PlanInputError(f"{label} line {line}: count must be a positive integer, got {text!r}")
-    value = int(stripped)
-    if value > MAX_COUNT:
-        raise PlanInputError(f"{label} line {line}: count {value} exceeds {MAX_COUNT}")
     return value
 
 

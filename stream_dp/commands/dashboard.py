@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stream_dp.cli import CliError, parse_int_option, plain_text
+from stream_dp.commands.shared import CliError, parse_int_option, plain_text
 from stream_dp.config import ConfigError, load_settings
 
 if TYPE_CHECKING:

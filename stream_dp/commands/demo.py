@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
+from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import Settings
 
 HOUR = 3600

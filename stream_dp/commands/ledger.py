@@ -17,7 +17,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stream_dp.cli import CliError, cannot_read, plain_text
+from stream_dp.commands.shared import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:

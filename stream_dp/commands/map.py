@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stream_dp.cli import CliError, cannot_read, plain_text, require_extra
+from stream_dp.commands.shared import CliError, cannot_read, plain_text, require_extra
 
 
 def register(sub: argparse._SubParsersAction) -> None:

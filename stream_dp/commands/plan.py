@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from stream_dp.cli import CliError
+from stream_dp.commands.shared import CliError
 
 DESCRIPTION = """\
 Run CLIP-USER and the pseudo-user step on a public occupancy array and report the privacy
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
         format_plan,
         parse_positive,
         plan_to_json,
-        read_occupancy_csv,
     )
+    from stream_dp.sources.occupancy_csv import OccupancyFileError, read_occupancy_csv
 
     try:
         epsilon = parse_positive("epsilon", args.epsilon)
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         plan = build_plan(
             occupancy, upper, epsilon, error_bound=bound, pseudo_user=not args.no_pseudo_user
         )
-    except PlanInputError as exc:
+    except (PlanInputError, OccupancyFileError) as exc:
         raise CliError(str(exc)) from None
     if args.json:
         print(json.dumps(plan_to_json(plan), allow_nan=False))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stream_dp.cli import CliError, cannot_read
+from stream_dp.commands.shared import CliError, cannot_read
 
 if TYPE_CHECKING:
     from stream_dp.kafka.connection import KafkaConnection

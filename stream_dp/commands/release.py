@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from stream_dp.cli import CliError, cannot_read, plain_text
+from stream_dp.commands.shared import CliError, cannot_read, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import asyncio
 import logging
 import logging.config
 
-from stream_dp.cli import CliError, plain_text
 from stream_dp.commands.release import add_release_options, settings_from_args
+from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import ConfigError
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import asyncio
 import json
 from typing import Any
 
-from stream_dp.cli import CliError, plain_text
+from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
 from stream_dp.kafka.topics import TopicSpec
 

@@ -4,13 +4,13 @@ Notation (docs/math.md §1): ``total`` = M = sum_l m[g,l]; ``kept`` = S = sum_l 
 ``top`` = max_l Gamma[g,l]; ``upper`` = U, the public bound of a reading.
 
 The cell's worst-case error, eq. (13) generalised by :class:`ErrorModel` (docs/math.md §3.4,
-§12.3), is written once, as the scalar :func:`cell_error`: plain Python that numba compiles
-unchanged (:mod:`stream_dp.dp.grid_error_kernel`), so CLIP-USER's kernel, the vectorised
-:func:`grid_error` and the test references perform the same floating-point operations and
-break ties identically. The four named terms (:func:`mean_bias`, :func:`variance_bias`,
-:func:`mean_sensitivity`, :func:`variance_sensitivity`) are the numpy forms the error bars and
-the mechanisms use; they accept scalars or arrays (broadcast) and return float64, and the
-tests check that they compose to :func:`cell_error` bit for bit.
+§12.3), is written once, as the scalar :func:`~stream_dp.dp.cell_error.cell_error` (its own
+module; plain Python that numba compiles unchanged in :mod:`stream_dp.dp.grid_error_kernel`), so
+CLIP-USER's kernel, the vectorised :func:`grid_error` and the test references perform the same
+floating-point operations and break ties identically. The four named terms (:func:`mean_bias`,
+:func:`variance_bias`, :func:`mean_sensitivity`, :func:`variance_sensitivity`) are the numpy
+forms the error bars and the mechanisms use; they accept scalars or arrays (broadcast) and
+return float64, and the tests check that they compose to that scalar bit for bit.
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from stream_dp.dp.cell_error import cell_error
-
 __all__ = [
     "ErrorModel",
-    "cell_error",
     "grid_error",
     "mean_bias",
     "mean_sensitivity",
@@ -78,7 +75,7 @@ class ErrorModel:
 
     def kernel_args(self) -> tuple[float, float, float, float]:
         """``(eps_mean, eps_var, variance_weight, quantile)``, the model's arguments of
-        :func:`cell_error`."""
+        :func:`~stream_dp.dp.cell_error.cell_error`."""
         return self.mean_epsilon, self.variance_epsilon, self.variance_weight, self.quantile
 
 
@@ -135,8 +132,8 @@ def grid_error(
     total: ArrayLike,
     model: ErrorModel | None = None,
 ) -> FloatArray:
-    """:func:`cell_error` over arrays (broadcast; integer counts): eq. (11)/(13), +inf where
-    nothing is kept (``S == 0``: no release).
+    """:func:`~stream_dp.dp.cell_error.cell_error` over arrays (broadcast; integer counts):
+    eq. (11)/(13), +inf where nothing is kept (``S == 0``: no release).
 
     ``model`` defaults to ``ErrorModel.split(epsilon)``, the paper's
     ``E_g = bias_mu + bias_var + 2 D_mu / eps + 2 D_var / eps`` (``E|Lap(b)| = b``, each

@@ -12,7 +12,6 @@ the halting rule already keeps every cell's error at most ``E``.
 
 from __future__ import annotations
 
-import argparse
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,39 +168,3 @@ def _save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def run(args: argparse.Namespace) -> int:
-    from stream_dp.cli import CliError, require_extra
-
-    require_extra("matplotlib", "experiments")
-
-    seed = _parse_int("seed", args.seed, minimum=0)
-    if args.quick:
-        draws = 3 if args.draws is None else _parse_int("draws", args.draws, minimum=1)
-        config = Config.quick(draws=draws, seed=seed)
-    else:
-        draws = 10 if args.draws is None else _parse_int("draws", args.draws, minimum=1)
-        config = Config(draws=draws, seed=seed)
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create {args.out}: {exc.strerror or exc}") from None
-    points = run_experiment(config)
-    csv_path = args.out / CSV_NAME
-    write_csv(points, csv_path)
-    for path in [csv_path, *plot(points, args.out, q=config.q)]:
-        print(f"wrote {path}")
-    for p in points:
-        print(
-            f"gamma {p.gamma:g} eps {p.epsilon:.3f}: P {p.privacy_loss:.3f} vs G*eps"
-            f" {p.original_loss:.3f}; E {np.mean(p.error_original):.2f}"
-            f" -> {np.mean(p.error_after):.2f}"
-        )
-    return 0
-
-
-def _parse_int(name: str, text: str, minimum: int) -> int:
-    from stream_dp.cli import parse_int_option
-
-    return parse_int_option(name, text, minimum)

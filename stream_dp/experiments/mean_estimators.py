@@ -17,7 +17,6 @@ left out: on one cell with nothing clipped it is BASELINE.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from stream_dp.commands.experiment import DEFAULT_RUNS, QUICK_RUNS
 from stream_dp.dp.mechanisms import array_length, get_mean_mechanism
 from stream_dp.experiments import itms_synthetic as itms
 from stream_dp.experiments.ais_cells import (
@@ -37,11 +35,8 @@ from stream_dp.experiments.ais_cells import (
     pipelinedp_point,
 )
 from stream_dp.experiments.mae import Dataset, MaePoint, derived_seed, mae_point
-from stream_dp.experiments.mean_estimators_output import (
-    Results,
-    summary,
-    write_outputs,
-)
+from stream_dp.experiments.mean_estimators_output import Results
+from stream_dp.experiments.run_sizes import DEFAULT_RUNS, QUICK_RUNS
 from stream_dp.experiments.worst_case_001 import COLLECTIONS, worst_case_point
 
 DELTA = 1e-6
@@ -233,35 +228,3 @@ def _pipelinedp(
         for cell in cells
         for eps in config.epsilons
     ]
-
-
-def run(args: argparse.Namespace) -> int:
-    from stream_dp.cli import CliError, require_extra
-
-    require_extra("matplotlib", "experiments")
-
-    seed = _parse_int("seed", args.seed, minimum=0)
-    runs = None if args.runs is None else _parse_int("runs", args.runs, minimum=2)
-    if args.quick:
-        config = Config.quick(seed=seed, runs=runs)
-    elif runs is None:
-        config = Config(seed=seed)
-    else:
-        config = Config(seed=seed, runs=runs, pipelinedp_runs=min(runs, PIPELINEDP_RUNS))
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create {args.out}: {exc.strerror or exc}") from None
-    results = run_experiment(config)
-    for path in write_outputs(results, args.out):
-        print(f"wrote {path}")
-    print(f"total: {sum(results.seconds.values()):.1f} s")
-    for line in summary(results, config.epsilons[len(config.epsilons) // 2]):
-        print(line)
-    return 0
-
-
-def _parse_int(name: str, text: str, minimum: int) -> int:
-    from stream_dp.cli import parse_int_option
-
-    return parse_int_option(name, text, minimum)

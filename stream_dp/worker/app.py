@@ -1,10 +1,10 @@
 """The Faust app of a worker: the ingest, the releaser, timers and web pages.
 
 The readings topic is read in batches so per-message cost is amortised (a message may also
-carry many readings): by default by an aiokafka ``getmany`` consumer running as a task of
-the app (:mod:`stream_dp.worker.batch_consumer`), or, with ``ingest_consumer = "faust"``, by
-a Faust agent over ``take_events``. All state lives in the engine's structures, made durable
-through the state topic (see :mod:`stream_dp.worker.ingest`).
+carry many readings) by an aiokafka ``getmany`` consumer running as a task of the app
+(:mod:`stream_dp.worker.batch_consumer`), not by a Faust agent: Faust's stream delivered too
+few messages per second into ``take_events``. All state lives in the engine's structures, made
+durable through the state topic (see :mod:`stream_dp.worker.ingest`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import faust
-from faust.types import TP
 
 from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
@@ -24,7 +22,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.service_topics import service_topic_partitions
 from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.broker_health import BrokerHealth
-from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState, input_state_from
+from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState
 from stream_dp.worker.log_setup import RejectedReadingsLog
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.runtime import EXIT_FAILED, WorkerRuntime
@@ -78,10 +76,7 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
         finally:
             await runtime.stop()
 
-    if settings.ingest_consumer == "batch":
-        input_state = _register_batch_ingest(app, runtime)
-    else:
-        input_state = _register_faust_ingest(app, runtime)
+    input_state = _register_batch_ingest(app, runtime)
 
     @app.timer(1.0)
     async def idle_and_progress() -> None:
@@ -113,7 +108,7 @@ InputStateOf = Callable[[int], Awaitable[InputState]]
 
 
 def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputStateOf:
-    """The default ingest: a :class:`ReadingsConsumer` task; returns its ``input_state``."""
+    """The ingest: a :class:`ReadingsConsumer` task; returns its ``input_state``."""
     consumer: ReadingsConsumer | None = None
 
     def on_rebalance(settled: bool) -> None:
@@ -138,62 +133,5 @@ def _register_batch_ingest(app: faust.App, runtime: WorkerRuntime) -> InputState
         if consumer is None:
             return UNKNOWN_INPUT
         return await consumer.input_state(partition)
-
-    return input_state
-
-
-def _register_faust_ingest(app: faust.App, runtime: WorkerRuntime) -> InputStateOf:
-    """The Faust-agent ingest (``take_events``); returns its ``input_state``."""
-    settings = runtime.settings
-    readings = app.topic(
-        settings.topic_readings,
-        key_type=bytes,
-        value_type=bytes,
-        key_serializer="raw",
-        value_serializer="raw",
-        partitions=settings.partitions,
-    )
-
-    @app.agent(readings, concurrency=1)
-    async def ingest(stream: faust.StreamT) -> None:
-        await runtime.started.wait()
-        assert runtime.ingest is not None
-        try:
-            async for events in stream.take_events(
-                settings.batch_size, within=settings.batch_seconds
-            ):
-                await runtime.ingest.process([event.message for event in events])
-        except Exception as exc:
-            runtime.fail("ingest", exc)
-            raise
-
-    async def input_state(partition: int) -> InputState:
-        """What Faust's consumer (its aiokafka consumer runs in a thread of its own) last
-        heard about the readings partition; unknown before the first fetch, during a
-        rebalance, or when it does not answer in time."""
-        tp = TP(settings.topic_readings, partition)
-        try:
-            end = app.consumer.highwater(tp)
-            inner = app.consumer._thread._ensure_consumer()  # type: ignore[attr-defined]
-            stamped_ms = inner.last_poll_timestamp(tp)
-            position = await asyncio.wait_for(app.consumer.position(tp), timeout=1.0)
-        except Exception:
-            return UNKNOWN_INPUT
-        return input_state_from(end, position, stamped_ms)
-
-    @app.on_partitions_assigned.connect
-    async def on_assigned(sender: Any, assigned: Any, **_: Any) -> None:
-        runtime.assigned = {
-            tp.partition for tp in assigned if tp.topic == readings.get_topic_name()
-        }
-        runtime.assignment_known = True
-
-    @app.on_partitions_revoked.connect
-    async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
-        lost = [tp.partition for tp in revoked if tp.topic == readings.get_topic_name()]
-        runtime.assignment_known = False
-        runtime.assigned -= set(lost)
-        if runtime.ingest is not None:
-            await runtime.ingest.on_revoked(lost)
 
     return input_state

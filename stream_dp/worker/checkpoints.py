@@ -14,7 +14,8 @@ Each state partition holds ``delta`` and ``close`` records (see
   delta can span two windows), which a replay must skip.
 
 Recovery finds the latest checkpoint (read from the tail, see
-:func:`stream_dp.kafka.partition_tail.find_last`), :func:`plan_replay` picks where to start,
+:func:`stream_dp.kafka.partition_tail.find_last`),
+:func:`~stream_dp.worker.resume_plan.plan_resume` picks where to start,
 and :class:`StateReplay` rebuilds the partition from there: seeded with the checkpoint's
 progress, it ends in the state a replay of the whole topic gives. Pure: no Kafka, no asyncio
 (offsets of records still being written are futures, resolved by the caller first).
@@ -30,6 +31,7 @@ import orjson
 
 from stream_dp.windows.state import PartitionState
 from stream_dp.wire import internal_records as rec
+from stream_dp.worker.resume_plan import ResumePlan
 
 #: A checkpoint is also written after this many state records without one, so the tail
 #: read that finds the latest checkpoint stays short while a window is open.
@@ -63,6 +65,11 @@ class Checkpoint:
     late: dict[int, int]
     force_closed: tuple[int, ...]
     closed: tuple[int, ...]
+
+    @property
+    def read_from(self) -> int:
+        """The first state record a replay from this checkpoint reads (its summary rule)."""
+        return self.replay_from
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -159,36 +166,8 @@ class CheckpointTracker:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ReplayPlan:
-    """Where a partition's replay starts, and the checkpoint it is seeded from (if any)."""
-
-    start: int
-    checkpoint: Checkpoint | None = None
-    checkpoint_offset: int | None = None
-
-
-def resume_offset(earliest: int, end: int, summary_offset: int, read_from: int) -> int | None:
-    """Where to read a partition holding ``[earliest, end)`` from, given a summary record at
-    ``summary_offset`` that makes every record before ``read_from`` unnecessary (a state
-    checkpoint, a release-log snapshot): ``read_from``, never before the earliest record
-    held; None if the summary is unusable (outside the records held, or naming an offset it
-    cannot know: past itself)."""
-    if not earliest <= summary_offset < end or read_from > summary_offset:
-        return None
-    return max(read_from, earliest)
-
-
-def plan_replay(earliest: int, end: int, latest: tuple[int, Checkpoint] | None) -> ReplayPlan:
-    """Start at the latest checkpoint's ``replay_from`` (``latest`` = its offset and
-    content, see :func:`resume_offset`); without a usable checkpoint, at the earliest
-    record."""
-    if latest is not None:
-        offset, checkpoint = latest
-        start = resume_offset(earliest, end, offset, checkpoint.replay_from)
-        if start is not None:
-            return ReplayPlan(start, checkpoint, offset)
-    return ReplayPlan(earliest)
+#: Where a partition's replay starts, and the checkpoint it is seeded from (if any).
+ReplayPlan = ResumePlan[Checkpoint]
 
 
 class StateReplay:
@@ -207,7 +186,7 @@ class StateReplay:
         self._parts = rec.PartAssembler()
         self._part0 = -1
         self._skip: frozenset[int] = frozenset()
-        ckpt = plan.checkpoint
+        ckpt = plan.summary
         if ckpt is not None:
             state.max_ts = max(state.max_ts, ckpt.max_ts)
             state.force_closed |= set(ckpt.force_closed)
@@ -235,14 +214,13 @@ class StateReplay:
             return  # a producer retry wrote it twice: apply it once
         windows = {w: d for w, d in delta["windows"].items() if w not in self._skip}
         # Late counts up to the checkpoint are in the checkpoint: count later ones only.
-        seen = self.plan.checkpoint_offset
-        late = delta["late"] if seen is None or offset > seen else None
+        late = delta["late"] if offset > self.plan.summary_offset else None
         self.truncated += self.state.apply_delta(windows, delta["max_ts"], late)
         self.tracker.note_delta(list(range(self._part0, offset + 1)), delta["windows"])
         self.applied = delta["offset"]
 
     def finish(self) -> int:
         """The last input offset whose effect is in the state."""
-        if self.plan.checkpoint is not None:
-            self.applied = max(self.applied, self.plan.checkpoint.applied)
+        if self.plan.summary is not None:
+            self.applied = max(self.applied, self.plan.summary.applied)
         return self.applied

@@ -19,10 +19,11 @@ from stream_dp.wire import internal_records as rec
 from stream_dp.worker.checkpoints import (
     Checkpoint,
     CheckpointTracker,
+    ReplayPlan,
     StateReplay,
     is_checkpoint,
-    plan_replay,
 )
+from stream_dp.worker.resume_plan import plan_resume
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ async def recover_partition(
     latest = None
     if tail.record is not None:
         latest = (tail.record.offset, Checkpoint.from_record(rec.decode(tail.record.value)))
-    plan = plan_replay(tail.earliest, tail.end, latest)
+    plan: ReplayPlan = plan_resume(tail.earliest, tail.end, latest)
     replay = StateReplay(runtime.state, plan, runtime.checkpoints)
     async for batch in iter_partition_to_end(conn, topic, partition, plan.start):
         check_assigned()
@@ -83,7 +84,7 @@ async def recover_partition(
     log.info(
         "partition %d recovered from %d state records from offset %d of %d "
         "(%s; %d open windows)", partition, replay.replayed, plan.start, tail.end,
-        "no checkpoint" if plan.checkpoint is None else "from its latest checkpoint",
+        "no checkpoint" if plan.summary is None else "from its latest checkpoint",
         len(runtime.state.open),
     )  # fmt: skip
     return runtime

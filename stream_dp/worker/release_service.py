@@ -41,8 +41,9 @@ from stream_dp.worker.release_snapshots import (
     ReleaseSnapshot,
     SnapshotTracker,
     is_release_snapshot,
-    plan_rebuild,
+    known_published,
 )
+from stream_dp.worker.resume_plan import plan_resume
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class ReleaseService:
                     r
                     for r in release.records
                     if r["release_id"] not in published
-                    and not plan.known_published(release.window_start, winner.offset)
+                    and not known_published(plan, release.window_start, winner.offset)
                 ]
                 if missing:
                     log.info("re-publishing %d stored records of one window", len(missing))
@@ -159,7 +160,7 @@ class ReleaseService:
             log.info(
                 "releaser ready: read %d stored windows from release-log offset %d (%s)",
                 len(stored), plan.start,
-                "no snapshot" if plan.snapshot is None else "from its latest snapshot",
+                "no snapshot" if plan.summary is None else "from its latest snapshot",
             )  # fmt: skip
         finally:
             self.rebuilding = False
@@ -174,12 +175,13 @@ class ReleaseService:
                 tail.record.offset,
                 ReleaseSnapshot.from_record(orjson.loads(tail.record.value)),
             )
-        plan = self.rebuild_plan = plan_rebuild(tail.earliest, tail.end, latest)
+        plan: RebuildPlan = plan_resume(tail.earliest, tail.end, latest)
+        self.rebuild_plan = plan
         self.snapshots = SnapshotTracker(plan)
         self.log_index.next_offset = plan.start
         self.spent_all = self.snapshots.spent_before
-        if plan.snapshot is not None:
-            self.coordinator.released_through = plan.snapshot.released_through
+        if plan.summary is not None:
+            self.coordinator.released_through = plan.summary.released_through
         return plan
 
     async def _seek_partials(
@@ -187,7 +189,7 @@ class ReleaseService:
     ) -> None:
         """Read the partials from where the snapshot says nothing before is needed, with
         the partitions' progress as it was there; without one, from the start."""
-        snapshot = plan.snapshot
+        snapshot = plan.summary
         if snapshot is None or snapshot.partials_from <= 0:
             await consumer.seek_to_beginning(tp)
             return

@@ -17,8 +17,9 @@ ledger must be rebuilt exactly), and summarises every window stored before that 
   ``unpublished``: stored by a rival releaser that this one has not seen published), so a
   rebuild checks only the others against the releases topic, read from there.
 
-A rebuild (:func:`plan_rebuild`) starts at the latest snapshot's ``read_from``; without one,
-at the log's start (older logs). Pure: fed window starts, offsets and losses.
+A rebuild starts at the latest snapshot's ``read_from``
+(:func:`~stream_dp.worker.resume_plan.plan_resume`); without one, at the log's start (older
+logs). Pure: fed window starts, offsets and losses.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from stream_dp.worker.checkpoints import resume_offset
+from stream_dp.worker.resume_plan import ResumePlan
 
 
 @dataclass(frozen=True)
@@ -81,33 +82,14 @@ def is_release_snapshot(value: bytes) -> bool:
     return value.startswith(b'{"kind":"snapshot"')
 
 
-@dataclass(frozen=True)
-class RebuildPlan:
-    """Where a rebuild reads the release log from, and what it is seeded with."""
-
-    start: int
-    snapshot: ReleaseSnapshot | None = None
-    snapshot_offset: int = -1
-
-    def known_published(self, window_start: int, offset: int) -> bool:
-        """Whether the window stored at ``offset`` was published before the snapshot."""
-        unpublished = self.snapshot.unpublished if self.snapshot is not None else ()
-        return offset < self.snapshot_offset and window_start not in unpublished
+#: Where a rebuild reads the release log from, and the snapshot it is seeded with.
+RebuildPlan = ResumePlan[ReleaseSnapshot]
 
 
-def plan_rebuild(
-    earliest: int, end: int, latest: tuple[int, ReleaseSnapshot] | None
-) -> RebuildPlan:
-    """Read from the latest snapshot's ``read_from`` (``latest``: its offset and content, see
-    :func:`~stream_dp.worker.checkpoints.resume_offset`); from the earliest record without a
-    usable one. A ``read_from`` below the earliest record held is not lost data: the
-    snapshot summarises everything before it."""
-    if latest is not None:
-        offset, snapshot = latest
-        start = resume_offset(earliest, end, offset, snapshot.read_from)
-        if start is not None:
-            return RebuildPlan(start, snapshot, offset)
-    return RebuildPlan(earliest)
+def known_published(plan: RebuildPlan, window_start: int, offset: int) -> bool:
+    """Whether the window stored at ``offset`` was published before the plan's snapshot."""
+    unpublished = plan.summary.unpublished if plan.summary is not None else ()
+    return offset < plan.summary_offset and window_start not in unpublished
 
 
 class SnapshotTracker:
@@ -115,7 +97,7 @@ class SnapshotTracker:
     summary of those before it; makes the next snapshot."""
 
     def __init__(self, plan: RebuildPlan | None = None) -> None:
-        snapshot = plan.snapshot if plan is not None else None
+        snapshot = plan.summary if plan is not None else None
         self.read_from = plan.start if plan is not None else 0
         self.released_through = snapshot.released_through if snapshot else None
         self.spent_before = snapshot.spent_before if snapshot else 0.0

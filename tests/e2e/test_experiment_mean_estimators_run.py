@@ -17,8 +17,8 @@ from stream_dp.experiments.mean_estimators import (
     GROUPING_SPECS,
     Config,
     run_experiment,
-    write_outputs,
 )
+from stream_dp.experiments.mean_estimators_output import write_outputs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PNGS = {

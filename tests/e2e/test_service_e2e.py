@@ -46,14 +46,8 @@ SCHEMA = json.loads(
 
 
 @pytest.fixture
-def ingest_consumer():
-    """The ingest path under test; tests of both paths parametrize it."""
-    return "batch"
-
-
-@pytest.fixture
-def setup(kafka, topic_prefix, tmp_path, ingest_consumer):
-    settings = service_settings(topic_prefix, ingest_consumer=ingest_consumer)
+def setup(kafka, topic_prefix, tmp_path):
+    settings = service_settings(topic_prefix)
     create_topics(kafka, settings)
     workers = []
 
@@ -106,7 +100,6 @@ def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
     assert wait_for_commits(kafka, group, settings.topic_readings, ends) == ends
 
 
-@pytest.mark.parametrize("ingest_consumer", ["batch", "faust"])
 def test_two_workers_give_the_same_non_noise_fields_as_one(kafka, setup, topic_prefix, tmp_path):
     settings, spawn = setup
     readings = synthetic_readings(n_vehicles=40, hours=2, per_hour=500, seed=5)
@@ -243,10 +236,7 @@ def cli_release(settings, readings, tmp_path):
     return [orjson.loads(line) for line in out.read_bytes().splitlines()], accepted
 
 
-@pytest.mark.parametrize(
-    ("ingest_consumer", "kill"),
-    [("batch", "crash-point"), ("batch", "external"), ("faust", "external")],
-)
+@pytest.mark.parametrize("kill", ["crash-point", "external"])
 def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup, tmp_path, kill):
     """``crash-point``: the worker kills itself once its third batch's state is durable and
     before that batch's offsets are committed (120 messages in batches of at most 20: the

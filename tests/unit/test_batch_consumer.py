@@ -163,7 +163,8 @@ def _state_records(settings, batches):
 
 def test_recovery_applies_a_delta_written_twice_once():
     from stream_dp.windows.state import PartitionState
-    from stream_dp.worker.checkpoints import StateReplay, plan_replay
+    from stream_dp.worker.checkpoints import StateReplay
+    from stream_dp.worker.resume_plan import plan_resume
 
     settings = load_settings(partitions=2, topic_state="state", topic_readings="readings")
     cell = "872a1070bffffff"
@@ -172,7 +173,7 @@ def test_recovery_applies_a_delta_written_twice_once():
     state, (one, two) = _state_records(settings, [(4, first), (9, second)])
     records = (*one, *two, *two)  # the second delta's send was retried
     recovered = PartitionState.for_settings(settings)
-    replay = StateReplay(recovered, plan_replay(0, len(records), None))
+    replay = StateReplay(recovered, plan_resume(0, len(records), None))
     for offset, record in enumerate(records):
         replay.add(offset, record.value)
     assert replay.finish() == 9

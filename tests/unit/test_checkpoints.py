@@ -17,9 +17,8 @@ from stream_dp.worker.checkpoints import (
     ReplayPlan,
     StateReplay,
     is_checkpoint,
-    plan_replay,
-    resume_offset,
 )
+from stream_dp.worker.resume_plan import plan_resume, resume_offset
 
 W = 3600
 
@@ -118,8 +117,8 @@ def test_replay_from_the_latest_checkpoint_equals_the_whole_replay(seed, checkpo
     log = random_log(seed, checkpoint_every=checkpoint_every)
     latest = log.latest()
     assert latest is not None
-    plan = plan_replay(0, len(log.records), latest)
-    assert plan.checkpoint is not None and 0 < plan.start <= latest[0]
+    plan = plan_resume(0, len(log.records), latest)
+    assert plan.summary is not None and 0 < plan.start <= latest[0]
     whole, whole_applied = replay(log.records, ReplayPlan(0))
     part, part_applied = replay(log.records, plan)
     assert whole_applied == part_applied == log.applied
@@ -141,7 +140,7 @@ def test_every_intermediate_checkpoint_recovers_the_state_at_its_offset():
         prefix = log.records[: offset + 1]
         latest = (offset, Checkpoint.from_record(rec.decode(prefix[offset])))
         whole, applied_whole = replay(prefix, ReplayPlan(0))
-        part, applied_part = replay(prefix, plan_replay(0, len(prefix), latest))
+        part, applied_part = replay(prefix, plan_resume(0, len(prefix), latest))
         assert applied_whole == applied_part
         assert_same_state(whole.state, part.state)
 
@@ -156,7 +155,7 @@ def test_a_window_spanning_the_replay_start_is_skipped_not_called_truncated():
     assert latest is not None
     checkpoint = latest[1]
     assert checkpoint.closed == (10 * W,)
-    plan = plan_replay(0, len(log.records), latest)
+    plan = plan_resume(0, len(log.records), latest)
     part, _ = replay(log.records, plan)
     assert part.truncated == 0
     assert_same_state(part.state, log.state)
@@ -167,8 +166,8 @@ def test_lost_beginning_after_retention_still_marks_windows_truncated():
     latest = log.latest()
     assert latest is not None and log.state.open
     earliest = latest[1].replay_from + 1  # retention removed the first needed record
-    plan = plan_replay(earliest, len(log.records), latest)
-    assert plan.start == earliest and plan.checkpoint is latest[1]
+    plan = plan_resume(earliest, len(log.records), latest)
+    assert plan.start == earliest and plan.summary is latest[1]
     part, _ = replay(log.records, plan)
     assert part.truncated >= 1
     assert not set(part.state.open) & part.state.force_closed
@@ -176,11 +175,11 @@ def test_lost_beginning_after_retention_still_marks_windows_truncated():
 
 def test_plan_without_a_usable_checkpoint_starts_at_the_earliest_record():
     checkpoint = Checkpoint(5, 10, 100.0, {}, (), ())
-    assert plan_replay(3, 20, None) == ReplayPlan(3)
-    assert plan_replay(3, 20, (4, checkpoint)) == ReplayPlan(3)  # names an offset past itself
-    assert plan_replay(3, 20, (25, checkpoint)) == ReplayPlan(3)  # outside the partition
-    assert plan_replay(3, 20, (8, checkpoint)) == ReplayPlan(5, checkpoint, 8)
-    assert plan_replay(6, 20, (8, checkpoint)) == ReplayPlan(6, checkpoint, 8)
+    assert plan_resume(3, 20, None) == ReplayPlan(3)
+    assert plan_resume(3, 20, (4, checkpoint)) == ReplayPlan(3)  # names an offset past itself
+    assert plan_resume(3, 20, (25, checkpoint)) == ReplayPlan(3)  # outside the partition
+    assert plan_resume(3, 20, (8, checkpoint)) == ReplayPlan(5, checkpoint, 8)
+    assert plan_resume(6, 20, (8, checkpoint)) == ReplayPlan(6, checkpoint, 8)
 
 
 def test_no_checkpoint_while_an_open_window_has_no_known_first_delta():

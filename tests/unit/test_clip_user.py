@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from stream_dp.dp.cell_error import cell_error
 from stream_dp.dp.clip_user import ClipUserResult, ClipUserRun, cell_errors, clip_user
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import (
     ErrorModel,
-    cell_error,
     grid_error,
     mean_bias,
     mean_sensitivity,

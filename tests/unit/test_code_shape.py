@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import stream_dp
 
 PACKAGE = Path(stream_dp.__file__).parent
@@ -52,33 +54,130 @@ def test_few_modules_lie_directly_in_the_package() -> None:
     assert len(flat) <= MAX_TOP_LEVEL_MODULES, sorted(flat)
 
 
-#: The data path's folders, each with what it may import of the package (a lower layer never
-#: imports a higher one).
-MAY_IMPORT = {
-    "dp": {"dp"},
-    "windows": {"windows", "dp", "config"},
-    "release": {"release", "windows", "dp", "config", "fault_injection"},
-    "wire": {"wire", "windows", "dp"},
+#: The package's layers, top to bottom, stated once: a module of ``stream_dp/`` imports only
+#: from its own unit and from units of lower layers (a unit: a folder, or a module lying
+#: directly in ``stream_dp/``; the package's own ``__init__``, ``__version__``, is open to all).
+LAYERS: tuple[frozenset[str], ...] = tuple(
+    frozenset(layer.split())
+    for layer in (
+        "__main__",
+        "cli",
+        "commands",
+        "worker experiments testing",
+        "engine dashboard producer planning",
+        "release wire sources",
+        "windows kafka allocator",
+        "config",
+        "dp fault_injection web",
+    )
+)
+#: Calls that import a module named by their first argument.
+IMPORT_CALLS = {"import_module", "__import__"}
+
+
+def _units(root: Path) -> set[str]:
+    """Every unit of the package at ``root``: its folders and its top-level modules."""
+    folders = {p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    return folders | {p.stem for p in root.glob("*.py")} - {"__init__"}
+
+
+def _imported_modules(path: Path, root: Path) -> set[str]:
+    """Dotted names (under the package's own name) of every module ``path`` imports: ``import
+    a.b``, ``from a.b import c`` (``a.b.c`` too: ``c`` may be a module), relative imports, at
+    any depth (inside functions too), and string arguments of ``import_module``/``__import__``."""
+    package = [root.name, *path.relative_to(root).parent.parts]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if name in IMPORT_CALLS and isinstance(first, ast.Constant):
+                found.add(str(first.value))
+    return found
+
+
+def _unit_of(module: str, package: str, units: set[str]) -> str | None:
+    """The unit a dotted module name belongs to; None outside the package."""
+    parts = module.split(".")
+    if parts[0] != package:
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] in units else "__init__"  # the package
+
+
+def upward_imports(root: Path, layers: tuple[frozenset[str], ...] = LAYERS) -> list[str]:
+    """``path imports unit`` for every import of a unit that is not below the importing
+    module's unit; ``unit: in no layer`` for a unit the layers do not place."""
+    units = _units(root)
+    rank = {unit: depth for depth, layer in enumerate(layers) for unit in layer}
+    wrong = [f"{unit}: in no layer" for unit in sorted(units - rank.keys())]
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        own = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        for module in sorted(_imported_modules(path, root)):
+            unit = _unit_of(module, root.name, units)
+            if unit in (None, own, "__init__") or own not in rank or unit not in rank:
+                continue
+            if rank[unit] <= rank[own]:
+                wrong.append(f"{rel} imports {unit}")
+    return sorted(set(wrong))
+
+
+def test_every_unit_of_the_package_imports_only_lower_layers() -> None:
+    assert upward_imports(PACKAGE) == []
+
+
+UPWARD_FORMS = {
+    "absolute": "import stream_dp.high.mod\n",
+    "absolute_package": "import stream_dp.high\n",
+    "from_module": "from stream_dp.high.mod import thing\n",
+    "from_package": "from stream_dp import high\n",
+    "from_top_module": "from stream_dp import top\n",
+    "relative_sibling": "from ..high import mod\n",
+    "relative_module": "from ..high.mod import thing\n",
+    "inside_function": "def f():\n    from stream_dp.high import mod\n    return mod\n",
+    "import_module": "import importlib\nimportlib.import_module('stream_dp.high.mod')\n",
+    "bare_import_module": "from importlib import import_module\nimport_module('stream_dp.top')\n",
+    "dunder_import": "__import__('stream_dp.high')\n",
 }
 
 
-def _imported_packages(path: Path) -> set[str]:
-    """The first component under ``stream_dp`` of every package import in ``path``."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            parts = node.module.split(".")
-            if parts[0] == "stream_dp":
-                names = parts[1:2] or [alias.name for alias in node.names]
-                out.update(names)
-    return out
+def _synthetic_package(tmp_path: Path, source: str) -> Path:
+    """``stream_dp/`` with units ``top`` (a module) > ``high`` (a folder) > ``low`` (a folder
+    whose ``mod.py`` is ``source``)."""
+    root = tmp_path / "stream_dp"
+    for folder in ("high", "low"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "top.py").write_text("from stream_dp.high import mod\nfrom . import low\n")
+    (root / "high" / "mod.py").write_text("from stream_dp.low import mod\nfrom ..low import mod\n")
+    (root / "low" / "mod.py").write_text(source)
+    return root
 
 
-def test_no_folder_of_the_data_path_imports_a_higher_one() -> None:
-    wrong = {
-        f"{path.relative_to(PACKAGE)} imports {sorted(extra)}"
-        for folder, allowed in MAY_IMPORT.items()
-        for path in (PACKAGE / folder).rglob("*.py")
-        if (extra := _imported_packages(path) - allowed)
-    }
-    assert not wrong, sorted(wrong)
+SYNTHETIC_LAYERS = (frozenset({"top"}), frozenset({"high"}), frozenset({"low"}))
+
+
+@pytest.mark.parametrize("form", sorted(UPWARD_FORMS))
+def test_the_layer_check_sees_an_upward_import_of_each_form(tmp_path: Path, form: str) -> None:
+    root = _synthetic_package(tmp_path, UPWARD_FORMS[form])
+    wrong = upward_imports(root, SYNTHETIC_LAYERS)
+    assert wrong == [f"low/mod.py imports {'top' if 'top' in UPWARD_FORMS[form] else 'high'}"]
+
+
+def test_the_layer_check_accepts_downward_imports_and_names_an_unplaced_unit(
+    tmp_path: Path,
+) -> None:
+    root = _synthetic_package(tmp_path, "import stream_dp\nfrom stream_dp import low\n")
+    assert upward_imports(root, SYNTHETIC_LAYERS) == []
+    (root / "new").mkdir()
+    (root / "new" / "__init__.py").write_text("")
+    assert upward_imports(root, SYNTHETIC_LAYERS) == ["new: in no layer"]

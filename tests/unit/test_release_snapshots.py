@@ -18,8 +18,9 @@ from stream_dp.worker.release_snapshots import (
     ReleaseSnapshot,
     SnapshotTracker,
     is_release_snapshot,
-    plan_rebuild,
+    known_published,
 )
+from stream_dp.worker.resume_plan import plan_resume
 
 W = 3600
 PERIOD = 3 * W
@@ -46,8 +47,8 @@ class Releaser:
         self.tracker = SnapshotTracker(plan)
         self.ledger = BudgetLedger(PERIOD, cap=1.0)
         self.coordinator = ReleaseCoordinator(1, W, 4)
-        if plan.snapshot is not None:
-            self.coordinator.released_through = plan.snapshot.released_through
+        if plan.summary is not None:
+            self.coordinator.released_through = plan.summary.released_through
         self.spent = self.tracker.spent_before
         self.read_to_end()
 
@@ -98,8 +99,8 @@ def one_partial() -> PartialColumns:
 def test_a_rebuild_from_the_snapshot_matches_the_whole_log(n_windows):
     log, live = released_log(n_windows)
     whole = Releaser(log, RebuildPlan(0))
-    plan = plan_rebuild(0, len(log), latest_snapshot(log))
-    assert plan.snapshot is not None
+    plan = plan_resume(0, len(log), latest_snapshot(log))
+    assert plan.summary is not None
     part = Releaser(log, plan)
     for rebuilt in (whole, part):
         assert rebuilt.ledger.entries() == live.ledger.entries()
@@ -116,11 +117,11 @@ def test_a_rebuild_from_the_snapshot_matches_the_whole_log(n_windows):
 
 def test_a_window_whose_stored_copy_aged_out_is_never_released_again():
     log, _ = released_log(30)
-    plan = plan_rebuild(0, len(log), latest_snapshot(log))
-    assert plan.snapshot is not None and plan.start > 0
+    plan = plan_resume(0, len(log), latest_snapshot(log))
+    assert plan.summary is not None and plan.start > 0
     aged = [None] * plan.start + log[plan.start :]  # retention removed everything before
     earliest = plan.start
-    rebuilt = Releaser(aged, plan_rebuild(earliest, len(aged), latest_snapshot(aged)))
+    rebuilt = Releaser(aged, plan_resume(earliest, len(aged), latest_snapshot(aged)))
     # window 0's partial is still in the partials topic (or re-sent): it must not be ready
     rebuilt.coordinator.add_partial(0, 0, one_partial())
     rebuilt.coordinator.set_progress(0, float(31 * W))
@@ -140,19 +141,19 @@ def test_a_window_stored_by_a_rival_and_not_seen_published_is_read_again():
     tracker.note_stored(W, 5, 1.0)
     snapshot = tracker.snapshot([], 10)
     assert snapshot.read_from == 0 and snapshot.unpublished == (0,)
-    plan = plan_rebuild(0, 12, (10, snapshot))
-    assert not plan.known_published(0, 0) and plan.known_published(W, 5)
-    assert not plan.known_published(2 * W, 11)  # stored after the snapshot
+    plan = plan_resume(0, 12, (10, snapshot))
+    assert not known_published(plan, 0, 0) and known_published(plan, W, 5)
+    assert not known_published(plan, 2 * W, 11)  # stored after the snapshot
     tracker.note_stored(0, 0, 1.0, published=True)  # re-published by a rebuild
     assert tracker.snapshot([], 12).read_from == 12
 
 
 def test_plan_without_a_usable_snapshot_reads_the_whole_log():
     snapshot = ReleaseSnapshot(4, 0, 1.0, 3, 0)
-    assert plan_rebuild(0, 10, None) == RebuildPlan(0)
-    assert plan_rebuild(0, 10, (3, snapshot)) == RebuildPlan(0)  # names an offset past itself
-    assert plan_rebuild(0, 10, (6, snapshot)) == RebuildPlan(4, snapshot, 6)
-    assert plan_rebuild(5, 10, (6, snapshot)) == RebuildPlan(5, snapshot, 6)
+    assert plan_resume(0, 10, None) == RebuildPlan(0)
+    assert plan_resume(0, 10, (3, snapshot)) == RebuildPlan(0)  # names an offset past itself
+    assert plan_resume(0, 10, (6, snapshot)) == RebuildPlan(4, snapshot, 6)
+    assert plan_resume(5, 10, (6, snapshot)) == RebuildPlan(5, snapshot, 6)
     assert ReleaseSnapshot.from_record(rec.decode(snapshot.encode())) == snapshot
 
 

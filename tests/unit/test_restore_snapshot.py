@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from stream_dp.worker.release_snapshots import ReleaseSnapshot, plan_rebuild
+from stream_dp.worker.release_snapshots import ReleaseSnapshot, known_published
 from stream_dp.worker.restore_snapshot import restore_snapshot
+from stream_dp.worker.resume_plan import plan_resume
 from tests.unit.test_release_log import stored_copy
 
 HOUR = 3600
@@ -40,8 +41,8 @@ def test_it_repeats_the_latest_snapshot_with_the_new_topics_read_from_their_star
     assert (restored.read_from, restored.released_through, restored.spent_before) == (3, 0, 2.5)
     assert restored.last_released == HOUR and restored.unpublished == ()
     # it is a valid latest snapshot of the restored log, appended at its end
-    plan = plan_rebuild(0, len(log) + 1, (len(log), restored))
-    assert plan.start == 3 and plan.snapshot == restored
+    plan = plan_resume(0, len(log) + 1, (len(log), restored))
+    assert plan.start == 3 and plan.summary == restored
     assert ReleaseSnapshot.from_record(orjson.loads(restored.encode())) == restored
 
 
@@ -52,7 +53,7 @@ def test_windows_stored_after_the_latest_snapshot_count_as_unpublished():
     assert restored is not None
     assert restored.unpublished == (0, 2 * HOUR)
     assert restored.last_released == 2 * HOUR
-    plan = plan_rebuild(0, len(log) + 1, (len(log), restored))
+    plan = plan_resume(0, len(log) + 1, (len(log), restored))
     first_of_b = len(stored_copy("a", 1.0, window=HOUR)) + 1
-    assert not plan.known_published(2 * HOUR, first_of_b)  # re-published from its copy
-    assert plan.known_published(HOUR, 0)
+    assert not known_published(plan, 2 * HOUR, first_of_b)  # re-published from its copy
+    assert known_published(plan, HOUR, 0)

@@ -1,0 +1,74 @@
+"""What the commands share: the one-line error a command stops with, and its wordings.
+
+The command modules import these from here, never from ``stream_dp.cli``, which imports the
+commands: no import cycle between the command line and its commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+
+class CliError(Exception):
+    """A bad command-line value: printed as one line, exit status 2."""
+
+
+class MissingExtraError(CliError):
+    """A command needs an optional dependency group that is not installed."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module} is not installed; this command needs the {extra!r} extra: "
+            f'pip install "stream-dp[{extra}]"'
+        )
+
+
+def require_extra(module: str, extra: str) -> None:
+    """Raise :class:`MissingExtraError` unless ``module`` can be imported."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise MissingExtraError(module, extra) from None
+
+
+def cannot_read(label: str, path: str | Path, exc: BaseException | None = None) -> CliError:
+    """The one wording of every command for a file it cannot read."""
+    return CliError(unreadable_file_message(label, path, exc))
+
+
+def unreadable_file_message(label: str, path: str | Path, exc: BaseException | None = None) -> str:
+    """``LABEL: cannot read PATH: REASON``; the reason from ``exc`` or from the path itself."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+    elif exc is not None:
+        reason = str(exc)
+    elif not Path(path).exists():
+        reason = "No such file or directory"
+    elif Path(path).is_dir():
+        reason = "Is a directory"
+    else:
+        reason = "not a readable file"
+    return f"{label}: cannot read {path}: {reason}"
+
+
+def parse_int_option(name: str, text: str, minimum: int) -> int:
+    """``--name``'s integer value, or a CliError naming the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise CliError(f"--{name} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise CliError(f"--{name} must be >= {minimum}, got {value}")
+    return value
+
+
+_ROLE = re.compile(r":[a-z]+:`\.?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`")
+
+
+def plain_text(doc: str | None) -> str:
+    """A docstring as help text: reST roles and literals become their plain words."""
+    text = _ROLE.sub(r"\1", doc or "")
+    return _LITERAL.sub(lambda m: m.group(1) or m.group(2), text)
