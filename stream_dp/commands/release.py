@@ -28,7 +28,7 @@ def add_release_options(
     ``defaults`` are the command's own defaults where they differ from the settings' (the
     demo's), shown in the help as what the command really uses.
     """
-    from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
+    from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 
     shown = {name: field.default for name, field in Settings.model_fields.items()}
     shown.update(defaults or {})
@@ -120,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
-    from stream_dp.release.outcome import failure_line
+    from stream_dp.release.window import failure_line
     from stream_dp.sources import SourceError, iter_readings
 
     settings = settings_from_args(args)

@@ -13,7 +13,8 @@ from stream_dp.dp.grid_error import ErrorModel, grid_error, mean_bias, variance_
 from stream_dp.dp.mechanisms import MEAN_MECHANISMS
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.step import release_window
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 
 U = 65.0
@@ -94,7 +95,7 @@ def test_mean_error_covers_at_least_95_percent_on_adversarial_data(mechanism, sh
     hits = trials = 0
     biased = False
     for _ in range(150 if mechanism in BOUNDED else 3):
-        release = release_window(0, window, settings, noise)
+        release = release_window(0, window, ReleaseParams.from_settings(settings), noise)
         for record in release.cells:
             bound = record["mean_error"]
             if mechanism not in BOUNDED:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
+from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 from stream_dp.dp.mechanisms import (
     MEAN_MECHANISMS,
     CellData,
