@@ -1,12 +1,12 @@
 """The one registry of the per-cell mean mechanisms (docs/math.md §7): what each declares.
 
-Each :class:`MeanMechanismSpec` says what the release branches on (whether the mechanism
-needs δ, whether it is pure ε-DP, whether it takes the stored prefix length C, whether it
-states a data-independent error bound, whether the PLD accountant composes it, whether the
-release runs it as the CLIP mean's window-wide combiner). The specs are plain data: this
-module imports no mechanism (and no compiled kernel), so the command line and the settings
-check a name at once; :meth:`MeanMechanismSpec.build` imports the implementation when a
-release needs it.
+Each :class:`MeanMechanismSpec` says what the release branches on: whether the mechanism
+needs δ (else it is pure ε-DP), whether it reads the stored reading prefixes and takes their
+length C, whether it states a data-independent error bound, whether the PLD accountant
+composes it, whether the release runs it as the CLIP mean's window-wide combiner. The specs
+are plain data: this module imports no mechanism (and no compiled kernel), so the command
+line and the settings check a name at once; :meth:`MeanMechanismSpec.build` imports the
+implementation when a release needs it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ class MeanMechanismSpec:
     preset: dict[str, Any] = field(default_factory=dict)
     #: Each cell's release is (ε, δ)-DP: the mechanism needs ``delta``.
     needs_delta: bool = False
+    #: Its default variant reads the stored reading prefixes (not only each vehicle's count
+    #: and sums), so the window must keep them (docs/math.md §7).
+    reads_prefix: bool = False
     #: It takes the stored prefix length C (``prefix_limit``) as a parameter.
     takes_prefix_limit: bool = False
     #: It states a data-independent worst-case error (its records carry ``error_bound``).
@@ -88,8 +91,12 @@ MEAN_MECHANISMS: dict[str, MeanMechanismSpec] = {
         _laplace("worst-case-optimal", "worst_case_optimal:WorstCaseOptimalMean"),
         MeanMechanismSpec("akmv", "akmv:AkmvMean"),
         MeanMechanismSpec(
-            "cummings", "cummings:CummingsMean", needs_delta=True, takes_prefix_limit=True
-        ),
+            "cummings",
+            "cummings:CummingsMean",
+            needs_delta=True,
+            reads_prefix=True,
+            takes_prefix_limit=True,
+        ),  # fmt: skip
     )
 }
 

@@ -12,11 +12,15 @@ import pytest
 
 from stream_dp import fault_injection
 from stream_dp.config import load_settings
+from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.pld_accounting import pld_available
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.release import window as window_outcome
+from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import FAILED, RELEASED
+from stream_dp.release.window import release_window
 from stream_dp.testing.readings import HOUR, synthetic_readings
 
 SCHEMA = json.loads(
@@ -166,3 +170,48 @@ def test_the_fault_point_counts_windows_per_process(fault):
         except fault_injection.InjectedReleaseError:
             hits.append(True)
     assert hits == [False, False, True, False, False]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("min_vehicles", "top_cells"), [(3, None), (1, 3), (4, 5)])
+def test_a_failed_window_charges_each_vehicle_at_least_its_release(
+    seed: int, min_vehicles: int, top_cells: int | None
+) -> None:
+    """Adaptive cells with min_vehicles and top_cells (issue 26 item 8): the failed outcome
+    chooses its cells as the release does (after the regrouping), so no vehicle is charged
+    fewer cells than the release of the same window would have charged it."""
+    from tests.unit.test_adaptive_cells import targeted_window
+
+    params = ReleaseParams.from_settings(
+        load_settings(
+            resolution=8, coarsest_resolution=5, target_mean_error=20.0, epsilon=1.0,
+            min_vehicles=min_vehicles, top_cells=top_cells,
+        )
+    )  # fmt: skip
+    window = targeted_window(seed)
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(seed))
+    released = release_window(0, window, params, noise, ledger=BudgetLedger(86400, None)).loss
+    failed = window_outcome.failed_release(
+        0, RuntimeError(), params, 0, BudgetLedger(86400, None), window, []
+    ).loss
+    assert released is not None and failed is not None
+    assert int(released.cells.max(initial=0)) > 0, "the window must release something"
+    charged = dict(zip(failed.vehicles, failed.cells.tolist(), strict=True))
+    short = [
+        (vehicle, cells, charged.get(vehicle, 0))
+        for vehicle, cells in zip(released.vehicles, released.cells.tolist(), strict=True)
+        if charged.get(vehicle, 0) < cells
+    ]
+    assert not short
+
+
+def test_the_pld_figure_is_null_where_pld_does_not_compose_the_mechanism() -> None:
+    """Issue 26 item 8: an (ε, δ) mean's cells are no Laplace releases; a pure one's are."""
+    readings = four_hours()
+    for mechanism, composes in (("cummings", False), ("clip", True)):
+        settings = load_settings(resolution=7, mean_mechanism=mechanism, delta=1e-6)
+        _, releases = run_engine(settings, readings)
+        summaries = [r.summary for r in releases if r.summary["K"] > 0]
+        assert summaries
+        for summary in summaries:
+            assert (summary["privacy_loss_pld"] is not None) == (composes and pld_available())
