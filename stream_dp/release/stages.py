@@ -27,7 +27,12 @@ from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
 from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.state import WindowState
-from stream_dp.release.statistics import cell_statistics, start_entry_totals, start_prefix_sums
+from stream_dp.release.statistics import (
+    cell_counts,
+    cell_statistics,
+    start_entry_totals,
+    start_prefix_sums,
+)
 from stream_dp.windows import background
 
 
@@ -129,6 +134,18 @@ class Statistics(Stage):
             state.columns, pairs.occupancy, pairs.entry_of, pairs.capped.kept_count,
             self._prefix_sums, self._entry_totals,
         )  # fmt: skip
+
+
+class CountStatistics(Stage):
+    """The statistics stage on counts alone, for an occupancy without readings (``plan``):
+    the kept counts the error bars and the withholding read, as :class:`Statistics` has them."""
+
+    name = "statistics"
+
+    def run(self, state: WindowState) -> None:
+        pairs = _pairs(state)
+        assert pairs.capped is not None
+        state.stats = cell_counts(pairs.occupancy, pairs.capped.kept_count)
 
 
 class Withhold(Stage):
@@ -258,6 +275,12 @@ def choose_stages() -> list[Stage]:
 def bound_stages() -> list[Stage]:
     """From CLIP-USER to the error bars: what ``plan`` shows without noise."""
     return [ClipUser(), Cap(), Statistics(), Withhold()]
+
+
+def plan_stages() -> list[Stage]:
+    """The release's stages up to the error bars on an occupancy without readings (``plan``):
+    the same cells, K and error bars as the release, no noise."""
+    return [*choose_stages(), ClipUser(), Cap(), CountStatistics(), Withhold()]
 
 
 def release_stages(noise: LaplaceNoise) -> list[Stage]:
