@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 def _params(args: argparse.Namespace, **values: object) -> Any:
     """The release's parameters of these options over the settings (as ``release`` has them)."""
     from stream_dp.config import ConfigError, load_settings
-    from stream_dp.release.params import ReleaseParams
+    from stream_dp.release.params import ReleaseParams, checked_settings
 
     for option, _, _ in _SETTINGS_OPTIONS:
         name = option[2:].replace("-", "_")
@@ -109,6 +109,6 @@ def _params(args: argparse.Namespace, **values: object) -> Any:
     if args.no_pseudo_user:
         values["pseudo_user"] = False
     try:
-        return ReleaseParams.from_settings(load_settings(**values))
+        return ReleaseParams.from_settings(checked_settings(load_settings(**values)))
     except ConfigError as exc:
         raise CliError(str(exc)) from None

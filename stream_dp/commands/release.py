@@ -99,8 +99,10 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     values.update(extra)
+    from stream_dp.release.params import checked_settings
+
     try:
-        return load_settings(**values)
+        return checked_settings(load_settings(**values))  # the mechanism's spec too
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 

@@ -26,7 +26,7 @@ from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
     from stream_dp.release.accounting import PrivacyAccountant
-    from stream_dp.release.state import WindowReport
+    from stream_dp.release.report import WindowReport
 
 
 @dataclass(frozen=True)

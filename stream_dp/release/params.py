@@ -3,20 +3,19 @@
 Built once at the edge (the offline engine, the worker, ``plan``, the experiments and
 benchmarks) by :meth:`ReleaseParams.from_settings` and passed through the release, so no
 stage sees Kafka, web or operations settings. Frozen; :meth:`ReleaseParams.__post_init__`
-checks what depends on the mean mechanism's spec (:mod:`stream_dp.dp.mechanism_specs`), the
-one registry of mechanisms; :func:`stream_dp.config.load_settings` runs it at load time.
+checks what depends on the mean mechanism's spec (:mod:`stream_dp.dp.mechanism_specs`, the
+one registry of mechanisms); the commands that run the release check the settings they
+load with :func:`checked_settings` at start.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from stream_dp.config import ConfigError, Settings
 from stream_dp.dp.mechanism_specs import DEFAULT_MEAN_MECHANISM, MeanMechanismSpec, mechanism_spec
-
-if TYPE_CHECKING:
-    from stream_dp.config import Settings
 
 
 @dataclass(frozen=True)
@@ -84,3 +83,13 @@ class ReleaseParams:
     def coarsest(self) -> int:
         """R0 of adaptive cells (the resolution when unset)."""
         return self.resolution if self.coarsest_resolution is None else self.coarsest_resolution
+
+
+def checked_settings(settings: Settings) -> Settings:
+    """``settings`` once their release parameters are consistent (the mechanism's spec);
+    :class:`~stream_dp.config.ConfigError` naming the field otherwise."""
+    try:
+        ReleaseParams.from_settings(settings)
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
+    return settings

@@ -15,7 +15,7 @@ from stream_dp.release.params import ReleaseParams
 if TYPE_CHECKING:
     from stream_dp.release.accounting import PrivacyAccountant
     from stream_dp.release.noisy import NoisyCells
-    from stream_dp.release.state import WindowReport
+    from stream_dp.release.report import WindowReport
     from stream_dp.release.statistics import CellStatistics
     from stream_dp.windows.columns import WindowColumns
 

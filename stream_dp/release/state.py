@@ -1,5 +1,4 @@
-"""The state of one window's release as it passes through the stages (docs/math.md §9), and
-what each stage reports into the window's summary."""
+"""The state of one window's release as it passes through the stages (docs/math.md §9)."""
 
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ import numpy as np
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.report import WindowReport
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
@@ -18,26 +18,6 @@ if TYPE_CHECKING:
     from stream_dp.release.bounding import Contributions
     from stream_dp.release.noisy import ErrorBars, NoisyCells
     from stream_dp.release.statistics import CellStatistics
-
-
-@dataclass
-class WindowReport:
-    """The summary's lines, each written by the one stage that knows it (0: the stage did
-    nothing, e.g. in an empty window)."""
-
-    #: Budget mask: vehicles limited by their remaining budget, pairs withheld for it.
-    vehicles_budget_limited: int = 0
-    pairs_withheld_budget: int = 0
-    #: CLIP-USER: G1, K (after withholding: over the released cells), E, pairs suppressed.
-    g1: int = 0
-    k: int = 0
-    error_bound: float = 0.0
-    suppressed_pairs: int = 0
-    #: The cap: the largest per-cell eq. (13) error.
-    max_error: float = 0.0
-    #: Adaptive regrouping and withholding: cells and readings withheld.
-    cells_withheld: int = 0
-    readings_withheld: int = 0
 
 
 @dataclass

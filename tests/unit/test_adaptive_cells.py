@@ -16,7 +16,7 @@ from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.params import ReleaseParams
+from stream_dp.release.params import ReleaseParams, checked_settings
 from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 
@@ -227,7 +227,7 @@ def test_pld_without_the_optional_package_names_the_extra(monkeypatch) -> None:
 
     monkeypatch.setattr(builtins, "__import__", no_dp_accounting)
     with pytest.raises(ConfigError, match=r"stream-dp\[pld\]"):
-        load_settings(accounting="pld")
+        checked_settings(load_settings(accounting="pld"))
 
 
 @pytest.mark.parametrize("seed", range(5))

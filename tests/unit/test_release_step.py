@@ -140,12 +140,17 @@ def test_a_non_default_mean_mechanism_is_named_and_bounded():
 
 
 def test_unknown_mechanism_fails_naming_the_field():
+    """The release's parameters check what the mechanism's spec asks (at start: the commands
+    that run the release check the settings they load)."""
     from stream_dp.config import ConfigError
+    from stream_dp.release.params import checked_settings
 
-    with pytest.raises(ConfigError, match="mean_mechanism"):
-        load_settings(mean_mechanism="nope")
-    with pytest.raises(ConfigError, match="delta"):
-        load_settings(mean_mechanism="cummings")
+    with pytest.raises(ConfigError, match="^invalid configuration: mean_mechanism: unknown"):
+        checked_settings(load_settings(mean_mechanism="nope"))
+    with pytest.raises(ConfigError, match="^invalid configuration: delta: required"):
+        checked_settings(load_settings(mean_mechanism="cummings"))
+    with pytest.raises(ValueError, match="target_mean_error"):
+        ReleaseParams(target_mean_error=10.0, mean_mechanism="baseline")
 
 
 def test_offline_engine_partitioning_does_not_change_the_release():
