@@ -242,50 +242,42 @@ def configured_mean_mechanism(params: ReleaseParams) -> Any:
     return spec.build(**extra)
 
 
-#: The stages that choose what a window reads: public, no budget spent (§2.2).
-CHOOSE: tuple[type[Stage], ...] = (Regroup, Select, Mask)
+def choose_stages() -> list[Stage]:
+    """The stages that choose what a window reads: regroup, select, mask. Public inputs
+    only, no budget spent (§2.2); a failed window is charged what they chose (§8.2)."""
+    return [Regroup(), Select(), Mask()]
+
+
+def plan_stages() -> list[Stage]:
+    """After the choice, the release's stages up to the error bars on an occupancy without
+    readings (``plan``): the same K and error bars as the release, no noise."""
+    return [ClipUser(), Cap(), CountStatistics(), Withhold()]
+
+
+def release_stages(noise: LaplaceNoise) -> list[Stage]:
+    """After the choice, every stage of a window's release."""
+    return [ClipUser(), Cap(), Statistics(), Withhold(), Noise(noise), Records()]
 
 
 @dataclass
 class Pipeline:
-    """Stages run in order on one window; after the mask, each later stage may begin its
-    background work, and an empty window stops there."""
+    """The stages that choose a window's pairs, then ``after_choice`` in order. A window with
+    no pair chosen stops after the choice; otherwise each later stage may first begin its
+    background work, which then runs beside CLIP-USER."""
 
-    stages: Sequence[Stage] = field(default_factory=list)
+    after_choice: Sequence[Stage] = ()
+    choice: Sequence[Stage] = field(default_factory=choose_stages)
 
     def run(self, state: WindowState) -> WindowState:
-        begun = False
-        for stage in self.stages:
-            if not begun and state.pairs is not None and not isinstance(stage, CHOOSE):
-                if state.empty:
-                    break
-                for later in self.stages:
-                    if not isinstance(later, CHOOSE):
-                        later.begin(state)
-                begun = True
+        for stage in self.choice:
+            stage.run(state)
+        if state.empty:
+            return state
+        for stage in self.after_choice:
+            stage.begin(state)
+        for stage in self.after_choice:
             stage.run(state)
         return state
-
-
-def choose_stages() -> list[Stage]:
-    """Regroup, select, mask."""
-    return [Regroup(), Select(), Mask()]
-
-
-def bound_stages() -> list[Stage]:
-    """From CLIP-USER to the error bars: what ``plan`` shows without noise."""
-    return [ClipUser(), Cap(), Statistics(), Withhold()]
-
-
-def plan_stages() -> list[Stage]:
-    """The release's stages up to the error bars on an occupancy without readings (``plan``):
-    the same cells, K and error bars as the release, no noise."""
-    return [*choose_stages(), ClipUser(), Cap(), CountStatistics(), Withhold()]
-
-
-def release_stages(noise: LaplaceNoise) -> list[Stage]:
-    """Every stage of a window's release."""
-    return [*choose_stages(), *bound_stages(), Noise(noise), Records()]
 
 
 def _pairs(state: WindowState) -> Contributions:

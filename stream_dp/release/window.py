@@ -36,7 +36,7 @@ from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.stages import Pipeline, choose_stages, release_stages, summary_of
+from stream_dp.release.stages import Pipeline, release_stages, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -73,7 +73,7 @@ def release_window(
         state.summary = summary_of(state)
     loss = None
     if ledger is not None:
-        occupancy = None if state.empty else state.pairs.occupancy  # type: ignore[union-attr]
+        occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
         loss = state.accountant.loss(window_start, occupancy, state.grids)
     return WindowRelease(window_start, state.cells, state.summary, loss)
 
@@ -171,7 +171,7 @@ def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumn
     accountant = state.accountant
     if merged:
         try:
-            Pipeline(choose_stages()).run(state)
+            Pipeline().run(state)
             assert state.pairs is not None
             return accountant.failed_charge(state.window_start, state.pairs.occupancy)
         except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
