@@ -154,12 +154,14 @@ def stream_dp_release(
     it: each partition's state to a partial, the partial through its wire format (binary
     parts, encoded and decoded), the coordinator's merge, then ``release_window``."""
     from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.release.accounting import new_ledger
-    from stream_dp.release.step import release_window
+    from stream_dp.release.accounting import PrivacyAccountant
+    from stream_dp.release.params import ReleaseParams
+    from stream_dp.release.window import release_window
     from stream_dp.windows.coordinator import ReleaseCoordinator
     from stream_dp.wire import internal_records as rec
 
     settings = _service_settings(epsilon)  # loaded once, as the worker does at start
+    params = ReleaseParams.from_settings(settings)
     marks = [time.perf_counter()]
     partials = [state.partial(WINDOW_START) for state in states]
     marks.append(time.perf_counter())
@@ -172,8 +174,8 @@ def stream_dp_release(
     marks.append(time.perf_counter())
     columns = coordinator.merged(WINDOW_START)
     marks.append(time.perf_counter())
-    ledger = new_ledger(settings)  # the service's default: losses tracked, no cap
-    release = release_window(WINDOW_START, columns, settings, LaplaceNoise(), ledger=ledger)
+    ledger = PrivacyAccountant(params).new_ledger()  # the default: tracked, no cap
+    release = release_window(WINDOW_START, columns, params, LaplaceNoise(), ledger=ledger)
     marks.append(time.perf_counter())
     if phases is not None:
         names = ("partition state -> partials", "partials through the wire", "merge", "release")

@@ -220,18 +220,19 @@ def release_time(settings_row: dict[str, Any], columns: Any) -> float:
     from release import WINDOW_START  # benchmarks/release.py, beside this script
 
     from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.release.accounting import new_ledger
-    from stream_dp.release.step import release_window
+    from stream_dp.release.accounting import PrivacyAccountant
+    from stream_dp.release.params import ReleaseParams
+    from stream_dp.release.window import release_window
 
     row = {**settings_row, "resolution": 8}
     if row.get("coarsest_resolution", 0) > 8:
         row["coarsest_resolution"] = 8
-    settings = settings_of(row)
+    params = ReleaseParams.from_settings(settings_of(row))
     times = []
     for _ in range(3):
-        ledger = new_ledger(settings)
+        ledger = PrivacyAccountant(params).new_ledger()
         start = time.perf_counter()
-        release_window(WINDOW_START, columns, settings, LaplaceNoise(), ledger=ledger)
+        release_window(WINDOW_START, columns, params, LaplaceNoise(), ledger=ledger)
         times.append(time.perf_counter() - start)
     return min(times)
 

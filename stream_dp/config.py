@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "STREAM_DP_"
@@ -185,22 +185,10 @@ class Settings(BaseSettings):
     )
     dashboard_tile_attribution: str = Field("", description="Attribution of those tiles.")
 
-    @field_validator("mean_mechanism")
-    @classmethod
-    def _known_mechanism(cls, value: str) -> str:
-        from stream_dp.dp.mechanism_names import known_mean_mechanisms
-
-        known = known_mean_mechanisms()
-        if value not in known:
-            raise ValueError(f"unknown mechanism {value!r}; known: {', '.join(sorted(known))}")
-        return value
-
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         if 86400 % self.window_seconds:
             raise ValueError("window_seconds must divide a day (86400) so windows align")
-        if self.mean_mechanism == "cummings" and self.delta is None:
-            raise ValueError("delta is required by mean_mechanism 'cummings'")
         if self.budget_cap is not None and self.budget_cap < self.epsilon:
             raise ValueError(
                 "budget_cap must be >= epsilon (one released cell costs epsilon), got "
@@ -211,15 +199,6 @@ class Settings(BaseSettings):
                 f"coarsest_resolution ({self.coarsest_resolution}) must be <= resolution "
                 f"({self.resolution})"
             )
-        if self.target_mean_error is not None and self.mean_mechanism != "clip":
-            raise ValueError(
-                "target_mean_error needs mean_mechanism 'clip' (adaptive cells predict the "
-                f"clipped mean's mean_error), got {self.mean_mechanism!r}"
-            )
-        if self.accounting == "pld":
-            from stream_dp.dp.pld_accounting import check_composable
-
-            check_composable(self.mean_mechanism)
         if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
             raise ValueError("kafka_sasl_mechanism is required with a SASL security protocol")
         return self

@@ -15,9 +15,10 @@ from typing import Any
 from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.kafka.partitioner import partition_for
-from stream_dp.release.accounting import new_ledger
-from stream_dp.release.outcome import record_stored, release_ready_windows
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.window import record_stored, release_ready_windows
 from stream_dp.sources import SourceError
 from stream_dp.windows.closing import close_all_windows, close_due_windows
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -42,6 +43,7 @@ class OfflineEngine:
         self, settings: Settings, noise: LaplaceNoise, partitions: int | None = None
     ) -> None:
         self.settings = settings
+        self.params = ReleaseParams.from_settings(settings)  # all the release reads
         self.noise = noise
         self.partitions = partitions or settings.partitions
         # Files are replayed long after they were recorded: no wall-clock limit here, so the
@@ -52,7 +54,7 @@ class OfflineEngine:
             self.partitions, settings.window_seconds, settings.prefix_limit
         )
         self.counts = EngineCounts()
-        self.ledger = new_ledger(settings)
+        self.ledger = PrivacyAccountant(self.params).new_ledger()
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""
@@ -102,7 +104,7 @@ class OfflineEngine:
         # A window whose computation raises comes back as a failed window (charged to the
         # ledger like a release) and the replay goes on with the next one.
         for release in release_ready_windows(
-            self.coordinator, self.settings, self.noise, self.ledger
+            self.coordinator, self.params, self.noise, self.ledger
         ):
             record_stored(self.coordinator, self.ledger, release.window_start, release.loss)
             yield release

@@ -8,7 +8,7 @@ the window meanwhile. ``after-durable-batch:N``: SIGKILL the worker once its N-t
 batch's state is acknowledged, before that batch's offsets are committed (a kill in the
 middle of ingestion). ``release-error:N``: raise :class:`InjectedReleaseError` inside the
 release computation of the N-th window this process computes (offline or in the service;
-the failed-window containment of :mod:`stream_dp.release.outcome` must absorb it). Around the
+the failed-window containment of :mod:`stream_dp.release.window` must absorb it). Around the
 N-th state checkpoint of the process (:mod:`stream_dp.worker.checkpoints`):
 ``before-checkpoint:N`` (its windows' close records are durable, the checkpoint not
 written), ``during-checkpoint:N`` (handed to the producer, killed a few milliseconds later

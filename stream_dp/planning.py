@@ -1,8 +1,11 @@
-"""Offline planning on a public occupancy array: what CLIP-USER and the pseudo-user step would do.
+"""Offline planning on a public occupancy array: what the release would do to one window.
 
-``build_plan`` runs CLIP-USER (docs/math.md §5) and the pseudo-user step on an occupancy (read
-by :mod:`stream_dp.sources.occupancy_csv`); ``plan_to_json`` and ``format_plan`` render the
-result. A bad parameter raises ``PlanInputError`` with a one-line message.
+``build_plan`` runs the release's own stages (:func:`stream_dp.release.stages.plan_stages`:
+adaptive regrouping, selection, CLIP-USER, the cap, the error bars and the withholding,
+docs/math.md §9) without noise on an occupancy (read by :mod:`stream_dp.sources.occupancy_csv`),
+so it shows the K and the error bars ``release`` gives that window; ``plan_to_json`` and
+``format_plan`` render the result. A bad parameter raises ``PlanInputError`` with a one-line
+message.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from stream_dp.dp.clip_user import ClipUserResult, clip_user
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.pseudo_user import PseudoUserResult, no_pseudo_user, pseudo_user_step
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.stages import Pipeline, plan_stages
+from stream_dp.release.state import WindowState
+from stream_dp.windows.columns import WindowColumns
 
 
 class PlanInputError(ValueError):
@@ -45,6 +51,10 @@ class GridPlan:
     kept_vehicles: int
     cap: int
     error_after_cap: float
+    #: The released mean's 95 % error bar (as the release publishes it, ``mean_error``).
+    mean_error: float
+    #: Whether the release releases the cell (adaptive cells: its mean_error meets T).
+    released: bool
 
     @property
     def growth(self) -> float:
@@ -53,10 +63,12 @@ class GridPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """What CLIP-USER and the pseudo-user step do to one window's occupancy."""
+    """What the release's stages do to one window's occupancy (K: over the released cells)."""
 
     epsilon: float
     upper: float
+    variance_share: float
+    target_mean_error: float | None
     error_bound: float
     g1: int
     k: int
@@ -92,24 +104,32 @@ class Plan:
         return sum(grid.error > self.error_bound * (1 + 1e-12) for grid in self.grids)
 
 
-def build_plan(
-    occupancy: Occupancy,
-    upper: float,
-    epsilon: float,
-    error_bound: float | None = None,
-    pseudo_user: bool = True,
-) -> Plan:
-    """Run CLIP-USER, then the pseudo-user step (or plain max-count caps), and tabulate."""
-    clip: ClipUserResult = clip_user(occupancy, upper, epsilon, error_bound=error_bound)
-    capped: PseudoUserResult = (
-        pseudo_user_step(clip, upper, epsilon) if pseudo_user else no_pseudo_user(clip)
-    )
-    n_cells = len(occupancy.cells)
-    vehicles = np.bincount(occupancy.cell_index, minlength=n_cells)
+def occupancy_columns(occupancy: Occupancy) -> WindowColumns:
+    """The occupancy as a window's columns without readings (the plan reads counts only)."""
+    n = occupancy.n_entries
+    none = np.zeros(0, dtype=np.float64)
+    return WindowColumns(
+        occupancy.cells, occupancy.cell_index, occupancy.vehicles, occupancy.vehicle_index,
+        occupancy.count, np.zeros(n), np.zeros(n), np.zeros(0, dtype=np.int64), none, none,
+    )  # fmt: skip
+
+
+def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
+    """Run the release's stages up to the error bars on ``occupancy`` and tabulate them."""
+    state = WindowState(0, occupancy_columns(occupancy), params, PrivacyAccountant(params))
+    Pipeline(plan_stages()).run(state)
+    if state.empty:
+        raise PlanInputError("no cell of the occupancy is chosen with these settings")
+    pairs, report, bars = state.pairs, state.report, state.bars
+    assert pairs is not None and pairs.clip is not None and pairs.capped is not None
+    assert bars is not None and state.released is not None
+    clip, capped, chosen = pairs.clip, pairs.capped, pairs.occupancy
+    n_cells = len(chosen.cells)
+    vehicles = np.bincount(chosen.cell_index, minlength=n_cells)
     kept = np.bincount(
-        occupancy.cell_index, weights=np.asarray(clip.kept, dtype=np.int64), minlength=n_cells
+        chosen.cell_index, weights=np.asarray(clip.kept, dtype=np.int64), minlength=n_cells
     )
-    readings = occupancy.total_per_cell()
+    readings = chosen.total_per_cell()
     grids = tuple(
         GridPlan(
             cell=cell,
@@ -120,18 +140,22 @@ def build_plan(
             kept_vehicles=int(kept[g]),
             cap=int(capped.cap[g]),
             error_after_cap=float(capped.error[g]),
+            mean_error=float(bars.mean[g]),
+            released=bool(state.released[g]),
         )
-        for g, cell in enumerate(occupancy.cells)
+        for g, cell in enumerate(chosen.cells)
     )
     return Plan(
-        epsilon=float(epsilon),
-        upper=float(upper),
-        error_bound=float(clip.error_bound),
-        g1=int(clip.g1),
-        k=int(clip.k),
-        n_vehicles=len(occupancy.vehicles),
-        n_entries=occupancy.n_entries,
-        pseudo_user=pseudo_user,
+        epsilon=params.epsilon,
+        upper=params.upper,
+        variance_share=params.variance_share,
+        target_mean_error=params.target_mean_error,
+        error_bound=report.error_bound,
+        g1=report.g1,
+        k=report.k,
+        n_vehicles=len(chosen.vehicles),
+        n_entries=chosen.n_entries,
+        pseudo_user=params.pseudo_user,
         suppressed=tuple((str(c), str(v)) for c, v in clip.suppressed),
         grids=grids,
     )
@@ -142,12 +166,15 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
     return {
         "epsilon": plan.epsilon,
         "upper": plan.upper,
+        "variance_share": plan.variance_share,
+        "target_mean_error": plan.target_mean_error,
         "error_bound": plan.error_bound,
         "G1": plan.g1,
         "K": plan.k,
         "privacy_loss_before": plan.privacy_loss_before,
         "privacy_loss_after": plan.privacy_loss_after,
         "cells": len(plan.grids),
+        "cells_released": sum(grid.released for grid in plan.grids),
         "vehicles": plan.n_vehicles,
         "pairs": plan.n_entries,
         "initial_max_error": plan.initial_max_error,
@@ -165,6 +192,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
                 "kept_vehicles": grid.kept_vehicles,
                 "cap": grid.cap,
                 "error_after_cap": grid.error_after_cap,
+                "mean_error": grid.mean_error,
+                "released": grid.released,
             }
             for grid in plan.grids
         },
@@ -177,7 +206,11 @@ def format_plan(plan: Plan, label: str, top: int = 5) -> str:
     lines = [
         f"occupancy {label}: {len(plan.grids)} cells, {plan.n_vehicles} vehicles,"
         f" {plan.n_entries} (cell, vehicle) pairs",
-        f"parameters: epsilon {plan.epsilon:g} per cell, upper bound U {plan.upper:g}",
+        f"parameters: epsilon {plan.epsilon:g} per cell, upper bound U {plan.upper:g},"
+        f" variance share {plan.variance_share:g}"
+        + ("" if plan.target_mean_error is None else f", target T {plan.target_mean_error:g}"),
+        f"cells released:           {sum(g.released for g in plan.grids)}"
+        f" (largest mean_error {max(g.mean_error for g in plan.grids):.4f})",
         f"error bound E:            {plan.error_bound:.4f}",
         f"cells per vehicle:        G1 {plan.g1} -> K {plan.k}",
         f"privacy loss per window:  {plan.privacy_loss_before:g} -> {plan.privacy_loss_after:g}"

@@ -1,17 +1,21 @@
-"""`stream-dp plan OCCUPANCY.csv`: what CLIP-USER would do to one window's occupancy."""
+"""`stream-dp plan OCCUPANCY.csv`: what the release would do to one window's occupancy."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from stream_dp.commands.shared import CliError
 
 DESCRIPTION = """\
-Run CLIP-USER and the pseudo-user step on a public occupancy array and report the privacy
-loss per window before and after (G1*eps -> K*eps), the error bound E, the suppressed
-(cell, vehicle) pairs and the worst-case error of each cell. Nothing is released and no noise
-is drawn: the planner only reads the occupancy, which the privacy model treats as public.
+Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,
+the error bars and the withholding) on a public occupancy array with the release's settings
+(the options below and the STREAM_DP_* settings), and report the privacy loss per window
+before and after (G1*eps -> K*eps), the error bound E, the suppressed (cell, vehicle) pairs,
+the worst-case error and the mean's error bar of each cell: the K and error bars `release`
+gives that window. Nothing is released and no noise is drawn: the planner only reads the
+occupancy, which the privacy model treats as public.
 The input is a CSV (or .csv.gz) with a header containing cell, vehicle and count, in any
 order; other columns are ignored and repeated (cell, vehicle) rows are summed. The output
 names vehicle ids (suppressed pairs): it is an operator tool, do not publish it.
@@ -43,12 +47,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip the pseudo-user step (caps = each cell's largest kept count)",
     )
+    for option, kind, text in _SETTINGS_OPTIONS:
+        parser.add_argument(option, type=kind, help=f"{text} (default: the setting's)")
     parser.add_argument(
         "--json",
         action="store_true",
         help="print one JSON object (includes suppressed [cell, vehicle] pairs)",
     )
     parser.set_defaults(run=run)
+
+
+#: Release settings the plan takes as options (the others: STREAM_DP_* or the config file).
+_SETTINGS_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("--variance-share", float, "share of epsilon for the variance"),
+    ("--target-mean-error", float, "T: adaptive cells, each with mean_error <= T"),
+    ("--coarsest-resolution", int, "R0: coarsest resolution of adaptive cells"),
+    ("--resolution", int, "H3 resolution of the occupancy's cells"),
+    ("--min-vehicles", int, "release cells with >= N vehicles"),
+    ("--top-cells", int, "release only the N busiest cells"),
+    ("--prefix-limit", int, "C: stored readings per pair"),
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,10 +86,9 @@ def run(args: argparse.Namespace) -> int:
         bound = (
             None if args.error_bound is None else parse_positive("error-bound", args.error_bound)
         )
+        params = _params(args, epsilon=epsilon, upper=upper, error_bound=bound)
         occupancy = read_occupancy_csv(args.occupancy)
-        plan = build_plan(
-            occupancy, upper, epsilon, error_bound=bound, pseudo_user=not args.no_pseudo_user
-        )
+        plan = build_plan(occupancy, params)
     except (PlanInputError, OccupancyFileError) as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -79,3 +96,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_plan(plan, args.occupancy))
     return 0
+
+
+def _params(args: argparse.Namespace, **values: object) -> Any:
+    """The release's parameters of these options over the settings (as ``release`` has them)."""
+    from stream_dp.config import ConfigError, load_settings
+    from stream_dp.release.params import ReleaseParams, checked_settings
+
+    for option, _, _ in _SETTINGS_OPTIONS:
+        name = option[2:].replace("-", "_")
+        values[name] = getattr(args, name)
+    if args.no_pseudo_user:
+        values["pseudo_user"] = False
+    try:
+        return ReleaseParams.from_settings(checked_settings(load_settings(**values)))
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None

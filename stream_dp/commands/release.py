@@ -49,7 +49,7 @@ def add_release_options(
     ``defaults`` are the command's own defaults where they differ from the settings' (the
     demo's), shown in the help as what the command really uses.
     """
-    from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
+    from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 
     shown = {name: field.default for name, field in Settings.model_fields.items()}
     shown.update(defaults or {})
@@ -120,8 +120,10 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     values.update(extra)
+    from stream_dp.release.params import checked_settings
+
     try:
-        return load_settings(**values)
+        return checked_settings(load_settings(**values))  # the mechanism's spec too
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 
@@ -195,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.fault_injection import crash_point_counted, error_point_counted
-    from stream_dp.release.outcome import failure_line
+    from stream_dp.release.window import failure_line
     from stream_dp.sources import SourceError, numbered_readings
 
     settings = settings_from_args(args)

@@ -35,6 +35,7 @@ from stream_dp.dp.grid_error import (
     variance_bias,
     variance_sensitivity,
 )
+from stream_dp.dp.mechanism_specs import mechanism_spec
 
 FloatArray = NDArray[np.float64]
 
@@ -89,7 +90,7 @@ def mechanism_mean_error(
         return None
     mean_eps = float(parameters["mean_epsilon"])
     bias = max(float(worst_case_error) - float(sensitivity) / mean_eps, 0.0)
-    if mechanism != "clip":
+    if not mechanism_spec(mechanism).window_combiner:  # its bias is against participants
         bias += float(mean_bias(upper, participant_readings, total_readings))
     scale = float(parameters.get("noise_scale", sensitivity / mean_eps))
     return bias + LN20 * scale * (1.0 + SAMPLER_RTOL)

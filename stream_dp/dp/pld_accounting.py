@@ -22,18 +22,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from stream_dp.dp.mechanism_specs import MEAN_MECHANISMS, mechanism_spec
+
 #: Mean mechanisms releasing one Laplace draw at the mean's budget (parameters from public counts).
-COMPOSABLE = frozenset(
-    {
-        "clip",
-        "baseline",
-        "array-averaging-wrap",
-        "array-averaging-bestfit",
-        "opt-array-averaging",
-        "opt-array-averaging-surrogate",
-        "worst-case-optimal",
-    }
-)
+COMPOSABLE = frozenset(name for name, spec in MEAN_MECHANISMS.items() if spec.pld_composes)
 #: Width of the PLD's privacy-loss grid (dp-accounting's ``value_discretization_interval``;
 #: pessimistic rounding, so an upper bound; 1e-4 changes epsilon by < 1e-6 relative, 10x slower).
 DISCRETIZATION = 1e-3
@@ -43,7 +35,7 @@ PLD_EXTRA_MESSAGE = "accounting 'pld' needs the dp-accounting package: pip insta
 def check_composable(mean_mechanism: str) -> None:
     """ValueError naming the mechanism when ``accounting = 'pld'`` cannot compose it, or when
     the optional ``dp-accounting`` package is missing."""
-    if mean_mechanism not in COMPOSABLE:
+    if not mechanism_spec(mean_mechanism).pld_composes:
         raise ValueError(
             f"accounting 'pld' cannot compose mean_mechanism {mean_mechanism!r} (not a single "
             f"Laplace release); use accounting 'basic' or one of {', '.join(sorted(COMPOSABLE))}"

@@ -1,52 +1,56 @@
-"""Privacy accounting: the stream's per-vehicle budget ledger and one window's ε."""
+"""The one privacy accountant of the release (docs/math.md §8, §9.4), after dp-accounting's
+``PrivacyAccountant``: everything the release, the failed outcome and the worker's metrics
+say about the budget is asked of it, and computed nowhere else.
+
+It owns each released cell's ε and δ (an array per cell: all equal today), their split
+between mean and variance, a window's per-vehicle losses and K·ε, the PLD figure (None where
+the PLD accountant does not compose the mechanism), the budget mask's view of the ledger
+(the cells each vehicle may still be read in) and a failed window's charge.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stream_dp.config import Settings
+import numpy as np
+
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.occupancy import IntArray, Occupancy
-
-
-def new_ledger(settings: Settings) -> BudgetLedger:
-    """The per-vehicle budget ledger the settings ask for (tracking always; cap if set)."""
-    return BudgetLedger(settings.budget_period_seconds, settings.budget_cap)
-
-
-def period_delta(epsilon_loss: float, settings: Settings) -> float:
-    """The δ that goes with a vehicle's summed ε over the period (docs/math.md §7.11, §8.1):
-    each released cell of the ``cummings`` mean is (ε, δ)-DP, so a vehicle charged ``c``
-    cells (ε-loss c·ε) has lost c·δ by basic composition; every other mechanism is pure ε-DP
-    (δ = 0). The ledger counts ε; this reads the cells back from it, so it assumes the
-    current ε and mechanism held over the whole period (as the PLD figure does)."""
-    if settings.mean_mechanism != "cummings":
-        return 0.0
-    return round(epsilon_loss / settings.epsilon) * settings.delta
+from stream_dp.release.params import ReleaseParams
 
 
 @dataclass(frozen=True)
-class WindowAccountant:
-    """The privacy budget of one window (docs/math.md §8.1, §9.4).
+class PrivacyAccountant:
+    """The budget of the release configured by ``params`` (docs/math.md §8.1, §9.4).
 
-    Each released cell is ε-DP: (1 − s)·ε for its mean and s·ε for its variance
-    (s = ``variance_share``; 0: no variance is released). A vehicle read in G_l released
-    cells loses G_l·ε; after CLIP-USER G_l ≤ K, so the window's loss is K·ε (Prop. V.1), or
-    by the PLD accountant ε at ``accounting_delta`` of K cells. The ledger is charged
-    :meth:`loss`, once the release is stored.
+    Each released cell is (ε, δ)-DP (δ = 0 unless the mechanism needs it): (1 − s)·ε for its
+    mean and s·ε for its variance (s = ``variance_share``; 0: no variance is released). A
+    vehicle read in G_l released cells loses G_l·ε; after CLIP-USER G_l ≤ K, so the window's
+    loss is K·ε (Prop. V.1), or by the PLD accountant ε at ``accounting_delta`` of K cells.
     """
 
-    window_start: int
-    epsilon: float
-    variance_share: float = 0.5
-    accounting_delta: float = 1e-6
+    params: ReleaseParams
 
-    @classmethod
-    def for_settings(cls, settings: Settings, window_start: int) -> WindowAccountant:
-        return cls(
-            window_start, settings.epsilon, settings.variance_share, settings.accounting_delta
-        )
+    # --- one cell ---------------------------------------------------------------------
+    @property
+    def epsilon(self) -> float:
+        """ε of every cell (the cells' ε are all equal today: :meth:`cell_epsilons`)."""
+        return self.params.epsilon
+
+    def cell_epsilons(self, n_cells: int) -> np.ndarray:
+        """ε of each of ``n_cells`` cells."""
+        return np.full(n_cells, self.params.epsilon)
+
+    @property
+    def cell_delta(self) -> float:
+        """δ of every released cell: the mechanism's δ when it needs one, else 0."""
+        params = self.params
+        return float(params.delta or 0.0) if params.mechanism.needs_delta else 0.0
+
+    @property
+    def variance_share(self) -> float:
+        return self.params.variance_share
 
     @property
     def mean_epsilon(self) -> float:
@@ -60,18 +64,70 @@ class WindowAccountant:
         """The cells' error model of this split (CLIP-USER and the cap minimise it)."""
         return ErrorModel.split(self.epsilon, self.variance_share, quantile)
 
+    # --- one window -------------------------------------------------------------------
     def privacy_loss(self, cells_per_vehicle: int) -> float:
         """The loss of a vehicle in ``cells_per_vehicle`` released cells (K·ε for K)."""
         return cells_per_vehicle * self.epsilon
 
     def pld_loss(self, cells_per_vehicle: int) -> float | None:
-        """ε at ``accounting_delta`` of that many cells (None without dp-accounting)."""
+        """ε at ``accounting_delta`` of that many cells; None where PLD does not compose the
+        mechanism (e.g. an (ε, δ) mean) or without dp-accounting."""
+        if not self.params.mechanism.pld_composes:
+            return None
         from stream_dp.dp.pld_accounting import pld_loss
 
-        return pld_loss(cells_per_vehicle, self.epsilon, self.variance_share, self.accounting_delta)
+        params = self.params
+        return pld_loss(
+            cells_per_vehicle, self.epsilon, self.variance_share, params.accounting_delta
+        )
 
-    def loss(self, occupancy: Occupancy | None, cells: IntArray | None) -> WindowLoss:
+    def loss(
+        self, window_start: int, occupancy: Occupancy | None, cells: IntArray | None
+    ) -> WindowLoss:
         """Per vehicle of ``occupancy``, its cells read (``cells``: G_l); none without."""
         if occupancy is None:
-            return WindowLoss.from_counts(self.window_start, self.epsilon, [], [])
-        return WindowLoss.of_occupancy(self.window_start, self.epsilon, occupancy, None, cells)
+            return WindowLoss.from_counts(window_start, self.epsilon, [], [])
+        return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, cells)
+
+    def failed_charge(self, window_start: int, occupancy: Occupancy) -> WindowLoss:
+        """A failed window's charge: every vehicle pays each cell of ``occupancy`` it is in
+        (the cells the release could have read: CLIP-USER only removes cells)."""
+        cells = np.bincount(occupancy.vehicle_index, minlength=len(occupancy.vehicles))
+        return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, cells=cells)
+
+    def failed_charge_of_counts(
+        self, window_start: int, vehicles: list[str], cells: list[int]
+    ) -> WindowLoss:
+        """A failed window's coarser charge, from cells counted per vehicle elsewhere."""
+        return WindowLoss.from_counts(window_start, self.epsilon, vehicles, cells)
+
+    # --- the ledger -------------------------------------------------------------------
+    def new_ledger(self) -> BudgetLedger:
+        """The per-vehicle budget ledger (tracking always; the cap if set)."""
+        return BudgetLedger(self.params.budget_period_seconds, self.params.budget_cap)
+
+    def allowed_cells(
+        self, ledger: BudgetLedger, vehicles: tuple[str, ...], window_start: int
+    ) -> np.ndarray:
+        """The budget mask's view of the ledger (§8.4): cells each vehicle may still be read
+        in, its remaining budget over ε (basic), or what keeps its PLD ε within the cap."""
+        params = self.params
+        if params.accounting == "pld":
+            from stream_dp.dp.pld_accounting import pld_allowed_cells
+
+            spent = ledger.spent(vehicles, window_start)
+            return pld_allowed_cells(
+                spent, self.epsilon, self.variance_share, params.accounting_delta, ledger.cap
+            )
+        return ledger.allowed_cells(vehicles, window_start, self.epsilon)
+
+    def period_delta(self, epsilon_loss: float) -> float:
+        """The δ that goes with a vehicle's summed ε over the period (§7.11, §8.1): c cells
+        (ε-loss c·ε) of an (ε, δ) mean cost c·δ by basic composition; 0 for pure ε. The
+        ledger counts ε; this reads the cells back, so it assumes the current ε and mechanism
+        held over the whole period (as :meth:`period_pld` does)."""
+        return round(epsilon_loss / self.epsilon) * self.cell_delta
+
+    def period_pld(self, epsilon_loss: float) -> float | None:
+        """The PLD ε of a vehicle's summed ε over the period (None where PLD does not apply)."""
+        return self.pld_loss(round(epsilon_loss / self.epsilon))

@@ -9,27 +9,24 @@ from typing import Any
 
 import numpy as np
 
-from stream_dp.config import Settings
 from stream_dp.dp.adaptive_cells import AdaptiveCells, choose_cells, pair_groups
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.release.params import ReleaseParams
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.state import rank_in_runs
 
 
 def adaptive_columns(
-    columns: WindowColumns, settings: Settings, mean_epsilon: float
+    columns: WindowColumns, params: ReleaseParams, mean_epsilon: float
 ) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
     """The window regrouped into the adaptive cells chosen from its occupancy
     (:func:`~stream_dp.dp.adaptive_cells.choose_cells`), and the (cells, readings) withheld."""
-    coarsest = settings.coarsest_resolution
     chosen = choose_cells(
         columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
-        upper=settings.upper, mean_epsilon=mean_epsilon, target=float(settings.target_mean_error),
-        finest=settings.resolution,
-        coarsest=settings.resolution if coarsest is None else coarsest,
-        prefix_limit=settings.prefix_limit, min_vehicles=settings.min_vehicles,
-        shape=settings.adaptive_shape,
+        upper=params.upper, mean_epsilon=mean_epsilon, target=float(params.target_mean_error),
+        finest=params.resolution, coarsest=params.coarsest, prefix_limit=params.prefix_limit,
+        min_vehicles=params.min_vehicles, shape=params.adaptive_shape,
     )  # fmt: skip
     unit = chosen.unit_of_cell[columns.cell_code]
     keep = unit >= 0
@@ -37,7 +34,7 @@ def adaptive_columns(
     cells_in = np.bincount(
         chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
     )
-    merged = regroup(columns, chosen.names, unit, settings.prefix_limit, cells_in > 1)
+    merged = regroup(columns, chosen.names, unit, params.prefix_limit, cells_in > 1)
     return merged, chosen, (len(chosen.withheld_cells), readings_out)
 
 

@@ -18,7 +18,7 @@ from stream_dp.dp.error_bars import mechanism_mean_error, variance_error
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.pseudo_user import PseudoUserResult
-from stream_dp.release.accounting import WindowAccountant
+from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.statistics import CellStatistics
 from stream_dp.windows.columns import WindowColumns
 
@@ -38,7 +38,7 @@ def clip_mean_cells(stats: CellStatistics, capped: PseudoUserResult) -> ClippedS
 
 
 def error_bars(
-    stats: CellStatistics, capped: PseudoUserResult, accountant: WindowAccountant, upper: float
+    stats: CellStatistics, capped: PseudoUserResult, accountant: PrivacyAccountant, upper: float
 ) -> ErrorBars:
     """The CLIP mean's and the variance's error bars from the kept counts and the cap."""
     kept, total = stats.kept_readings, stats.n_readings
@@ -91,7 +91,7 @@ class CellDataOf:
 def noisy_cells(
     stats: CellStatistics,
     capped: PseudoUserResult,
-    accountant: WindowAccountant,
+    accountant: PrivacyAccountant,
     noise: LaplaceNoise,
     bars: ErrorBars,
     released: np.ndarray,
@@ -126,7 +126,7 @@ def _mechanism_cell(
     cell_data: CellDataOf,
     stats: CellStatistics,
     capped: PseudoUserResult,
-    accountant: WindowAccountant,
+    accountant: PrivacyAccountant,
     noise: LaplaceNoise,
 ) -> None:
     """Cell ``g``'s mean by the mechanism, its worst-case error (the mechanism's plus the

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from stream_dp.config import Settings
 from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.release.params import ReleaseParams
 
 if TYPE_CHECKING:
+    from stream_dp.release.accounting import PrivacyAccountant
     from stream_dp.release.noisy import NoisyCells
+    from stream_dp.release.report import WindowReport
     from stream_dp.release.statistics import CellStatistics
     from stream_dp.windows.columns import WindowColumns
 
@@ -100,21 +102,21 @@ class WindowRelease:
         return cls(int(obj["window_start"]), list(obj["cells"]), dict(obj["summary"]))
 
 
-def window_base(settings: Settings, window_start: int) -> dict[str, Any]:
+def window_base(params: ReleaseParams, window_start: int) -> dict[str, Any]:
     """The fields every record of the window carries."""
     return {
         "schema_version": SCHEMA_VERSION,
         "window_start": rfc3339(window_start),
-        "window_end": rfc3339(window_start + settings.window_seconds),
-        "resolution": settings.resolution,
-        "epsilon": settings.epsilon,
-        "upper": settings.upper,
+        "window_end": rfc3339(window_start + params.window_seconds),
+        "resolution": params.resolution,
+        "epsilon": params.epsilon,
+        "upper": params.upper,
     }
 
 
 def cell_records(
     base: dict[str, Any],
-    settings: Settings,
+    params: ReleaseParams,
     cells: tuple[str, ...],
     ids: list[str],
     noisy: NoisyCells,
@@ -129,7 +131,7 @@ def cell_records(
     to [0, U] and [0, U²/4] (post-processing), their error bars capped at U and U²/4 (both
     the released and the true value lie in that range), public counts, the cap and the
     worst-case error bound."""
-    upper = settings.upper
+    upper = params.upper
     kept, vehicles = stats.kept_readings.tolist(), stats.n_vehicles.tolist()
     kept_vehicles, readings = stats.n_kept_vehicles.tolist(), stats.n_readings.tolist()
     return [
@@ -149,7 +151,7 @@ def cell_records(
             "n_readings_used": int(kept[g]),
             "cap": int(cap[g]),
             "error_bound": noisy.error_bounds[g],
-            "mechanism": settings.mean_mechanism,
+            "mechanism": params.mean_mechanism,
             "K": k,
         }
         for g, cell in enumerate(cells)
@@ -167,47 +169,57 @@ def _clamped_variance(variance: float | None, upper: float) -> float | None:
 
 
 def window_summary(
-    base: dict[str, Any],
-    settings: Settings,
+    accountant: PrivacyAccountant,
     window_start: int,
-    report: dict[str, Any],
-    cells_released: int,
-    columns: WindowColumns,
+    report: WindowReport,
+    columns: WindowColumns | None,
     late_readings: int,
     nonce: str,
+    cells_released: int = 0,
+    error: BaseException | None = None,
 ) -> dict[str, Any]:
-    """The window's summary record (docs/math.md §9.5): what each stage reported
-    (``report``: the bounds, the cells withheld, K over the released cells and its PLD
-    loss), K·ε and G1·ε, the window's public counts and the budget fields."""
-    eps = settings.epsilon
+    """The window's summary record (docs/math.md §9.5), released or failed (``error``: the
+    exception whose class a failed window names): what each stage reported (the bounds, the
+    cells withheld, K over the released cells), the accountant's K·ε, G1·ε and PLD figure,
+    the window's public counts and the budget fields. Both kinds have the same fields; a
+    failed window's data fields are None."""
+    params = accountant.params
+    counted = columns is not None and error is None
+    stated = report if error is None else None  # a failed window states none of its data
     return {
-        **base,
+        **window_base(params, window_start),
         "type": "window",
-        "release_id": release_id(settings.app_id, window_start, settings.resolution, "*", nonce),
-        "status": RELEASED,
-        "G1": report["G1"],
-        "K": report["K"],
-        "privacy_loss": report["K"] * eps,
-        "privacy_loss_unclipped": report["G1"] * eps,
-        "error_bound": report["error_bound"],
-        "max_error": report["max_error"],
+        "release_id": release_id(params.app_id, window_start, params.resolution, "*", nonce),
+        "status": RELEASED if error is None else FAILED,
+        "G1": report.g1,
+        "K": report.k,
+        "privacy_loss": accountant.privacy_loss(report.k),
+        "privacy_loss_unclipped": accountant.privacy_loss(report.g1),
+        "error_bound": _line(stated, "error_bound"),
+        "max_error": _line(stated, "max_error"),
         "cells_released": cells_released,
-        "cells_observed": len(columns.cell_names),
-        "n_vehicles": len(columns.vehicle_names),
-        "n_readings": int(columns.count.sum()),
-        "suppressed_pairs": report["suppressed_pairs"],
-        "mechanism": settings.mean_mechanism,
-        "delta": settings.delta if settings.mean_mechanism == "cummings" else 0.0,
+        "cells_observed": len(columns.cell_names) if counted else None,
+        "n_vehicles": len(columns.vehicle_names) if counted else None,
+        "n_readings": int(columns.count.sum()) if counted else None,
+        "suppressed_pairs": _line(stated, "suppressed_pairs"),
+        "mechanism": params.mean_mechanism,
+        "delta": accountant.cell_delta,
         "readings_dropped_late": late_readings,
-        "budget_cap": settings.budget_cap,
-        "budget_period_seconds": settings.budget_period_seconds,
-        "vehicles_budget_limited": report["vehicles_budget_limited"],
-        "pairs_withheld_budget": report["pairs_withheld_budget"],
-        "cells_withheld": report["cells_withheld"],
-        "readings_withheld": report["readings_withheld"],
-        "variance_share": settings.variance_share,
-        "accounting": settings.accounting,
-        "accounting_delta": settings.accounting_delta,
-        "target_mean_error": settings.target_mean_error,
-        "privacy_loss_pld": report["privacy_loss_pld"],
+        "budget_cap": params.budget_cap,
+        "budget_period_seconds": params.budget_period_seconds,
+        "vehicles_budget_limited": _line(stated, "vehicles_budget_limited"),
+        "pairs_withheld_budget": _line(stated, "pairs_withheld_budget"),
+        "cells_withheld": _line(stated, "cells_withheld"),
+        "readings_withheld": _line(stated, "readings_withheld"),
+        "variance_share": params.variance_share,
+        "accounting": params.accounting,
+        "accounting_delta": params.accounting_delta,
+        "target_mean_error": params.target_mean_error,
+        "privacy_loss_pld": accountant.pld_loss(report.k),
+        "error": None if error is None else type(error).__name__,
     }
+
+
+def _line(report: WindowReport | None, name: str) -> Any:
+    """A report line of the summary (None for a failed window)."""
+    return None if report is None else getattr(report, name)

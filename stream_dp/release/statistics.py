@@ -118,3 +118,23 @@ def cell_statistics(
         means,
         variances,
     )
+
+
+def cell_counts(occupancy: Occupancy, kept_count: np.ndarray) -> CellStatistics:
+    """:class:`CellStatistics` of the counts alone (an occupancy without readings, as ``plan``
+    reads): the kept readings per cell exactly as :func:`cell_statistics` counts them; no sums,
+    means or variances (NaN)."""
+    zeros = np.zeros(len(kept_count), dtype=np.float64)
+    kept_readings, n_kept_vehicles, _, _ = kept_cell_totals(
+        occupancy.cell_index, len(occupancy.cells), kept_count, zeros, zeros
+    )
+    unknown = np.full(len(occupancy.cells), np.nan)
+    return CellStatistics(
+        kept_readings,
+        unknown,
+        n_kept_vehicles,
+        np.diff(occupancy.cell_start),
+        occupancy.total_per_cell(),
+        unknown,
+        unknown,
+    )

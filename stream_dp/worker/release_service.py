@@ -29,9 +29,10 @@ from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.partition_reader import iter_partition_to_end
 from stream_dp.kafka.partition_tail import find_last
-from stream_dp.release.accounting import new_ledger, period_delta
-from stream_dp.release.outcome import failure_line, record_stored, release_ready_windows
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.window import failure_line, record_stored, release_ready_windows
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics
@@ -73,6 +74,8 @@ class ReleaseService:
         noise: LaplaceNoise,
     ) -> None:
         self.settings = settings
+        self.params = ReleaseParams.from_settings(settings)  # all the release reads
+        self.accountant = PrivacyAccountant(self.params)
         self.conn = conn
         self.producer = producer
         self.metrics = metrics
@@ -81,7 +84,7 @@ class ReleaseService:
         self.needs_rebuild = False
         self.rebuilding = False
         self.coordinator = self._new_coordinator()
-        self.ledger = new_ledger(settings)
+        self.ledger = self.accountant.new_ledger()
         self.log_index = ReleaseLogIndex()
         self.recent: deque[dict[str, Any]] = deque(maxlen=200)
         self._consumer: AIOKafkaConsumer | None = None
@@ -132,7 +135,7 @@ class ReleaseService:
             self.coordinator = self._new_coordinator()
             self._parts = rec.PartAssembler()
             self.log_index = ReleaseLogIndex()
-            self.ledger = new_ledger(self.settings)
+            self.ledger = self.accountant.new_ledger()
             plan = await self._plan_rebuild()
             stored = [w async for w in self._read_release_log()]
             published: set[str] = set()
@@ -233,7 +236,7 @@ class ReleaseService:
     async def _release_ready(self) -> None:
         # A computation that raises comes back as the window's failed outcome: stored and
         # published like a release, so no restart computes this window again.
-        windows = release_ready_windows(self.coordinator, self.settings, self.noise, self.ledger)
+        windows = release_ready_windows(self.coordinator, self.params, self.noise, self.ledger)
         while self.leader and not self._stopping.is_set():
             began = time.monotonic()
             release = await asyncio.to_thread(next, windows, None)
@@ -319,14 +322,11 @@ class ReleaseService:
 
     def _export_loss(self, window_start: int) -> None:
         """Export the largest per-vehicle loss over the rolling period (its δ too, and by the
-        PLD accountant, when it is installed)."""
-        from stream_dp.dp.pld_accounting import pld_loss
-
+        PLD accountant, where it applies and is installed)."""
         worst = self.ledger.max_loss(window_start)
         self.metrics.vehicle_loss_period_max.set(worst)
-        self.metrics.vehicle_delta_period_max.set(period_delta(worst, self.settings))
-        s = self.settings
-        pld = pld_loss(round(worst / s.epsilon), s.epsilon, s.variance_share, s.accounting_delta)
+        self.metrics.vehicle_delta_period_max.set(self.accountant.period_delta(worst))
+        pld = self.accountant.period_pld(worst)
         if pld is not None:
             self.metrics.vehicle_loss_period_max_pld.set(pld)
 

@@ -15,7 +15,7 @@ import pytest
 import stream_dp
 from stream_dp import cli
 from stream_dp.config import ConfigError, check_environment, known_environment_variables
-from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
+from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 
 ROOT = Path(__file__).parents[2]
 

@@ -16,7 +16,8 @@ from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.step import release_window
+from stream_dp.release.params import ReleaseParams, checked_settings
+from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 
 U = 65.0
@@ -164,7 +165,9 @@ def test_the_targeted_release_meets_the_target_and_charges_released_cells_only(s
     )  # fmt: skip
     window = targeted_window(1)
     noise = LaplaceNoise(RandomSource.seeded_for_tests(1))
-    release = release_window(0, window, settings, noise, ledger=BudgetLedger(86400, None))
+    release = release_window(
+        0, window, ReleaseParams.from_settings(settings), noise, ledger=BudgetLedger(86400, None)
+    )
     assert release.cells
     for record in release.cells:
         assert record["mean_error"] <= 20.0
@@ -186,7 +189,9 @@ def test_the_choice_depends_on_the_occupancy_only() -> None:
     settings = load_settings(resolution=8, coarsest_resolution=5, target_mean_error=20.0)
     shapes = []
     for shift in (0.0, 30.0):
-        release = release_window(0, targeted_window(2, shift), settings, LaplaceNoise())
+        release = release_window(
+            0, targeted_window(2, shift), ReleaseParams.from_settings(settings), LaplaceNoise()
+        )
         shapes.append(
             [
                 (r["cell"], r["resolution"], r["mean_error"], r["n_readings_used"])
@@ -233,7 +238,7 @@ def test_pld_without_the_optional_package_names_the_extra(monkeypatch) -> None:
 
     monkeypatch.setattr(builtins, "__import__", no_dp_accounting)
     with pytest.raises(ConfigError, match=r"stream-dp\[pld\]"):
-        load_settings(accounting="pld")
+        checked_settings(load_settings(accounting="pld"))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -275,7 +280,13 @@ def test_regrouping_a_window_merges_pairs_exactly(seed) -> None:
 def test_a_window_with_every_cell_withheld_releases_nothing_and_charges_nobody() -> None:
     settings = load_settings(resolution=8, coarsest_resolution=7, target_mean_error=1.0)
     window = targeted_window(4)
-    release = release_window(0, window, settings, LaplaceNoise(), ledger=BudgetLedger(86400, None))
+    release = release_window(
+        0,
+        window,
+        ReleaseParams.from_settings(settings),
+        LaplaceNoise(),
+        ledger=BudgetLedger(86400, None),
+    )
     assert release.cells == []
     assert release.summary["readings_withheld"] == int(window.count.sum())
     assert release.summary["cells_withheld"] > 0 and release.summary["K"] == 0

@@ -13,21 +13,14 @@ from stream_dp.dp.grid_error import ErrorModel, grid_error, mean_bias, variance_
 from stream_dp.dp.mechanisms import MEAN_MECHANISMS
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.step import release_window
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 
 U = 65.0
 CELLS = ["872a10701ffffff", "872a10703ffffff"]
-#: Mechanisms that state a data-independent bound (README: the others publish null).
-BOUNDED = {
-    "clip",
-    "baseline",
-    "array-averaging-wrap",
-    "array-averaging-bestfit",
-    "opt-array-averaging",
-    "opt-array-averaging-surrogate",
-    "worst-case-optimal",
-}
+#: Mechanisms that state a data-independent bound (their specs; the others publish null).
+BOUNDED = {name for name, spec in MEAN_MECHANISMS.items() if spec.states_error_bound}
 
 
 def test_mean_error_is_the_bias_plus_the_laplace_95_quantile() -> None:
@@ -82,19 +75,17 @@ def adversarial_window(rng: np.random.Generator) -> tuple[WindowColumns, dict[st
 @pytest.mark.parametrize("mechanism", sorted(MEAN_MECHANISMS))
 @pytest.mark.parametrize("share", [0.0, 0.5])
 def test_mean_error_covers_at_least_95_percent_on_adversarial_data(mechanism, share) -> None:
-    if mechanism == "cummings":
-        settings = load_settings(
-            mean_mechanism=mechanism, delta=1e-6, variance_share=share, epsilon=0.5
-        )
-    else:
-        settings = load_settings(mean_mechanism=mechanism, variance_share=share, epsilon=0.5)
+    delta = 1e-6 if MEAN_MECHANISMS[mechanism].needs_delta else None
+    settings = load_settings(
+        mean_mechanism=mechanism, delta=delta, variance_share=share, epsilon=0.5
+    )
     rng = np.random.default_rng(7)
     window, truth = adversarial_window(rng)
     noise = LaplaceNoise(RandomSource.seeded_for_tests(hash((mechanism, share)) % 2**32))
     hits = trials = 0
     biased = False
     for _ in range(150 if mechanism in BOUNDED else 3):
-        release = release_window(0, window, settings, noise)
+        release = release_window(0, window, ReleaseParams.from_settings(settings), noise)
         for record in release.cells:
             bound = record["mean_error"]
             if mechanism not in BOUNDED:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from stream_dp.dp.mechanism_names import MEAN_MECHANISM_NAMES
+from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 from stream_dp.dp.mechanisms import (
     MEAN_MECHANISMS,
     CellData,
@@ -17,14 +17,16 @@ from stream_dp.dp.mechanisms import (
     MeanRelease,
     get_mean_mechanism,
 )
-from stream_dp.dp.mechanisms.akmv import clipped_sum_mean
+from stream_dp.dp.mechanisms.akmv import AkmvMean, clipped_sum_mean
 from stream_dp.dp.mechanisms.array_averaging import ArrayAveraging, estimate
-from stream_dp.dp.mechanisms.clip import clipped_mean
-from stream_dp.dp.mechanisms.cummings import cohorts, final_stage
+from stream_dp.dp.mechanisms.baseline import BaselineMean
+from stream_dp.dp.mechanisms.clip import ClipMean, clipped_mean
+from stream_dp.dp.mechanisms.cummings import CummingsMean, cohorts, final_stage
 from stream_dp.dp.mechanisms.grouping import array_means
 from stream_dp.dp.mechanisms.levy import LevyMean, projected_mean
 from stream_dp.dp.mechanisms.quantile import QuantileMean
 from stream_dp.dp.mechanisms.worst_case_optimal import (
+    WorstCaseOptimalMean,
     optimal_threshold,
     projected_estimate,
     projection_bounds,
@@ -36,8 +38,12 @@ DELTA = 1e-6
 NAMES = sorted(MEAN_MECHANISMS)
 
 
+#: The mechanisms that state a data-independent worst-case error (their specs say so).
+STATES_BOUND = {name for name, spec in MEAN_MECHANISMS.items() if spec.states_error_bound}
+
+
 def _mechanism(name: str, **params: object) -> MeanMechanism:
-    if name == "cummings":
+    if MEAN_MECHANISMS[name].needs_delta:
         params.setdefault("delta", DELTA)
     return get_mean_mechanism(name, **params)
 
@@ -53,22 +59,21 @@ def _estimate(mechanism: MeanMechanism, cell: CellData, release: MeanRelease, ep
     """The mechanism's statistic before noise, rebuilt from the recorded parameters."""
     params = release.parameters
     counts = cell.counts
-    name = mechanism.name
-    if name == "clip":
+    if isinstance(mechanism, ClipMean):
         return clipped_mean(cell, counts if cell.kept_counts is None else cell.kept_counts)
-    if name == "baseline":
+    if isinstance(mechanism, BaselineMean):
         return float(cell.sums.sum() / counts.sum())
     if isinstance(mechanism, ArrayAveraging):
         return estimate(mechanism.grouping_for(counts, eps), cell, mechanism.fill)
     if isinstance(mechanism, LevyMean | QuantileMean):
         grouping = mechanism.grouping_for(counts, eps / 2)
         return projected_mean(array_means(grouping, cell, mechanism.fill), *params["interval"])
-    if name == "worst-case-optimal":
+    if isinstance(mechanism, WorstCaseOptimalMean):
         low, high = projection_bounds(counts, U, optimal_threshold(counts, U, eps))
         return projected_estimate(cell, U, low, high, "user-mean")
-    if name == "akmv":
+    if isinstance(mechanism, AkmvMean):
         return clipped_sum_mean(cell.sums, counts, params["threshold"])
-    if name == "cummings":
+    if isinstance(mechanism, CummingsMean):
         final = cohorts(counts, eps).final
         initial = (
             params["initial_mean"],
@@ -79,7 +84,7 @@ def _estimate(mechanism: MeanMechanism, cell: CellData, release: MeanRelease, ep
             cell.user_means()[final] / U, counts[final], cell.n_vehicles, initial, eps, 0.05
         )
         return U * stage.estimate
-    raise AssertionError(name)
+    raise AssertionError(mechanism.name)
 
 
 # -- registry ---------------------------------------------------------------------------------
@@ -141,7 +146,7 @@ SUB_BUDGETS: dict[str, Callable[[MeanRelease], float]] = {
 def test_budget_is_spent_exactly_and_split_as_recorded(name: str, epsilon: float) -> None:
     release = _mechanism(name).release(_cell(), U, epsilon, RandomSource.seeded_for_tests(2))
     assert release.epsilon_spent == epsilon
-    if name == "cummings":
+    if MEAN_MECHANISMS[name].needs_delta:
         # Three disjoint cohorts, each used once: parallel composition.
         assert release.delta_spent == DELTA
         assert release.parameters["composition"] == "parallel"
@@ -194,18 +199,10 @@ def test_outputs_are_clamped_into_the_range(name: str) -> None:
 
 def test_worst_case_errors_are_published_where_they_exist() -> None:
     cell, source = _cell(), RandomSource.seeded_for_tests(7)
-    with_error = {
-        "clip",
-        "baseline",
-        "array-averaging-wrap",
-        "array-averaging-bestfit",
-        "opt-array-averaging",
-        "opt-array-averaging-surrogate",
-        "worst-case-optimal",
-    }
+    assert STATES_BOUND  # the specs name some
     for name in NAMES:
         release = _mechanism(name).release(cell, U, 1.0, source)
-        assert (release.worst_case_error is not None) == (name in with_error), name
+        assert (release.worst_case_error is not None) == (name in STATES_BOUND), name
         if release.worst_case_error is not None:
             assert release.worst_case_error >= release.sensitivity / 1.0
 
@@ -260,7 +257,7 @@ def test_prefix_needed_is_enough_and_exact(name: str, params: dict[str, object])
             mechanism.release(short, U, epsilon, RandomSource.seeded_for_tests(10))
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in ("clip", "cummings")])
+@pytest.mark.parametrize("name", [n for n in NAMES if not MEAN_MECHANISMS[n].reads_prefix])
 def test_default_variants_need_aggregates_only(name: str) -> None:
     cell = _cell(11)
     empty = CellData(cell.counts, cell.sums, cell.sumsqs, tuple(np.empty(0) for _ in cell.prefixes))
@@ -270,7 +267,7 @@ def test_default_variants_need_aggregates_only(name: str) -> None:
     assert second.value == pytest.approx(first.value, rel=1e-12, abs=1e-9)
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "clip"])
+@pytest.mark.parametrize("name", [n for n in NAMES if not MEAN_MECHANISMS[n].window_combiner])
 def test_suppressed_vehicles_are_left_out(name: str) -> None:
     cell = _cell(13)
     kept = cell.counts.copy()

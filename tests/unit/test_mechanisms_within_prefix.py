@@ -32,7 +32,9 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import no_pseudo_user, pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.step import configured_mean_mechanism, release_window
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.stages import configured_mean_mechanism
+from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 
 UPPER = 65.0
@@ -89,10 +91,15 @@ def kept_counts(counts: list[int], c: int, pseudo_user: bool) -> np.ndarray:
     return np.asarray(capped.kept_count, dtype=np.int64)
 
 
+def _configured(settings: Settings) -> MeanMechanism:
+    mechanism: MeanMechanism = configured_mean_mechanism(ReleaseParams.from_settings(settings))
+    return mechanism
+
+
 @cache
 def configured(c: int) -> list[tuple[str, MeanMechanism]]:
     """Every mechanism with the parameters the release gives it for ``prefix_limit = c``."""
-    return [(name, configured_mean_mechanism(release_settings(name, c))) for name in MECHANISMS]
+    return [(name, _configured(release_settings(name, c))) for name in MECHANISMS]
 
 
 def release_every_mechanism(cell: CellData, c: int, source: RandomSource) -> None:
@@ -180,7 +187,9 @@ def test_the_release_step_releases_the_depot_with_every_mechanism(
     noise = LaplaceNoise(RandomSource.seeded_for_tests(7))
     config = release_settings(mechanism, 64, pseudo_user)
     for spread in (False, True):
-        release = release_window(0, depot_window(rng, spread), config, noise)
+        release = release_window(
+            0, depot_window(rng, spread), ReleaseParams.from_settings(config), noise
+        )
         assert release.summary["cells_released"] == 1 + spread
         assert all(0.0 <= cell["mean"] <= UPPER for cell in release.cells)
 

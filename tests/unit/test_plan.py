@@ -210,3 +210,47 @@ def test_unreadable_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     latin = tmp_path / "latin.csv"
     latin.write_bytes("cell,vehicle,count\ncaf\xe9,b,1\n".encode("latin-1"))
     assert "not UTF-8" in plan_error(capsys, str(latin), "--epsilon", "1")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"resolution": 8},  # fixed cells
+        {"resolution": 8, "variance_share": 0.3, "min_vehicles": 2},
+        {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 20.0},  # targeted
+        {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 12.0,
+         "variance_share": 0.0},
+    ],
+)  # fmt: skip
+def test_the_plan_gives_the_release_s_k_and_error_bars(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], values: dict[str, float]
+) -> None:
+    """Issue 26 item 7: ``plan`` runs the release's own stages on the window's occupancy, so
+    it states the K and the per-cell error bars ``release`` publishes for that window."""
+    from stream_dp.config import load_settings
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.dp.randomness import RandomSource
+    from stream_dp.release.params import ReleaseParams
+    from stream_dp.release.window import release_window
+    from tests.unit.test_adaptive_cells import targeted_window
+
+    window = targeted_window(3)
+    params = ReleaseParams.from_settings(load_settings(epsilon=1.0, **values))
+    release = release_window(0, window, params, LaplaceNoise(RandomSource.seeded_for_tests(3)))
+    assert release.cells and release.summary["G1"] > release.summary["K"]
+    path = tmp_path / "occupancy.csv"
+    rows = zip(
+        window.cell_code.tolist(), window.vehicle_code.tolist(), window.count.tolist(), strict=True
+    )
+    path.write_text(
+        "cell,vehicle,count\n"
+        + "".join(f"{window.cell_names[c]},{window.vehicle_names[v]},{n}\n" for c, v, n in rows)
+    )
+    options = [f"--{k.replace('_', '-')}={v}" for k, v in values.items()]
+    plan = plan_json(capsys, str(path), "--epsilon", "1", *options)
+    assert plan["K"] == release.summary["K"]
+    assert plan["G1"] == release.summary["G1"]
+    released = {cell: grid for cell, grid in plan["grids"].items() if grid["released"]}
+    assert set(released) == {record["cell"] for record in release.cells}
+    for record in release.cells:
+        assert released[record["cell"]]["mean_error"] == record["mean_error"]

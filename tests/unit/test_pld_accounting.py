@@ -16,7 +16,8 @@ from stream_dp.dp.budget_ledger import BudgetLedger  # noqa: E402
 from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
 from stream_dp.dp.pld_accounting import DISCRETIZATION, PldAccountant, accountant  # noqa: E402
 from stream_dp.dp.randomness import RandomSource  # noqa: E402
-from stream_dp.release.step import release_window  # noqa: E402
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.window import release_window  # noqa: E402
 from stream_dp.windows.columns import WindowColumns
 
 DELTA = 1e-6
@@ -90,7 +91,9 @@ def test_the_pld_cap_never_lets_a_vehicle_past_it() -> None:
         ]
         cs, vs, ts, xs = (list(x) for x in zip(*readings, strict=True))
         window = WindowColumns.from_readings(cs, vs, ts, xs, 64)
-        release = release_window(hour * 3600, window, settings, noise, ledger=ledger)
+        release = release_window(
+            hour * 3600, window, ReleaseParams.from_settings(settings), noise, ledger=ledger
+        )
         assert release.loss is not None
         ledger.record_released(release.loss)
         busy = dict(zip(release.loss.vehicles, release.loss.cells.tolist(), strict=True))

@@ -9,7 +9,8 @@ from stream_dp.config import ConfigError, load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-from stream_dp.release.accounting import period_delta
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.params import ReleaseParams
 from stream_dp.testing.readings import HOUR, START, hourly_readings
 
 
@@ -128,8 +129,12 @@ def test_a_cap_below_one_cell_fails_naming_the_field():
 def test_the_period_delta_is_cells_times_delta_only_for_cummings() -> None:
     """δ over the period (docs/math.md §7.11): c cells of the (ε, δ)-DP cummings mean lose
     c·δ; a pure ε-DP mechanism loses no δ whatever its ε."""
-    cummings = load_settings(mean_mechanism="cummings", delta=1e-6, epsilon=0.5)
+
+    def accountant(**values: object) -> PrivacyAccountant:
+        return PrivacyAccountant(ReleaseParams.from_settings(load_settings(**values)))
+
+    cummings = accountant(mean_mechanism="cummings", delta=1e-6, epsilon=0.5)
     for cells in (0, 1, 3, 17):
-        assert period_delta(cells * 0.5, cummings) == pytest.approx(cells * 1e-6)
-    assert period_delta(7 * 0.5, load_settings(mean_mechanism="clip", epsilon=0.5)) == 0.0
-    assert period_delta(7 * 0.5, load_settings(mean_mechanism="baseline", epsilon=0.5)) == 0.0
+        assert cummings.period_delta(cells * 0.5) == pytest.approx(cells * 1e-6)
+    assert accountant(mean_mechanism="clip", epsilon=0.5).period_delta(7 * 0.5) == 0.0
+    assert accountant(mean_mechanism="baseline", epsilon=0.5).period_delta(7 * 0.5) == 0.0

@@ -18,9 +18,10 @@ from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.partitioner import partition_for
+from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import SCHEMA_VERSION
 from stream_dp.release.statistics import kept_sums
-from stream_dp.release.step import release_window
+from stream_dp.release.window import release_window
 from stream_dp.testing.readings import unclamped_readings
 from stream_dp.windows.columns import WindowColumns
 
@@ -61,7 +62,7 @@ def seeded_noise(seed: int = 0) -> LaplaceNoise:
 def test_release_uses_clip_user_and_the_cap_exactly(seed):
     settings = load_settings(prefix_limit=4, epsilon=0.7)
     pairs, raw = random_pairs(seed)
-    release = release_window(0, pairs, settings, seeded_noise(seed))
+    release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(seed))
     keys = sorted(raw)
     occupancy = Occupancy.from_arrays(
         [c for c, _ in keys], [v for _, v in keys], [len(raw[k]) for k in keys]
@@ -99,7 +100,10 @@ def test_noise_scale_follows_the_sensitivity():
     noise = seeded_noise(11)
     n = 2000
     deviations = [
-        abs(release_window(0, stats, settings, noise).cells[0]["mean"] - true_mean)
+        abs(
+            release_window(0, stats, ReleaseParams.from_settings(settings), noise).cells[0]["mean"]
+            - true_mean
+        )
         for _ in range(n)
     ]
     assert np.mean(deviations) == pytest.approx(scale, abs=5 * scale / np.sqrt(n))
@@ -108,17 +112,19 @@ def test_noise_scale_follows_the_sensitivity():
 def test_selection_uses_public_counts_only():
     settings = load_settings(min_vehicles=3)
     pairs, _ = random_pairs(4, n_vehicles=10)
-    release = release_window(0, pairs, settings, seeded_noise())
+    release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise())
     for record in release.cells:
         assert record["n_vehicles"] >= 3
     top = load_settings(top_cells=1)
-    assert len(release_window(0, pairs, top, seeded_noise()).cells) == 1
+    assert (
+        len(release_window(0, pairs, ReleaseParams.from_settings(top), seeded_noise()).cells) == 1
+    )
 
 
 def test_outputs_are_clamped():
     settings = load_settings(epsilon=0.01)  # huge noise
     pairs, _ = random_pairs(5)
-    records = release_window(0, pairs, settings, seeded_noise(5)).cells
+    records = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(5)).cells
     assert all(0 <= r["mean"] <= 65 and 0 <= r["variance"] <= 65**2 / 4 for r in records)
     assert any(r["mean"] in (0.0, 65.0) for r in records)
 
@@ -126,7 +132,7 @@ def test_outputs_are_clamped():
 def test_a_non_default_mean_mechanism_is_named_and_bounded():
     settings = load_settings(mean_mechanism="array-averaging-bestfit")
     pairs, _ = random_pairs(6)
-    release = release_window(0, pairs, settings, seeded_noise(6))
+    release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(6))
     assert {r["mechanism"] for r in release.records} == {"array-averaging-bestfit"}
     assert all(0 <= r["mean"] <= 65 for r in release.cells)
     for record in release.records:
@@ -134,12 +140,17 @@ def test_a_non_default_mean_mechanism_is_named_and_bounded():
 
 
 def test_unknown_mechanism_fails_naming_the_field():
+    """The release's parameters check what the mechanism's spec asks (at start: the commands
+    that run the release check the settings they load)."""
     from stream_dp.config import ConfigError
+    from stream_dp.release.params import checked_settings
 
-    with pytest.raises(ConfigError, match="mean_mechanism"):
-        load_settings(mean_mechanism="nope")
-    with pytest.raises(ConfigError, match="delta"):
-        load_settings(mean_mechanism="cummings")
+    with pytest.raises(ConfigError, match="^invalid configuration: mean_mechanism: unknown"):
+        checked_settings(load_settings(mean_mechanism="nope"))
+    with pytest.raises(ConfigError, match="^invalid configuration: delta: required"):
+        checked_settings(load_settings(mean_mechanism="cummings"))
+    with pytest.raises(ValueError, match="target_mean_error"):
+        ReleaseParams(target_mean_error=10.0, mean_mechanism="baseline")
 
 
 def test_offline_engine_partitioning_does_not_change_the_release():
@@ -286,7 +297,7 @@ def test_the_release_and_the_clip_mechanism_are_one_clip_mean(seed, epsilon):
 
     settings = load_settings(prefix_limit=4, epsilon=epsilon, variance_share=0.0)
     pairs, raw = random_pairs(seed)
-    release = release_window(0, pairs, settings, seeded_noise(seed))
+    release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(seed))
     keys = sorted(raw)
     occupancy = Occupancy.from_arrays(
         [c for c, _ in keys], [v for _, v in keys], [len(raw[k]) for k in keys]

@@ -1,5 +1,5 @@
 """Issue 21: a window whose release computation raises is contained, offline and in the
-service alike (both call :func:`stream_dp.release.outcome.release_ready_window`)."""
+service alike (both call :func:`stream_dp.release.window.release_ready_window`)."""
 
 from __future__ import annotations
 
@@ -12,22 +12,25 @@ import pytest
 
 from stream_dp import fault_injection
 from stream_dp.config import load_settings
+from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.pld_accounting import pld_available
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-from stream_dp.release import outcome as window_outcome
+from stream_dp.release import window as window_outcome
+from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import FAILED, RELEASED
+from stream_dp.release.window import release_window
 from stream_dp.testing.readings import HOUR, synthetic_readings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
 #: Fields a failed window's summary may carry: none holds a cell value or vehicle data.
-FAILED_FIELDS = {
-    "schema_version", "window_start", "window_end", "resolution", "epsilon", "upper", "type",
-    "release_id", "status", "error", "G1", "K", "privacy_loss", "privacy_loss_unclipped",
-    "cells_released", "readings_dropped_late", "mechanism", "delta", "budget_cap",
-    "budget_period_seconds",
+#: What a failed window's summary may not state: it has these fields (as a released one), null.
+DATA_FIELDS = {
+    "error_bound", "max_error", "cells_observed", "n_vehicles", "n_readings", "suppressed_pairs",
+    "vehicles_budget_limited", "pairs_withheld_budget", "cells_withheld", "readings_withheld",
 }  # fmt: skip
 
 
@@ -65,7 +68,10 @@ def test_an_injected_failure_fails_only_its_window(fault):
     assert failed.cells == [] and failed.records == [failed.summary]
     summary = failed.summary
     assert summary["status"] == FAILED and summary["error"] == "InjectedReleaseError"
-    assert set(summary) <= FAILED_FIELDS
+    # One summary builder: the failed summary has the released one's fields, in its order.
+    assert list(summary) == list(clean[1].summary)
+    assert all(summary[field] is None for field in DATA_FIELDS)
+    assert all(clean[1].summary[field] is not None for field in DATA_FIELDS)
     jsonschema.validate(summary, SCHEMA)
     for leak in ({"mean": 1.0}, {"n_vehicles": 20}, {"status": RELEASED}):
         with pytest.raises(jsonschema.ValidationError):  # the schema admits no data in it
@@ -164,3 +170,48 @@ def test_the_fault_point_counts_windows_per_process(fault):
         except fault_injection.InjectedReleaseError:
             hits.append(True)
     assert hits == [False, False, True, False, False]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("min_vehicles", "top_cells"), [(3, None), (1, 3), (4, 5)])
+def test_a_failed_window_charges_each_vehicle_at_least_its_release(
+    seed: int, min_vehicles: int, top_cells: int | None
+) -> None:
+    """Adaptive cells with min_vehicles and top_cells (issue 26 item 8): the failed outcome
+    chooses its cells as the release does (after the regrouping), so no vehicle is charged
+    fewer cells than the release of the same window would have charged it."""
+    from tests.unit.test_adaptive_cells import targeted_window
+
+    params = ReleaseParams.from_settings(
+        load_settings(
+            resolution=8, coarsest_resolution=5, target_mean_error=20.0, epsilon=1.0,
+            min_vehicles=min_vehicles, top_cells=top_cells,
+        )
+    )  # fmt: skip
+    window = targeted_window(seed)
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(seed))
+    released = release_window(0, window, params, noise, ledger=BudgetLedger(86400, None)).loss
+    failed = window_outcome.failed_release(
+        0, RuntimeError(), params, 0, BudgetLedger(86400, None), window, []
+    ).loss
+    assert released is not None and failed is not None
+    assert int(released.cells.max(initial=0)) > 0, "the window must release something"
+    charged = dict(zip(failed.vehicles, failed.cells.tolist(), strict=True))
+    short = [
+        (vehicle, cells, charged.get(vehicle, 0))
+        for vehicle, cells in zip(released.vehicles, released.cells.tolist(), strict=True)
+        if charged.get(vehicle, 0) < cells
+    ]
+    assert not short
+
+
+def test_the_pld_figure_is_null_where_pld_does_not_compose_the_mechanism() -> None:
+    """Issue 26 item 8: an (ε, δ) mean's cells are no Laplace releases; a pure one's are."""
+    readings = four_hours()
+    for mechanism, composes in (("cummings", False), ("clip", True)):
+        settings = load_settings(resolution=7, mean_mechanism=mechanism, delta=1e-6)
+        _, releases = run_engine(settings, readings)
+        summaries = [r.summary for r in releases if r.summary["K"] > 0]
+        assert summaries
+        for summary in summaries:
+            assert (summary["privacy_loss_pld"] is not None) == (composes and pld_available())

@@ -1,0 +1,95 @@
+"""The release's parameters (docs/math.md §9): the DP fields of the settings, and nothing else.
+
+Built once at the edge (the offline engine, the worker, ``plan``, the experiments and
+benchmarks) by :meth:`ReleaseParams.from_settings` and passed through the release, so no
+stage sees Kafka, web or operations settings. Frozen; :meth:`ReleaseParams.__post_init__`
+checks what depends on the mean mechanism's spec (:mod:`stream_dp.dp.mechanism_specs`, the
+one registry of mechanisms); the commands that run the release check the settings they
+load with :func:`checked_settings` at start.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from stream_dp.config import ConfigError, Settings
+from stream_dp.dp.mechanism_specs import DEFAULT_MEAN_MECHANISM, MeanMechanismSpec, mechanism_spec
+
+
+@dataclass(frozen=True)
+class ReleaseParams:
+    """What the release of a window reads (the settings of the same names, docs/README)."""
+
+    epsilon: float = 1.0
+    variance_share: float = 0.5
+    upper: float = 65.0
+    resolution: int = 8
+    window_seconds: int = 3600
+    prefix_limit: int = 64
+    error_bound: float | None = None
+    pseudo_user: bool = True
+    min_vehicles: int = 1
+    top_cells: int | None = None
+    mean_mechanism: str = DEFAULT_MEAN_MECHANISM
+    delta: float | None = None
+    budget_cap: float | None = None
+    budget_period_seconds: int = 86400
+    accounting: Literal["basic", "pld"] = "basic"
+    accounting_delta: float = 1e-6
+    target_mean_error: float | None = None
+    coarsest_resolution: int | None = None
+    adaptive_shape: Literal["compact", "remainder"] = "remainder"
+    #: Part of every release id (the service's app id).
+    app_id: str = "stream-dp"
+
+    def __post_init__(self) -> None:
+        """ValueError naming the field of an inconsistent combination."""
+        for name in ("epsilon", "upper"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+        try:
+            spec = mechanism_spec(self.mean_mechanism)
+        except ValueError as exc:
+            raise ValueError(f"mean_mechanism: {exc}") from None
+        if spec.needs_delta and self.delta is None:
+            raise ValueError(f"delta: required by mean_mechanism {self.mean_mechanism!r}")
+        if self.target_mean_error is not None and not spec.window_combiner:
+            raise ValueError(
+                "target_mean_error: needs mean_mechanism 'clip' (adaptive cells predict the "
+                f"clipped mean's mean_error), got {self.mean_mechanism!r}"
+            )
+        if self.accounting == "pld":
+            from stream_dp.dp.pld_accounting import check_composable
+
+            try:
+                check_composable(self.mean_mechanism)
+            except ValueError as exc:
+                raise ValueError(f"accounting: {exc}") from None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReleaseParams:
+        """The DP fields of ``settings`` (the one place that reads them for the release)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+
+    @property
+    def mechanism(self) -> MeanMechanismSpec:
+        """The mean mechanism's spec."""
+        return mechanism_spec(self.mean_mechanism)
+
+    @property
+    def coarsest(self) -> int:
+        """R0 of adaptive cells (the resolution when unset)."""
+        return self.resolution if self.coarsest_resolution is None else self.coarsest_resolution
+
+
+def checked_settings(settings: Settings) -> Settings:
+    """``settings`` once their release parameters are consistent (the mechanism's spec);
+    :class:`~stream_dp.config.ConfigError` naming the field otherwise."""
+    try:
+        ReleaseParams.from_settings(settings)
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
+    return settings

@@ -1,0 +1,285 @@
+"""The release of one window as a pipeline of named stages (docs/math.md §9).
+
+Each stage reads the :class:`~stream_dp.release.state.WindowState`, adds what it makes and
+writes its own lines of the report. A stage may also :meth:`~Stage.begin` background work it
+will need (on :mod:`stream_dp.windows.background`) as soon as the masked pairs are known, so
+that it runs beside CLIP-USER (benchmarks/release.py). In order:
+
+regroup (adaptive cells, §12) → select (§9.1) → mask (the ledger, §8.4) → CLIP-USER → cap
+(§9.2) → statistics (§9.3) → error bars and withhold (§10, §12) → noise (§9.4) → records
+(§9.5). Everything published is computed from the public occupancy array and noised values
+(composition paper Sec. V-B2). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from stream_dp.dp.error_bars import LN20
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
+from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
+from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
+from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.state import WindowState
+from stream_dp.release.statistics import (
+    cell_counts,
+    cell_statistics,
+    start_entry_totals,
+    start_prefix_sums,
+)
+from stream_dp.windows import background
+
+
+class Stage:
+    """One named step of the release."""
+
+    name = "stage"
+
+    def begin(self, state: WindowState) -> None:
+        """Start background work this stage needs (the masked pairs are known); none here."""
+
+    def run(self, state: WindowState) -> None:
+        raise NotImplementedError
+
+
+class Regroup(Stage):
+    """With ``target_mean_error`` T, regroup into the adaptive cells of the occupancy (§12)."""
+
+    name = "regroup"
+
+    def run(self, state: WindowState) -> None:
+        if state.params.target_mean_error is None:
+            return
+        mean_epsilon = state.accountant.mean_epsilon
+        state.columns, state.adaptive, withheld = adaptive_columns(
+            state.observed, state.params, mean_epsilon
+        )
+        state.report.cells_withheld, state.report.readings_withheld = withheld
+
+
+class Select(Stage):
+    """The cells to release and their occupancy array, from public counts (§9.1)."""
+
+    name = "select"
+
+    def run(self, state: WindowState) -> None:
+        params, columns = state.params, state.columns
+        chosen = select_cells(columns, params.min_vehicles, params.top_cells)
+        state.chosen = chosen
+        state.pairs = Contributions(chosen, *occupancy_of(columns, chosen))
+
+
+class Mask(Stage):
+    """With a budget cap, each vehicle keeps the cells its remaining budget allows (§8.4)."""
+
+    name = "mask"
+
+    def run(self, state: WindowState) -> None:
+        mask = BudgetMask(state.columns, state.ledger, state.window_start, state.accountant)
+        state.pairs = mask.apply(_pairs(state), state.report)
+
+
+class ClipUser(Stage):
+    """CLIP-USER (Algorithm 1, §5), keeping the error of the accountant's split within E
+    (with adaptive cells and no variance, T)."""
+
+    name = "clip-user"
+
+    def run(self, state: WindowState) -> None:
+        params = state.params
+        target, error_star = params.target_mean_error, params.error_bound
+        if error_star is None and target is not None and params.variance_share == 0.0:
+            error_star = target  # the model's error is then the mean_error itself
+        model = state.accountant.error_model(LN20 if target is not None else 1.0)
+        bound = ClipUserBound(params.upper, state.accountant.epsilon, error_star, model)
+        state.pairs = bound.apply(_pairs(state), state.report)
+
+
+class Cap(Stage):
+    """The pseudo-user cap (Sec. V-B3, §6), or every kept reading when it is off."""
+
+    name = "cap"
+
+    def run(self, state: WindowState) -> None:
+        p = state.params
+        cap = ReadingCap(p.pseudo_user, p.upper, state.accountant.epsilon, p.prefix_limit)
+        state.pairs = cap.apply(_pairs(state), state.report)
+
+
+@dataclass
+class Statistics(Stage):
+    """The kept readings' counts, sums, clipped means and variances (§9.3). It starts the
+    pairs' totals, and with the cap the reading prefixes' sums, beside CLIP-USER (the compiled
+    kernels release the GIL)."""
+
+    name = "statistics"
+    _prefix_sums: Future[tuple[Any, ...]] | None = None
+    _entry_totals: Future[tuple[Any, Any]] | None = None
+
+    def begin(self, state: WindowState) -> None:
+        if state.params.pseudo_user:  # only the cap reads each pair's reading prefixes
+            self._prefix_sums = start_prefix_sums(state.columns)
+        self._entry_totals = start_entry_totals(state.columns, _pairs(state).entry_of)
+
+    def run(self, state: WindowState) -> None:
+        pairs = _pairs(state)
+        assert pairs.capped is not None and self._entry_totals is not None
+        state.stats = cell_statistics(
+            state.columns, pairs.occupancy, pairs.entry_of, pairs.capped.kept_count,
+            self._prefix_sums, self._entry_totals,
+        )  # fmt: skip
+
+
+class CountStatistics(Stage):
+    """The statistics stage on counts alone, for an occupancy without readings (``plan``):
+    the kept counts the error bars and the withholding read, as :class:`Statistics` has them."""
+
+    name = "statistics"
+
+    def run(self, state: WindowState) -> None:
+        pairs = _pairs(state)
+        assert pairs.capped is not None
+        state.stats = cell_counts(pairs.occupancy, pairs.capped.kept_count)
+
+
+class Withhold(Stage):
+    """The error bars (§10), and with adaptive cells the cells still missing T withheld; K
+    over the cells released (§12)."""
+
+    name = "error-bars"
+
+    def run(self, state: WindowState) -> None:
+        pairs, report, stats = _pairs(state), state.report, state.stats
+        assert pairs.capped is not None and pairs.clip is not None and stats is not None
+        state.bars = error_bars(stats, pairs.capped, state.accountant, state.params.upper)
+        withheld = (report.cells_withheld, report.readings_withheld)
+        state.released, state.grids, report.k, withheld = released_cells(
+            state.params.target_mean_error, state.bars.mean, pairs.clip, pairs.occupancy,
+            stats.n_readings, withheld,
+        )  # fmt: skip
+        report.cells_withheld, report.readings_withheld = withheld
+
+
+@dataclass
+class Noise(Stage):
+    """Each released cell's noisy mean and variance (§9.4), by the CLIP mean's combiner or
+    the configured mean mechanism."""
+
+    noise: LaplaceNoise
+    name = "noise"
+
+    def run(self, state: WindowState) -> None:
+        pairs, stats, params = _pairs(state), state.stats, state.params
+        assert pairs.capped is not None and stats is not None and state.bars is not None
+        assert state.released is not None
+        mechanism, cell_data = None, None
+        if not params.mechanism.window_combiner:
+            mechanism = configured_mean_mechanism(params)
+            cell_data = CellDataOf(
+                state.columns, pairs.entry_of, pairs.capped.kept_count,
+                pairs.occupancy.cell_start, params.upper,
+            )  # fmt: skip
+        state.noisy = noisy_cells(
+            stats, pairs.capped, state.accountant, self.noise, state.bars, state.released,
+            params.upper, mechanism, cell_data,
+        )  # fmt: skip
+
+
+@dataclass
+class Records(Stage):
+    """One record per released cell and the window's summary (§9.5); the release ids are
+    hashed beside CLIP-USER."""
+
+    name = "records"
+    _ids: Future[list[str]] | None = None
+
+    def begin(self, state: WindowState) -> None:
+        params = state.params
+        self._ids = background.submit(
+            release_ids, params.app_id, state.window_start, params.resolution,
+            list(_pairs(state).occupancy.cells), state.nonce,
+        )  # fmt: skip
+
+    def run(self, state: WindowState) -> None:
+        pairs, stats, bars, noisy = _pairs(state), state.stats, state.bars, state.noisy
+        assert pairs.capped is not None and stats is not None and bars is not None
+        assert noisy is not None and state.released is not None and self._ids is not None
+        params, occupancy = state.params, pairs.occupancy
+        variance_errors = (
+            [None] * len(state.released) if bars.variance is None else bars.variance.tolist()
+        )
+        state.cells = cell_records(
+            window_base(params, state.window_start), params, occupancy.cells,
+            self._ids.result(), noisy, variance_errors, stats, pairs.capped.cap.tolist(),
+            state.released.tolist(),
+            cell_shapes(state.adaptive, occupancy.cells, params.resolution), state.report.k,
+        )  # fmt: skip
+        state.summary = summary_of(state)
+
+
+def summary_of(state: WindowState, error: BaseException | None = None) -> dict[str, Any]:
+    """The window's summary from its state (released, empty or failed)."""
+    return window_summary(
+        state.accountant, state.window_start, state.report, state.observed,
+        state.late_readings, state.nonce, len(state.cells), error,
+    )  # fmt: skip
+
+
+def configured_mean_mechanism(params: ReleaseParams) -> Any:
+    """The configured mean mechanism (a ``MeanMechanism``) with its parameters; for the CLIP
+    mean the release calls its combiner with every cell at once instead (§7.2)."""
+    spec, extra = params.mechanism, {}
+    if spec.needs_delta:
+        extra["delta"] = params.delta
+    if spec.takes_prefix_limit:
+        extra["prefix_limit"] = params.prefix_limit
+    return spec.build(**extra)
+
+
+def choose_stages() -> list[Stage]:
+    """The stages that choose what a window reads: regroup, select, mask. Public inputs
+    only, no budget spent (§2.2); a failed window is charged what they chose (§8.2)."""
+    return [Regroup(), Select(), Mask()]
+
+
+def plan_stages() -> list[Stage]:
+    """After the choice, the release's stages up to the error bars on an occupancy without
+    readings (``plan``): the same K and error bars as the release, no noise."""
+    return [ClipUser(), Cap(), CountStatistics(), Withhold()]
+
+
+def release_stages(noise: LaplaceNoise) -> list[Stage]:
+    """After the choice, every stage of a window's release."""
+    return [ClipUser(), Cap(), Statistics(), Withhold(), Noise(noise), Records()]
+
+
+@dataclass
+class Pipeline:
+    """The stages that choose a window's pairs, then ``after_choice`` in order. A window with
+    no pair chosen stops after the choice; otherwise each later stage may first begin its
+    background work, which then runs beside CLIP-USER."""
+
+    after_choice: Sequence[Stage] = ()
+    choice: Sequence[Stage] = field(default_factory=choose_stages)
+
+    def run(self, state: WindowState) -> WindowState:
+        for stage in self.choice:
+            stage.run(state)
+        if state.empty:
+            return state
+        for stage in self.after_choice:
+            stage.begin(state)
+        for stage in self.after_choice:
+            stage.run(state)
+        return state
+
+
+def _pairs(state: WindowState) -> Contributions:
+    assert state.pairs is not None, "the select stage runs first"
+    return state.pairs

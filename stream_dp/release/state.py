@@ -1,0 +1,60 @@
+"""The state of one window's release as it passes through the stages (docs/math.md §9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from stream_dp.dp.budget_ledger import BudgetLedger
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.report import WindowReport
+from stream_dp.windows.columns import WindowColumns
+
+if TYPE_CHECKING:
+    from stream_dp.dp.adaptive_cells import AdaptiveCells
+    from stream_dp.release.bounding import Contributions
+    from stream_dp.release.noisy import ErrorBars, NoisyCells
+    from stream_dp.release.statistics import CellStatistics
+
+
+@dataclass
+class WindowState:
+    """One window on its way through the stages: its inputs, what each stage made of it, and
+    the report. ``observed``: every reading of the window (the summary counts them all);
+    ``columns``: what the stages read (regrouped into adaptive cells, with a target)."""
+
+    window_start: int
+    #: None only for a failed window whose partials could not be merged.
+    observed: WindowColumns | None
+    params: ReleaseParams
+    accountant: PrivacyAccountant
+    ledger: BudgetLedger | None = None
+    late_readings: int = 0
+    #: One per release event: every record id derives from it.
+    nonce: str = ""
+    columns: WindowColumns = field(init=False)
+    report: WindowReport = field(default_factory=WindowReport)
+    adaptive: AdaptiveCells | None = None
+    chosen: np.ndarray | None = None
+    pairs: Contributions | None = None
+    stats: CellStatistics | None = None
+    bars: ErrorBars | None = None
+    #: Per cell of the occupancy, whether it is released; per vehicle, its released cells.
+    released: np.ndarray | None = None
+    grids: np.ndarray | None = None
+    noisy: NoisyCells | None = None
+    #: The records: one per released cell, then the summary.
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.observed is not None:
+            self.columns = self.observed
+
+    @property
+    def empty(self) -> bool:
+        """No cell is left to release."""
+        return self.pairs is not None and not len(self.pairs.chosen)
