@@ -19,6 +19,7 @@ import numpy as np
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.records import capped_error
 from stream_dp.release.stages import Pipeline, plan_stages
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -140,7 +141,7 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
             kept_vehicles=int(kept[g]),
             cap=int(capped.cap[g]),
             error_after_cap=float(capped.error[g]),
-            mean_error=float(bars.mean[g]),
+            mean_error=float(capped_error(float(bars.mean[g]), params.upper)),
             released=bool(state.released[g]),
         )
         for g, cell in enumerate(chosen.cells)

@@ -143,8 +143,8 @@ def cell_records(
             "cell": cell,
             "mean": min(max(noisy.means[g], 0.0), upper),
             "variance": _clamped_variance(noisy.variances[g], upper),
-            "mean_error": _capped(noisy.mean_errors[g], upper),
-            "variance_error": _capped(variance_errors[g], upper**2 / 4),
+            "mean_error": capped_error(noisy.mean_errors[g], upper),
+            "variance_error": capped_error(variance_errors[g], upper**2 / 4),
             "n_vehicles": int(vehicles[g]),
             "n_vehicles_kept": int(kept_vehicles[g]),
             "n_readings": int(readings[g]),
@@ -159,8 +159,9 @@ def cell_records(
     ]
 
 
-def _capped(error: float | None, width: float) -> float | None:
-    """An error bar no wider than the range [0, width] that both values lie in."""
+def capped_error(error: float | None, width: float) -> float | None:
+    """An error bar no wider than the range [0, width] that both values lie in (the released
+    and the true value alike), as published; the plan reports the same."""
     return None if error is None else min(error, width)
 
 

@@ -115,7 +115,12 @@ def test_error_bars_are_capped_at_the_range_of_the_value() -> None:
     readings += [(CELLS[1], f"v{v}", float(v), 40.0) for v in range(3)]
     cells, vehicles, ts, values = (list(c) for c in zip(*readings, strict=True))
     window = WindowColumns.from_readings(cells, vehicles, ts, values, 64)
-    release = release_window(0, window, settings, LaplaceNoise(RandomSource.seeded_for_tests(5)))
+    release = release_window(
+        0,
+        window,
+        ReleaseParams.from_settings(settings),
+        LaplaceNoise(RandomSource.seeded_for_tests(5)),
+    )
     by_cell = {r["cell"]: r for r in release.cells}
     lone = by_cell[CELLS[0]]
     uncapped_mean = float(mean_error(U, 0.025, 1, lone["n_readings_used"], lone["n_readings"]))
