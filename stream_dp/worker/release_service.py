@@ -7,7 +7,10 @@ records), the releases topic (which stored records are already published — any
 not are re-published from the stored copy, never re-drawn), then the partials topic from
 its beginning. A window's records are written to the release log and acknowledged
 **before** they are published, so a window is released once. Each stored release is
-preceded by the window's per-vehicle losses, from which the budget ledger is rebuilt.
+preceded by the window's per-vehicle losses, from which the budget ledger is rebuilt, and by
+the entries its release defers to the next window (``carry``: a span still pooling, issue
+25), which the next window's release takes in; a rebuild takes the carry of the latest stored
+window, so a deferred reading is released once, by the release after the one that stored it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from stream_dp.kafka.partition_tail import find_last
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
-from stream_dp.release.window import failure_line, record_stored, release_ready_windows
+from stream_dp.release.window import failure_line, record_stored, release_ready_window
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics
@@ -93,6 +97,9 @@ class ReleaseService:
         self.spent_all = 0.0  # sum of K*eps over the release log's winning copies
         self.rebuild_plan = RebuildPlan(0)
         self.snapshots = SnapshotTracker()
+        #: The entries the latest stored window deferred (None: none), and that window.
+        self.carry: WindowColumns | None = None
+        self.carry_from: int | None = None
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -136,6 +143,7 @@ class ReleaseService:
             self._parts = rec.PartAssembler()
             self.log_index = ReleaseLogIndex()
             self.ledger = self.accountant.new_ledger()
+            self.carry, self.carry_from = None, None
             plan = await self._plan_rebuild()
             stored = [w async for w in self._read_release_log()]
             published: set[str] = set()
@@ -210,11 +218,18 @@ class ReleaseService:
             if unfinished is None or unfinished >= position:
                 progress = self.coordinator.progress(self.snapshots.last_released)
                 self.snapshots.note_partials(position, progress)
-        windows = (loss.window_start for loss in self.ledger.entries())
-        snapshot = self.snapshots.snapshot(windows, self.log_index.next_offset)
+        snapshot = self.snapshots.snapshot(self.windows_to_keep(), self.log_index.next_offset)
         await self.producer.send_and_wait(
             self.settings.topic_release_log, snapshot.encode(), partition=0
         )
+
+    def windows_to_keep(self) -> list[int]:
+        """Stored windows a rebuild must read again: the ledger's, and the window whose
+        stored carry is still pending (released by the next window, not yet stored)."""
+        windows = [loss.window_start for loss in self.ledger.entries()]
+        if self.carry is not None and self.carry_from is not None:
+            windows.append(self.carry_from)
+        return windows
 
     # --- steady state -----------------------------------------------------------------
     def _apply(self, value: bytes, offset: int = -1) -> None:
@@ -235,19 +250,25 @@ class ReleaseService:
 
     async def _release_ready(self) -> None:
         # A computation that raises comes back as the window's failed outcome: stored and
-        # published like a release, so no restart computes this window again.
-        windows = release_ready_windows(self.coordinator, self.params, self.noise, self.ledger)
-        while self.leader and not self._stopping.is_set():
-            began = time.monotonic()
-            release = await asyncio.to_thread(next, windows, None)
-            if release is None:
+        # published like a release, so no restart computes this window again. Windows are
+        # computed one at a time, oldest first, each taking the carry the previous one
+        # stored (read once that one is stored: ``_mark_stored``).
+        for start in self.coordinator.ready_windows():
+            if not self.leader or self._stopping.is_set():
                 return
+            if start in self.coordinator.released:
+                continue  # stored meanwhile (another releaser, during a leadership change)
+            began = time.monotonic()
+            release = await asyncio.to_thread(self._compute, start)
             start = release.window_start
             if not self.leader or self.needs_rebuild:
                 return  # leadership moved while computing: the new leader releases it
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
             attempt = uuid.uuid4().hex
             parts = rec.encode_loss(release.loss, attempt) if release.loss is not None else []
+            deferred = deferred_entries(release)
+            if deferred is not None:
+                parts += rec.encode_carry(start, deferred, attempt)
             parts += rec.encode_release(release.to_json_obj(), attempt)
             await pause_point("before-stored")
             stored = [
@@ -279,6 +300,14 @@ class ReleaseService:
             await self._write_snapshot()
             self.recent.extend(release.records)
             self._observe(release, time.monotonic() - began, ours=ours)
+
+    def _compute(self, start: int) -> WindowRelease:
+        """Window ``start``'s release, fed the pending carry (only when there is one: the
+        pure release takes ``carry`` from issue 25 on)."""
+        extra = {} if self.carry is None else {"carry": self.carry}
+        return release_ready_window(
+            self.coordinator, start, self.params, self.noise, self.ledger, **extra
+        )
 
     async def _publish(self, records: list[dict[str, Any]]) -> None:
         futures = [
@@ -312,6 +341,9 @@ class ReleaseService:
         (older logs stored none) and export the largest per-vehicle loss over the period."""
         start, loss = winner.release.window_start, winner.loss
         record_stored(self.coordinator, self.ledger, start, loss, from_partials)
+        if self.carry_from is None or start > self.carry_from:
+            # The latest stored window's carry replaces the one it took in (released by it).
+            self.carry, self.carry_from = winner.carry, start
         privacy_loss = float(winner.release.summary.get("privacy_loss", 0.0))
         self.spent_all += privacy_loss
         self.snapshots.note_stored(start, winner.offset, privacy_loss, published)
@@ -356,3 +388,9 @@ class ReleaseService:
             "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",
             summary["window_start"], len(release.cells), summary["privacy_loss"], seconds,
         )  # fmt: skip
+
+
+def deferred_entries(release: WindowRelease) -> WindowColumns | None:
+    """The entries ``release`` defers to the next window (None, or empty: none)."""
+    carry: WindowColumns | None = getattr(release, "carry", None)
+    return carry if carry is not None and len(carry) else None
