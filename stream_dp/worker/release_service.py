@@ -100,6 +100,9 @@ class ReleaseService:
         #: The entries the latest stored window deferred (None: none), and that window.
         self.carry: WindowColumns | None = None
         self.carry_from: int | None = None
+        budget = vehicle_budget(settings)
+        if budget is not None:
+            metrics.vehicle_budget.set(budget)
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -394,3 +397,12 @@ def deferred_entries(release: WindowRelease) -> WindowColumns | None:
     """The entries ``release`` defers to the next window (None, or empty: none)."""
     carry: WindowColumns | None = getattr(release, "carry", None)
     return carry if carry is not None and len(carry) else None
+
+
+def vehicle_budget(settings: Settings) -> float | None:
+    """The per-vehicle budget B in force (``vehicle_budget``; else the older ``budget_cap``,
+    the same promise per period), None without one."""
+    budget = getattr(settings, "vehicle_budget", None)
+    if budget is None:
+        budget = settings.budget_cap
+    return None if budget is None else float(budget)
