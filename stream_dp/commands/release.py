@@ -108,6 +108,10 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("target_mean_error", float, "T: adaptive cells, each with mean_error <= T"),
     ("coarsest_resolution", int, "R0: coarsest resolution of adaptive cells"),
     ("accounting_delta", float, "delta of the pld accounting"),
+    ("vehicle_budget", float, "B: each vehicle's epsilon over any budget period"),
+    ("vehicle_budget_burst", float, "pacing: the most a vehicle spends at once (unset: B/6)"),
+    ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
+    ("budget_period_seconds", int, "the rolling budget period"),
 )
 
 
@@ -116,7 +120,8 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "epsilon", "upper", "resolution", "window_seconds", "grace_seconds", "error_bound",
         "max_future_seconds", "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism",
         "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
-        "coarsest_resolution", "accounting", "accounting_delta",
+        "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
+        "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     values.update(extra)

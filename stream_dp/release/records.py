@@ -84,6 +84,9 @@ class WindowRelease:
     loss: WindowLoss | None = None
     #: A failed window's ``file:line in function`` of the error (for its log line; not stored).
     error_site: str | None = None
+    #: The entries this release defers to the next window (spans, docs/math.md §13): raw
+    #: private columns, never published; the worker stores them with the release.
+    carry: WindowColumns | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:

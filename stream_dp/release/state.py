@@ -49,6 +49,9 @@ class WindowState:
     #: The records: one per released cell, then the summary.
     cells: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Entries deferred by earlier windows (spans, §13), and those this release defers.
+    carry_in: WindowColumns | None = None
+    carry_out: WindowColumns | None = None
 
     def __post_init__(self) -> None:
         if self.observed is not None:

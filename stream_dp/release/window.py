@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gc
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -53,11 +53,13 @@ def release_window(
     noise: LaplaceNoise,
     late_readings: int = 0,
     ledger: BudgetLedger | None = None,
+    carry: WindowColumns | None = None,
 ) -> WindowRelease:
     """Run the whole per-window release (pure: no I/O). With a ``ledger`` whose ``cap`` is
     set, each vehicle is first limited to the cells its remaining budget allows; with any
     ledger, the release carries the per-vehicle cells counted (``loss``) for the caller to
-    record once the release is stored."""
+    record once the release is stored. ``carry``: the entries earlier windows deferred
+    (spans, docs/math.md §13); the release's own ``carry`` is what it defers in turn."""
     # Performance (benchmarks/release.py): the stages allocate no reference cycles; pausing
     # the cyclic collector avoids repeated full scans of the window's arrays' owners
     # (measured: up to 40 % of the time).
@@ -65,6 +67,7 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
+        state.carry_in = carry
         Pipeline(release_stages(noise)).run(state)
     finally:
         if collecting:
@@ -75,7 +78,7 @@ def release_window(
     if ledger is not None:
         occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
         loss = state.accountant.loss(window_start, occupancy, state.grids)
-    return WindowRelease(window_start, state.cells, state.summary, loss)
+    return WindowRelease(window_start, state.cells, state.summary, loss, carry=state.carry_out)
 
 
 def _state(
@@ -96,15 +99,18 @@ def release_ready_window(
     params: ReleaseParams,
     noise: LaplaceNoise,
     ledger: BudgetLedger | None,
+    carry: WindowColumns | None = None,
 ) -> WindowRelease:
-    """Merge the window's partials and release it; on any exception, its failed outcome."""
+    """Merge the window's partials and release it (with the ``carry`` of the window before);
+    on any exception, its failed outcome (which defers nothing: a carried entry is then
+    withheld, never released twice)."""
     partials = coordinator.partials(window_start)
     late = coordinator.late_count(window_start)
     columns: WindowColumns | None = None
     try:
         error_point_counted(FAULT_POINT)
         columns = coordinator.merged(window_start)
-        return release_window(window_start, columns, params, noise, late, ledger)
+        return release_window(window_start, columns, params, noise, late, ledger, carry)
     except Exception as exc:  # noqa: BLE001 - the point: any failure becomes an outcome
         return failed_release(window_start, exc, params, late, ledger, columns, partials)
 
@@ -114,6 +120,7 @@ def release_ready_windows(
     params: ReleaseParams,
     noise: LaplaceNoise,
     ledger: BudgetLedger | None,
+    carry: Callable[[], WindowColumns | None] = lambda: None,
 ) -> Iterator[WindowRelease]:
     """Release the coordinator's ready windows, oldest first (docs/math.md §9): the one loop
     of the offline engine and the service releaser. Which windows are ready is read now, on
@@ -121,10 +128,11 @@ def release_ready_windows(
     a thread, one at a time, never two concurrently). The caller stores each yielded release
     and calls :func:`record_stored` before asking for the next; a window found stored
     meanwhile (by another releaser, during a leadership change) is skipped. The caller may
-    stop asking at any point: nothing is held open."""
+    stop asking at any point: nothing is held open. ``carry`` is asked, as each window is
+    computed, for the entries the release stored last deferred (spans, §13)."""
     ready = coordinator.ready_windows()
     return (
-        release_ready_window(coordinator, start, params, noise, ledger)
+        release_ready_window(coordinator, start, params, noise, ledger, carry())
         for start in ready
         if start not in coordinator.released
     )
