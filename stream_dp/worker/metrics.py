@@ -115,7 +115,7 @@ class ServiceMetrics:
         self.vehicle_budget = Gauge(
             "stream_dp_vehicle_budget_epsilon",
             "The promise: the per-vehicle budget B (epsilon per budget period, issue 25) that "
-            "no vehicle's loss over the rolling period may exceed (absent without one).",
+            "no vehicle's loss over the rolling period may exceed; 0 without one.",
             registry=r,
         )
         self.vehicle_loss_period_max_pld = Gauge(

@@ -35,7 +35,7 @@ from stream_dp.kafka.partition_tail import find_last
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
-from stream_dp.release.window import failure_line, record_stored, release_ready_window
+from stream_dp.release.window import failure_line, record_stored, release_ready_windows
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
@@ -253,16 +253,16 @@ class ReleaseService:
 
     async def _release_ready(self) -> None:
         # A computation that raises comes back as the window's failed outcome: stored and
-        # published like a release, so no restart computes this window again. Windows are
-        # computed one at a time, oldest first, each taking the carry the previous one
-        # stored (read once that one is stored: ``_mark_stored``).
-        for start in self.coordinator.ready_windows():
-            if not self.leader or self._stopping.is_set():
-                return
-            if start in self.coordinator.released:
-                continue  # stored meanwhile (another releaser, during a leadership change)
+        # published like a release, so no restart computes this window again. Each window
+        # takes the carry the window stored before it deferred (``_mark_stored``).
+        windows = release_ready_windows(
+            self.coordinator, self.params, self.noise, self.ledger, lambda: self.carry
+        )
+        while self.leader and not self._stopping.is_set():
             began = time.monotonic()
-            release = await asyncio.to_thread(self._compute, start)
+            release = await asyncio.to_thread(next, windows, None)
+            if release is None:
+                return
             start = release.window_start
             if not self.leader or self.needs_rebuild:
                 return  # leadership moved while computing: the new leader releases it
@@ -303,14 +303,6 @@ class ReleaseService:
             await self._write_snapshot()
             self.recent.extend(release.records)
             self._observe(release, time.monotonic() - began, ours=ours)
-
-    def _compute(self, start: int) -> WindowRelease:
-        """Window ``start``'s release, fed the pending carry (only when there is one: the
-        pure release takes ``carry`` from issue 25 on)."""
-        extra = {} if self.carry is None else {"carry": self.carry}
-        return release_ready_window(
-            self.coordinator, start, self.params, self.noise, self.ledger, **extra
-        )
 
     async def _publish(self, records: list[dict[str, Any]]) -> None:
         futures = [
@@ -395,14 +387,14 @@ class ReleaseService:
 
 def deferred_entries(release: WindowRelease) -> WindowColumns | None:
     """The entries ``release`` defers to the next window (None, or empty: none)."""
-    carry: WindowColumns | None = getattr(release, "carry", None)
+    carry = release.carry
     return carry if carry is not None and len(carry) else None
 
 
 def vehicle_budget(settings: Settings) -> float | None:
     """The per-vehicle budget B in force (``vehicle_budget``; else the older ``budget_cap``,
     the same promise per period), None without one."""
-    budget = getattr(settings, "vehicle_budget", None)
+    budget = settings.vehicle_budget
     if budget is None:
         budget = settings.budget_cap
     return None if budget is None else float(budget)

@@ -99,14 +99,23 @@ def test_a_snapshot_keeps_the_window_whose_carry_is_pending():
     assert dropped.read_from == 10
 
 
-def releaser():
+def releaser(**settings: object):
     from stream_dp.config import Settings
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.worker.metrics import ServiceMetrics
     from stream_dp.worker.release_service import ReleaseService
 
-    settings = Settings(budget_period_seconds=2 * W)  # the ledger keeps about two windows
-    return ReleaseService(settings, None, None, ServiceMetrics(), LaplaceNoise())  # type: ignore[arg-type]
+    chosen = Settings(**{"budget_period_seconds": 2 * W, **settings})  # type: ignore[arg-type]
+    return ReleaseService(chosen, None, None, ServiceMetrics(), LaplaceNoise())  # type: ignore[arg-type]
+
+
+def test_the_budget_gauge_shows_the_promise_and_0_without_one():
+    def gauge(service) -> float:
+        return service.metrics.registry.get_sample_value("stream_dp_vehicle_budget_epsilon")
+
+    assert gauge(releaser(vehicle_budget=14.0, target_mean_error=10.0)) == 14.0
+    assert gauge(releaser(budget_cap=5.0)) == 5.0  # the fixed-epsilon mode's cap
+    assert gauge(releaser()) == 0.0  # no promise: the alerts stay quiet
 
 
 def test_the_rebuild_takes_the_latest_stored_window_s_carry_and_keeps_it_in_snapshots():
