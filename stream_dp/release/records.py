@@ -219,7 +219,11 @@ def window_summary(
         "accounting": params.accounting,
         "accounting_delta": params.accounting_delta,
         "target_mean_error": params.target_mean_error,
-        "privacy_loss_pld": accountant.pld_loss(report.k),
+        "privacy_loss_pld": (
+            None if params.vehicle_budget is not None else accountant.pld_loss(report.k)
+        ),
+        "vehicle_budget": params.vehicle_budget,
+        "max_vehicle_loss": None,
         "error": None if error is None else type(error).__name__,
     }
 

@@ -77,7 +77,14 @@ def release_window(
     loss = None
     if ledger is not None:
         occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
-        loss = state.accountant.loss(window_start, occupancy, state.grids)
+        if state.budget is not None and occupancy is not None and state.released is not None:
+            read = state.budget.kept & state.released[occupancy.cell_index]
+            loss = state.accountant.budget_loss(window_start, occupancy, read)
+        else:
+            loss = state.accountant.loss(window_start, occupancy, state.grids)
+        state.summary["max_vehicle_loss"] = loss.max_loss
+        if params.vehicle_budget is not None:  # K·ε does not hold with per-cell ε
+            state.summary["privacy_loss"] = loss.max_loss
     return WindowRelease(window_start, state.cells, state.summary, loss, carry=state.carry_out)
 
 
