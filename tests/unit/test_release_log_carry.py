@@ -4,6 +4,7 @@ release in the release log, read back exactly, and only the winning copy's carry
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.windows.columns import WindowColumns
@@ -141,3 +142,23 @@ def test_a_pending_carry_s_window_is_kept_though_the_ledger_holds_nothing_of_it(
         service._mark_stored(winner)  # nobody was charged: the ledger holds no entry
     assert [e.window_start for e in service.ledger.entries()] == []
     assert service.windows_to_keep() == [W]
+
+
+def test_the_period_loss_gauge_sums_per_cell_epsilon_from_the_stored_losses():
+    """Mixed ε (issue 25): vehicle b is in 3 cells of ε 0.2, 0.5, 1.3 (2.0) in one window and
+    one cell of ε 0.7 in the next; a is in 4 cheap cells. The gauge is the ledger's 2.7, read
+    back from the release log, where cells × the largest ε would say 4 × 1.3 + 1.3."""
+    service = releaser(vehicle_budget=14.0, target_mean_error=10.0)
+    first = WindowLoss.of_losses(W, ["a", "b"], [4, 3], [0.4, 2.0])
+    second = WindowLoss.of_losses(2 * W, ["b"], [1], [0.7])
+    release = {"cells": [], "summary": {"K": 1, "privacy_loss": 0.0, "release_id": "w"}}
+    log = []
+    for i, loss in enumerate((first, second)):
+        attempt = f"x{i}"
+        log += rec.encode_loss(loss, attempt)
+        log += rec.encode_release({**release, "window_start": loss.window_start}, attempt)
+    for winner in read(log):
+        service._mark_stored(winner)
+    registry = service.metrics.registry
+    value = registry.get_sample_value("stream_dp_vehicle_privacy_loss_period_max_epsilon")
+    assert value == pytest.approx(2.7)
