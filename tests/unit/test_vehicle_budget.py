@@ -62,8 +62,8 @@ def test_a_vehicle_past_its_room_sits_out_and_pays_at_most_its_room() -> None:
     room[v0] = full.paid[v0] - 0.05  # short of both cells' ε
     plan = plan_budget(occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=10.0)
     assert np.all(plan.paid <= room + 1e-9)
-    entry = {(occ.cells[c], occ.vehicles[v]): i for i, (c, v) in
-             enumerate(zip(occ.cell_index.tolist(), occ.vehicle_index.tolist(), strict=True))}  # fmt: skip
+    pairs = zip(occ.cell_index.tolist(), occ.vehicle_index.tolist(), strict=True)
+    entry = {(occ.cells[c], occ.vehicles[v]): i for i, (c, v) in enumerate(pairs)}
     # It sits out b, where its one reading of 33 costs least per ε saved, and keeps a.
     assert not plan.kept[entry[("b", "v0")]] and plan.kept[entry[("a", "v0")]]
     assert np.isfinite(plan.epsilon).all()
@@ -82,9 +82,7 @@ def test_the_ledger_paces_a_vehicle_by_a_token_bucket_read_off_its_entries() -> 
     # 12 hours refill 1 (rate 1/12 an hour), 28 hours the whole burst; a stranger's bucket
     # is full at once.
     assert ledger.budget_room(["v"], 12 * HOUR, budget, burst)[0] == pytest.approx(1.0)
-    assert ledger.budget_room(["v", "x"], 28 * HOUR, budget, burst) == pytest.approx(
-        [burst, burst]
-    )
+    assert ledger.budget_room(["v", "x"], 28 * HOUR, budget, burst) == pytest.approx([burst, burst])
 
 
 def test_the_rolling_budget_bounds_the_bucket() -> None:
