@@ -131,14 +131,16 @@ def plan_budget(
     min_vehicles: int = 1,
     prefix_limit: int | None = None,
     pseudo_user: bool = True,
+    held: BoolArray | None = None,
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
-    (indexed like ``occupancy.vehicles``) (module docstring)."""
+    (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
+    released now (they wait for more windows, :mod:`stream_dp.release.spans`)."""
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
     cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
     total = occupancy.total_per_cell().astype(np.float64)
     kept = np.ones(occupancy.n_entries, dtype=bool)
-    dropped = np.zeros(n_cells, dtype=bool)
+    dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
     share = 1.0 - variance_share
     rounds = 0
     while True:

@@ -37,16 +37,31 @@ def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`)."""
     params = state.params
     room = vehicle_room(state, occupancy)
+    held = held_cells(state, occupancy)
     plan = plan_budget(
         occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
         variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
         min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
-        pseudo_user=params.pseudo_user,
+        pseudo_user=params.pseudo_user, held=held,
     )  # fmt: skip
     if not np.all(plan.paid <= room + 1e-9):  # the guarantee of §13: never released
         raise AssertionError("vehicle budget plan pays past a vehicle's room")
     return plan
+
+
+def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
+    """Cells at the coarsest resolution whose pairs may all wait another window (§13.3):
+    held, so that finer cells formed with more windows get the vehicles' allowance first."""
+    params, adaptive = state.params, state.adaptive
+    if adaptive is None or params.max_span_hours < 2:
+        return None
+    from stream_dp.release.spans import span_starts
+
+    resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
+    coarsest = np.array([resolution[c] <= params.coarsest for c in occupancy.cells], dtype=bool)
+    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
+    return coarsest & (span_starts(state) >= latest_wait)
 
 
 def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams) -> Contributions:

@@ -27,8 +27,15 @@ from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions,
 from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
+from stream_dp.release.records import (
+    cell_records,
+    release_ids,
+    rfc3339,
+    window_base,
+    window_summary,
+)
 from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.spans import span_starts
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -61,7 +68,7 @@ class Regroup(Stage):
             return
         mean_epsilon = state.accountant.regroup_epsilon
         state.columns, state.adaptive, withheld = adaptive_columns(
-            state.observed, state.params, mean_epsilon
+            state.columns, state.params, mean_epsilon
         )
         state.report.cells_withheld, state.report.readings_withheld = withheld
 
@@ -252,8 +259,10 @@ class Records(Stage):
         if state.budget is not None:  # each record states its own ε (§13)
             released = np.flatnonzero(state.released).tolist()
             epsilons = state.accountant.cell_epsilons(len(occupancy.cells))
+            starts = span_starts(state).tolist()
             for record, g in zip(state.cells, released, strict=True):
                 record["epsilon"] = float(epsilons[g])
+                record["window_start"] = rfc3339(starts[g])
         state.summary = summary_of(state)
 
 

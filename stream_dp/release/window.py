@@ -36,6 +36,7 @@ from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
+from stream_dp.release.spans import deferred, pooled
 from stream_dp.release.stages import Pipeline, release_stages, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -68,7 +69,12 @@ def release_window(
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
         state.carry_in = carry
+        if params.vehicle_budget is not None:  # spans (§13.3)
+            state.columns = pooled(columns, carry, params.prefix_limit)
+        pooled_columns = state.columns
         Pipeline(release_stages(noise)).run(state)
+        if params.vehicle_budget is not None and params.max_span_hours > 1:
+            state.carry_out = deferred(state, pooled_columns)
     finally:
         if collecting:
             gc.enable()
