@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from stream_dp.commands.demo import replayed_readings
+from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.release import window as release_window_module
+from stream_dp.release.records import rfc3339
 from stream_dp.testing.readings import START, synthetic_readings
 from stream_dp.testing.settings import service_settings
 from stream_dp.wire import internal_records as rec
@@ -100,3 +103,47 @@ def test_a_pending_carry_survives_a_kill_between_windows(
     # Nothing stored twice: three windows, one carry, in the release log.
     kinds = [kind for kind, _ in stored_log(kafka, settings)]
     assert kinds.count("release") == 3 and kinds.count("carry") == 1
+
+
+def test_a_real_span_pending_at_a_kill_is_released_once_as_offline(kafka, topic_prefix, tmp_path):
+    """The release's own spans (budget profile, busiest 4 AIS hours): the first window defers
+    every entry (no cell meets T in one hour), the worker dies right after publishing it,
+    and the restarted worker releases the span from the stored carry as the offline engine
+    does; every reading in at most one record."""
+    settings = service_settings(topic_prefix, **BUDGET_PROFILE, epsilon=1.0)
+    create_topics(kafka, settings)
+    readings = replayed_readings(4)
+    first_hour = min(int(r["ts"]) // HOUR * HOUR for r in readings)
+    offline = offline_records(settings, readings)
+    spans = [r for r in offline if r["type"] == "cell" and r["window_start"] == rfc3339(first_hour)]
+    assert spans and all(r["window_end"] > rfc3339(first_hour + HOUR) for r in spans)
+    workers = []
+    try:
+        doomed = start_worker(
+            kafka.bootstrap_servers, settings, tmp_path, "doomed",
+            STREAM_DP_FAULT_INJECTION="after-published",
+        )  # fmt: skip
+        workers.append(doomed)
+        doomed.wait_ready()
+        produce(kafka, settings.topic_readings, readings, batch_size=200)
+        doomed.process.wait(timeout=120)
+        assert doomed.process.returncode == -signal.SIGKILL
+        log = stored_log(kafka, settings)
+        kinds = [kind for kind, _ in log]
+        assert kinds.count("release") == 1 and "carry" in kinds  # a span is pending
+        start, carry = rec.carry_payload(log[kinds.index("carry")][1])
+        assert start == first_hour and len(carry) > 0
+        survivor = start_worker(kafka.bootstrap_servers, settings, tmp_path, "survivor")
+        workers.append(survivor)
+        records = wait_for_windows(kafka, settings, expected=4, worker=survivor)
+    finally:
+        for worker in workers:
+            worker.stop()
+    ids = [r["release_id"] for r in records]
+    assert len(ids) == len(set(ids))
+    assert non_noise(records) == non_noise(offline)  # cells, spans, counts, losses
+    published = [r for r in records if r["type"] == "cell"]
+    assert {(r["window_start"], r["window_end"], r["cell"]) for r in published} == {
+        (r["window_start"], r["window_end"], r["cell"]) for r in offline if r["type"] == "cell"
+    }
+    assert sum(r["n_readings"] for r in published) <= len(readings)
