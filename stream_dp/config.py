@@ -1,7 +1,9 @@
 """Service configuration: environment variables (``STREAM_DP_*``) over an optional file.
 
-The file is TOML or JSON, named by ``STREAM_DP_CONFIG_FILE``. Every value is validated at
-start; an invalid one fails fast with a message naming the field (:func:`load_settings`).
+The file is TOML or JSON, named by ``STREAM_DP_CONFIG_FILE``. Every value is validated here,
+at start (numbers must be finite and in range; ``none`` unsets an optional setting); an invalid
+one fails fast with one line naming the setting (:func:`load_settings`,
+:mod:`stream_dp.setting_checks`).
 Release parameters (``epsilon``, ``upper``, ``resolution``, ``window_seconds``) are
 configuration, never derived from the data.
 """
@@ -13,28 +15,35 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from stream_dp.setting_checks import ConfigError, SettingError, explain, none_word_to_none
+
 ENV_PREFIX = "STREAM_DP_"
+#: Adaptive cells merge up to this many resolutions above ``resolution`` unless
+#: ``coarsest_resolution`` is set (README, "Adaptive cells").
+COARSEST_RESOLUTION_STEPS = 5
 CONFIG_FILE_ENV = "STREAM_DP_CONFIG_FILE"
 # STREAM_DP_* variables that are not settings (the config file's name, test-only fault points).
 EXTRA_ENV_VARS: tuple[str, ...] = (CONFIG_FILE_ENV, "STREAM_DP_FAULT_INJECTION")
 
-
-class ConfigError(ValueError):
-    """An invalid configuration value; the message names the field."""
+__all__ = ["ConfigError", "Settings", "load_settings"]
 
 
 class Settings(BaseSettings):
     """Everything a worker, the offline release and the demo need to know."""
 
     model_config = SettingsConfigDict(
-        env_prefix="STREAM_DP_", extra="forbid", frozen=True, env_parse_none_str="none"
+        env_prefix="STREAM_DP_",
+        extra="forbid",
+        frozen=True,
+        env_parse_none_str="none",
+        allow_inf_nan=False,
     )
 
     # --- the release -------------------------------------------------------------------
@@ -42,7 +51,7 @@ class Settings(BaseSettings):
         1.0, gt=0, description="Per-cell budget: (1 - variance_share) eps mean + the rest var."
     )
     variance_share: float = Field(
-        0.5,
+        0.0,
         ge=0,
         lt=1,
         description="Share of each cell's epsilon spent on the variance (0: the variance is "
@@ -90,16 +99,17 @@ class Settings(BaseSettings):
         1e-6, gt=0, lt=1, description="delta at which the 'pld' accounting states epsilon."
     )
     target_mean_error: float | None = Field(
-        None,
+        15.0,
         gt=0,
         description="T (units of U): release adaptive cells whose mean_error is <= T, "
-        "between coarsest_resolution and resolution (unset: fixed cells at resolution).",
+        "between coarsest_resolution and resolution (none: fixed cells at resolution).",
     )
     coarsest_resolution: int | None = Field(
         None,
         ge=0,
         le=15,
-        description="R0: the coarsest resolution adaptive cells merge up to (default: resolution).",
+        description="R0: the coarsest resolution adaptive cells merge up to (unset: "
+        f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})).",
     )
     adaptive_shape: Literal["compact", "remainder"] = Field(
         "remainder",
@@ -184,6 +194,18 @@ class Settings(BaseSettings):
     )
     dashboard_tile_attribution: str = Field("", description="Attribution of those tiles.")
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _none_word(cls, value: Any) -> Any:
+        return none_word_to_none(value)
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _some_host(cls, value: str | None) -> str | None:
+        if value is not None and not [h for h in value.split(",") if h.strip()]:
+            raise ValueError("names no host:port")
+        return value
+
     @field_validator("mean_mechanism")
     @classmethod
     def _known_mechanism(cls, value: str) -> str:
@@ -197,30 +219,50 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         if 86400 % self.window_seconds:
-            raise ValueError("window_seconds must divide a day (86400) so windows align")
+            raise SettingError(
+                "window_seconds",
+                f"must divide a day (86400) so windows align, got {self.window_seconds}",
+            )
         if self.mean_mechanism == "cummings" and self.delta is None:
-            raise ValueError("delta is required by mean_mechanism 'cummings'")
+            raise SettingError("delta", "is required by mean_mechanism 'cummings'")
         if self.budget_cap is not None and self.budget_cap < self.epsilon:
-            raise ValueError(
-                "budget_cap must be >= epsilon (one released cell costs epsilon), got "
-                f"{self.budget_cap} < {self.epsilon}"
+            raise SettingError(
+                "budget_cap",
+                "must be >= epsilon (one released cell costs epsilon), got "
+                f"{self.budget_cap:g} < {self.epsilon:g}",
             )
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
-            raise ValueError(
-                f"coarsest_resolution ({self.coarsest_resolution}) must be <= resolution "
-                f"({self.resolution})"
+            raise SettingError(
+                "coarsest_resolution",
+                f"must be <= resolution ({self.resolution}), got {self.coarsest_resolution}",
             )
         if self.target_mean_error is not None and self.mean_mechanism != "clip":
-            raise ValueError(
-                "target_mean_error needs mean_mechanism 'clip' (adaptive cells predict the "
-                f"clipped mean's mean_error), got {self.mean_mechanism!r}"
+            raise SettingError(
+                "target_mean_error",
+                "needs mean_mechanism 'clip' (adaptive cells predict the clipped mean's "
+                f"mean_error), got {self.mean_mechanism!r}; set it to none (--fixed-cells) for "
+                "fixed cells",
             )
         if self.accounting == "pld":
             from stream_dp.dp.pld_accounting import check_composable
 
-            check_composable(self.mean_mechanism)
-        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
-            raise ValueError("kafka_sasl_mechanism is required with a SASL security protocol")
+            try:
+                check_composable(self.mean_mechanism)
+            except ValueError as exc:
+                raise SettingError("accounting", str(exc)) from None
+        if self.kafka_security_protocol.startswith("SASL"):
+            if not self.kafka_sasl_mechanism:
+                raise SettingError("kafka_sasl_mechanism", "is required with a SASL protocol")
+            if not self.kafka_sasl_username or self.kafka_sasl_password is None:
+                raise SettingError(
+                    "kafka_sasl_username",
+                    f"{self.kafka_security_protocol} needs kafka_sasl_username and "
+                    "kafka_sasl_password",
+                )
+        if self.target_mean_error is not None and self.coarsest_resolution is None:
+            # Documented default of R0 (frozen model: set once, here, before anyone reads it).
+            default = max(0, self.resolution - COARSEST_RESOLUTION_STEPS)
+            object.__setattr__(self, "coarsest_resolution", default)
         return self
 
     @classmethod
@@ -238,7 +280,8 @@ class Settings(BaseSettings):
         """``STREAM_DP_*`` variables reproducing these settings in a child process."""
         env: dict[str, str] = {}
         for name, value in self.model_dump().items():
-            if value is None:
+            if value is None:  # explicit: an unset setting may have a default (target_mean_error)
+                env[f"STREAM_DP_{name.upper()}"] = "none"
                 continue
             if isinstance(value, SecretStr):
                 value = value.get_secret_value()
@@ -322,13 +365,13 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
         raise ConfigError(f"{name}: unknown environment variable, no such setting{hint}")
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from overrides > environment > file; invalid values raise :class:`ConfigError`."""
+def load_settings(*, flags: Collection[str] = (), **overrides: Any) -> Settings:
+    """Settings from overrides > environment > file; ``None`` overrides are left out.
+
+    Invalid values raise :class:`ConfigError`: one line per bad setting, naming its
+    ``STREAM_DP_*`` variable and, for the settings in ``flags``, its command-line option.
+    """
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "configuration"
-            problems.append(f"{field}: {err['msg']}")
-        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+        raise explain(exc, Settings.model_fields, flags) from None
