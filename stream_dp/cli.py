@@ -68,8 +68,8 @@ def unreadable_file_message(label: str, path: str | Path, exc: BaseException | N
 
 def parse_int_option(name: str, text: str, minimum: int) -> int:
     """``--name``'s integer value, or a CliError naming the option (checked in
-    :mod:`stream_dp.setting_checks`, beside every setting's check)."""
-    from stream_dp.setting_checks import ConfigError, parse_int_option
+    :mod:`stream_dp.config`, beside every setting's check)."""
+    from stream_dp.config import ConfigError, parse_int_option
 
     try:
         return parse_int_option(name, text, minimum)

@@ -2,8 +2,8 @@
 
 The file is TOML or JSON, named by ``STREAM_DP_CONFIG_FILE``. Every value is validated here,
 at start (numbers must be finite and in range; ``none`` unsets an optional setting); an invalid
-one fails fast with one line naming the setting (:func:`load_settings`,
-:mod:`stream_dp.setting_checks`).
+one fails fast with one line naming the setting, its flag and its variable
+(:func:`load_settings`, :func:`explain`); a cross-field rule raises :class:`SettingError`.
 Release parameters (``epsilon``, ``upper``, ``resolution``, ``window_seconds``) are
 configuration, never derived from the data.
 """
@@ -17,12 +17,11 @@ import tempfile
 import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
-
-from stream_dp.setting_checks import ConfigError, SettingError, explain, none_word_to_none
 
 ENV_PREFIX = "STREAM_DP_"
 #: Adaptive cells merge up to this many resolutions above ``resolution`` unless
@@ -31,8 +30,21 @@ COARSEST_RESOLUTION_STEPS = 5
 CONFIG_FILE_ENV = "STREAM_DP_CONFIG_FILE"
 # STREAM_DP_* variables that are not settings (the config file's name, test-only fault points).
 EXTRA_ENV_VARS: tuple[str, ...] = (CONFIG_FILE_ENV, "STREAM_DP_FAULT_INJECTION")
+#: Written for an optional setting (flag, variable or config file) to unset it.
+NONE_WORD = "none"
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the field."""
+
+
+class SettingError(ValueError):
+    """Raised by a cross-field rule of :class:`Settings`: ``field`` is the setting to change."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
 
 
 class Settings(BaseSettings):
@@ -375,3 +387,87 @@ def load_settings(*, flags: Collection[str] = (), **overrides: Any) -> Settings:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         raise explain(exc, Settings.model_fields, flags) from None
+
+
+# --- reporting a bad setting: one line naming it, its flag and its variable ---------------
+
+
+def label(field: str, flags: Collection[str] = ()) -> str:
+    """``epsilon (--epsilon / STREAM_DP_EPSILON)``; the flag only where ``flags`` has it."""
+    names = [f"--{field.replace('_', '-')}"] if field in flags else []
+    names.append(ENV_PREFIX + field.upper())
+    return f"{field} ({' / '.join(names)})"
+
+
+def numeric_rule(info: FieldInfo) -> str | None:
+    """``a finite number > 0``, ``an integer in [0, 15]``: what a numeric field accepts."""
+    kinds = {t for t in (info.annotation, *get_args(info.annotation)) if t in (int, float)}
+    if not kinds:
+        return None
+    kind = "an integer" if kinds == {int} else "a finite number"
+    bounds: dict[str, Any] = {}  # pydantic's Ge/Gt/Le/Lt constraints, by attribute name
+    for m in info.metadata:
+        bounds.update({a: getattr(m, a) for a in ("ge", "gt", "le", "lt") if hasattr(m, a)})
+    ops = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    low = next(((ops[a], bounds[a]) for a in ("ge", "gt") if a in bounds), None)
+    high = next(((ops[a], bounds[a]) for a in ("le", "lt") if a in bounds), None)
+    unset = f" (or {NONE_WORD})" if type(None) in get_args(info.annotation) else ""
+    if low and high and low[0] == ">=" and high[0] == "<=":
+        return f"{kind} in [{low[1]:g}, {high[1]:g}]{unset}"
+    parts = [f"{op} {value:g}" for op, value in filter(None, (low, high))]
+    return " ".join([kind, " and ".join(parts)]).strip() + unset
+
+
+def explain(
+    exc: ValidationError, fields: Mapping[str, FieldInfo], flags: Collection[str] = ()
+) -> ConfigError:
+    """One line for pydantic's errors: ``invalid setting NAME (...): REASON``, joined by ``;``."""
+    problems: dict[str, str] = {}
+    for err in exc.errors():
+        error = (err.get("ctx") or {}).get("error")
+        if isinstance(error, SettingError):
+            field, reason = error.field, error.reason
+        else:
+            field = str(err["loc"][0]) if err["loc"] else "configuration"
+            info = fields.get(field)
+            rule = numeric_rule(info) if info is not None else None
+            reason = (
+                f"must be {rule}, got {_shown(err['input'])}"
+                if rule and err["type"] != "value_error"
+                else _message(err)
+            )
+        name = label(field, flags) if field in fields else field
+        problems.setdefault(field, f"invalid setting {name}: {reason}")
+    return ConfigError("; ".join(problems.values()))
+
+
+def none_word_to_none(value: Any) -> Any:
+    """``"none"`` (any case) means unset: TOML has no null, and a flag takes only text."""
+    if isinstance(value, str) and value.strip().lower() == NONE_WORD:
+        return None
+    return value
+
+
+def parse_int_option(name: str, text: str, minimum: int) -> int:
+    """``--name``'s integer value (a command's own option), or a :class:`ConfigError`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"--{name} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise ConfigError(f"--{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A bad value as the user wrote it; text quoted only where blank or spaced."""
+    if isinstance(value, str):
+        return value if value and value.split() == [value] else repr(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _message(err: Any) -> str:
+    error = (err.get("ctx") or {}).get("error")
+    text = str(error) if err["type"] == "value_error" and error is not None else err["msg"]
+    text = text[0].lower() + text[1:] if text else text
+    return f"{text}, got {_shown(err['input'])}" if err["type"] != "value_error" else text

@@ -21,3 +21,14 @@ def service_settings(prefix: str, **overrides: Any) -> Settings:
     values = {"app_id": prefix, "idle_close_seconds": 3.0, "resolution": 7, **names}
     values.update(overrides)
     return load_settings(**values)
+
+
+#: The fixed-resolution mode as it was the default before issue 26: every cell at
+#: ``resolution``, half of epsilon on the variance.
+FIXED_MODE: dict[str, Any] = {"target_mean_error": "none", "variance_share": 0.5}
+
+
+def fixed_mode_settings(**overrides: Any) -> Settings:
+    """Settings of the fixed-resolution mode (:data:`FIXED_MODE`), then ``overrides``; for
+    tests about fixed cells or the released variance rather than the adaptive default."""
+    return load_settings(**{**FIXED_MODE, **overrides})

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from stream_dp.config import ConfigError, Settings
+from stream_dp.config import ConfigError, Settings, label
 from stream_dp.kafka.connection import KafkaConnection
-from stream_dp.setting_checks import label
 
 
 def connection_from_settings(settings: Settings, bootstrap: str | None = None) -> KafkaConnection:
