@@ -427,6 +427,10 @@ def explain(
         error = (err.get("ctx") or {}).get("error")
         if isinstance(error, SettingError):
             field, reason = error.field, error.reason
+        elif err["type"] == "extra_forbidden":
+            field = str(err["loc"][0])
+            close = difflib.get_close_matches(field, list(fields), n=1, cutoff=0.6)
+            reason = "no such setting" + (f"; did you mean {close[0]}?" if close else "")
         else:
             field = str(err["loc"][0]) if err["loc"] else "configuration"
             info = fields.get(field)

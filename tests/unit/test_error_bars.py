@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from stream_dp.config import load_settings
 from stream_dp.dp.error_bars import LN20, mean_error, variance_error
 from stream_dp.dp.grid_error import ErrorModel, grid_error, mean_bias, variance_bias
 from stream_dp.dp.mechanisms import MEAN_MECHANISMS
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.release.step import release_window
+from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
 
 U = 65.0
@@ -83,11 +83,11 @@ def adversarial_window(rng: np.random.Generator) -> tuple[WindowColumns, dict[st
 @pytest.mark.parametrize("share", [0.0, 0.5])
 def test_mean_error_covers_at_least_95_percent_on_adversarial_data(mechanism, share) -> None:
     if mechanism == "cummings":
-        settings = load_settings(
+        settings = fixed_mode_settings(
             mean_mechanism=mechanism, delta=1e-6, variance_share=share, epsilon=0.5
         )
     else:
-        settings = load_settings(mean_mechanism=mechanism, variance_share=share, epsilon=0.5)
+        settings = fixed_mode_settings(mean_mechanism=mechanism, variance_share=share, epsilon=0.5)
     rng = np.random.default_rng(7)
     window, truth = adversarial_window(rng)
     noise = LaplaceNoise(RandomSource.seeded_for_tests(hash((mechanism, share)) % 2**32))
