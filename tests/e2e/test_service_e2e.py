@@ -19,7 +19,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.testing.readings import depot_readings, synthetic_readings
-from stream_dp.testing.settings import service_settings
+from stream_dp.testing.settings import FIXED_MODE, service_settings
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.e2e.service_harness import (
@@ -52,7 +52,8 @@ def ingest_consumer():
 
 @pytest.fixture
 def setup(kafka, topic_prefix, tmp_path, ingest_consumer):
-    settings = service_settings(topic_prefix, ingest_consumer=ingest_consumer)
+    # The default targeted mode, with the variance released too (its bounds are checked).
+    settings = service_settings(topic_prefix, ingest_consumer=ingest_consumer, variance_share=0.5)
     create_topics(kafka, settings)
     workers = []
 
@@ -415,7 +416,9 @@ def test_the_depot_is_released_by_the_service_with_cummings(kafka, topic_prefix,
     """Issue 21's depot (8 buses with 100-121 readings among 20 cars with 3 in one
     cell-hour, then three ordinary hours) with cummings, delta 1e-6, default resolution:
     all four windows released, no worker exit."""
-    settings = service_settings(topic_prefix, mean_mechanism="cummings", delta=1e-6, resolution=8)
+    settings = service_settings(
+        topic_prefix, mean_mechanism="cummings", delta=1e-6, resolution=8, **FIXED_MODE
+    )
     create_topics(kafka, settings)
     worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
     try:
