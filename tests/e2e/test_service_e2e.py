@@ -19,7 +19,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
 from stream_dp.testing.readings import depot_readings, synthetic_readings
-from stream_dp.testing.settings import FIXED_MODE, service_settings
+from stream_dp.testing.settings import service_settings
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.release_snapshots import is_release_snapshot
 from tests.e2e.service_harness import (
@@ -51,9 +51,18 @@ def ingest_consumer():
 
 
 @pytest.fixture
-def setup(kafka, topic_prefix, tmp_path, ingest_consumer):
-    # The default targeted mode, with the variance released too (its bounds are checked).
-    settings = service_settings(topic_prefix, ingest_consumer=ingest_consumer, variance_share=0.5)
+def release_mode():
+    """Overrides of the release settings; a test of both modes parametrizes it."""
+    return {}
+
+
+#: The settings' own defaults (targeted adaptive cells), where service_settings pins fixed cells.
+DEFAULT_MODE = {"target_mean_error": 15.0, "variance_share": 0.0}
+
+
+@pytest.fixture
+def setup(kafka, topic_prefix, tmp_path, ingest_consumer, release_mode):
+    settings = service_settings(topic_prefix, ingest_consumer=ingest_consumer, **release_mode)
     create_topics(kafka, settings)
     workers = []
 
@@ -67,6 +76,7 @@ def setup(kafka, topic_prefix, tmp_path, ingest_consumer):
         worker.stop()
 
 
+@pytest.mark.parametrize("release_mode", [{}, DEFAULT_MODE], ids=["fixed", "defaults"])
 def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
     settings, spawn = setup
     readings = synthetic_readings(n_vehicles=30, hours=3, per_hour=400)
@@ -78,8 +88,12 @@ def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
         jsonschema.validate(record, SCHEMA)
     assert non_noise(records) == non_noise(offline_records(settings, readings))
     cells = [r for r in records if r["type"] == "cell"]
-    assert all(0 <= r["mean"] <= settings.upper for r in cells)
-    assert all(0 <= r["variance"] <= settings.upper**2 / 4 for r in cells)
+    assert cells and all(0 <= r["mean"] <= settings.upper for r in cells)
+    if settings.variance_share:
+        assert all(0 <= r["variance"] <= settings.upper**2 / 4 for r in cells)
+    else:  # the targeted default: the mean gets all of epsilon, no variance is released
+        assert all(r["variance"] is None for r in cells)
+        assert all(r["mean_error"] <= settings.target_mean_error for r in cells)
     assert worker.metric("stream_dp_readings_total", 'outcome="accepted"') == len(readings)
     assert worker.metric("stream_dp_windows_released_total") == 3
     spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
@@ -416,9 +430,7 @@ def test_the_depot_is_released_by_the_service_with_cummings(kafka, topic_prefix,
     """Issue 21's depot (8 buses with 100-121 readings among 20 cars with 3 in one
     cell-hour, then three ordinary hours) with cummings, delta 1e-6, default resolution:
     all four windows released, no worker exit."""
-    settings = service_settings(
-        topic_prefix, mean_mechanism="cummings", delta=1e-6, resolution=8, **FIXED_MODE
-    )
+    settings = service_settings(topic_prefix, mean_mechanism="cummings", delta=1e-6, resolution=8)
     create_topics(kafka, settings)
     worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
     try:
