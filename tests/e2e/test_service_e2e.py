@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -248,6 +249,7 @@ def cli_release(settings, readings, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "stream_dp.cli", "release", str(source), "--out", str(out),
          *options],
+        env={**os.environ, **settings.to_env()},  # every other setting too (the mode)
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     accepted = int(re.search(r"readings accepted (\d+)", done.stderr).group(1))
