@@ -114,7 +114,8 @@ class Settings(BaseSettings):
         15.0,
         gt=0,
         description="T (units of U): release adaptive cells whose mean_error is <= T, "
-        "between coarsest_resolution and resolution (none: fixed cells at resolution).",
+        "between coarsest_resolution and resolution (none: fixed cells at resolution; the "
+        "default applies to the clip mean only, another mean_mechanism gets none).",
     )
     coarsest_resolution: int | None = Field(
         None,
@@ -248,6 +249,10 @@ class Settings(BaseSettings):
                 "coarsest_resolution",
                 f"must be <= resolution ({self.resolution}), got {self.coarsest_resolution}",
             )
+        if self.mean_mechanism != "clip" and "target_mean_error" not in self.model_fields_set:
+            # The targeted default is for clip; another mechanism asked for alone gets fixed
+            # cells (frozen model: set once, here, before anyone reads it).
+            object.__setattr__(self, "target_mean_error", None)
         if self.target_mean_error is not None and self.mean_mechanism != "clip":
             raise SettingError(
                 "target_mean_error",

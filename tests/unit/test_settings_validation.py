@@ -178,3 +178,16 @@ def test_a_target_alone_releases_cells_where_merging_nothing_released_none() -> 
     unmerged = load_settings(resolution=9, target_mean_error=15.0, coarsest_resolution=9)
     assert _released_cells(unmerged) == 0
     assert _released_cells(alone) > 0
+
+
+def test_another_mechanism_asked_for_alone_gets_fixed_cells(monkeypatch) -> None:
+    """The targeted default needs clip; choosing another mechanism does not fail on a value
+    the user never set, but a target set explicitly with it is refused naming the target."""
+    cummings = load_settings(mean_mechanism="cummings", delta=1e-6)
+    assert cummings.target_mean_error is None and cummings.coarsest_resolution is None
+    assert load_settings().target_mean_error == 15.0  # clip keeps the targeted default
+    with pytest.raises(ConfigError, match=r"^invalid setting target_mean_error \("):
+        load_settings(mean_mechanism="cummings", delta=1e-6, target_mean_error=15.0)
+    monkeypatch.setenv("STREAM_DP_TARGET_MEAN_ERROR", "15")  # explicit from a variable too
+    with pytest.raises(ConfigError, match=r"^invalid setting target_mean_error \("):
+        load_settings(mean_mechanism="baseline")
