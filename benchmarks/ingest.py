@@ -272,7 +272,10 @@ def service_settings(
 ) -> Settings:
     """Default settings with the benchmark's topic names; ``batch_size`` and
     ``ingest_consumer`` None: the service's defaults."""
+    from stream_dp.testing.settings import FIXED_MODE
+
     return load_settings(
+        **FIXED_MODE,  # the release mode this benchmark has always run (defaults before 26)
         batch_size=batch_size,
         ingest_consumer=ingest_consumer,
         app_id=name,
