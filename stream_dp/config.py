@@ -60,7 +60,10 @@ class Settings(BaseSettings):
 
     # --- the release -------------------------------------------------------------------
     epsilon: float = Field(
-        1.0, gt=0, description="Per-cell budget: (1 - variance_share) eps mean + the rest var."
+        1.0,
+        gt=0,
+        le=100,  # e^100: no privacy left, and a far larger one stalls the exact sampler
+        description="Per-cell budget: (1 - variance_share) eps mean + the rest var.",
     )
     variance_share: float = Field(
         0.0,
@@ -417,8 +420,9 @@ def numeric_rule(info: FieldInfo) -> str | None:
     low = next(((ops[a], bounds[a]) for a in ("ge", "gt") if a in bounds), None)
     high = next(((ops[a], bounds[a]) for a in ("le", "lt") if a in bounds), None)
     unset = f" (or {NONE_WORD})" if type(None) in get_args(info.annotation) else ""
-    if low and high and low[0] == ">=" and high[0] == "<=":
-        return f"{kind} in [{low[1]:g}, {high[1]:g}]{unset}"
+    if low and high:
+        left, right = "[" if low[0] == ">=" else "(", "]" if high[0] == "<=" else ")"
+        return f"{kind} in {left}{low[1]:g}, {high[1]:g}{right}{unset}"
     parts = [f"{op} {value:g}" for op, value in filter(None, (low, high))]
     return " ".join([kind, " and ".join(parts)]).strip() + unset
 

@@ -138,7 +138,7 @@ def test_a_bad_environment_value_fails_at_start_naming_the_field(
     err = capsys.readouterr().err
     assert err.startswith(
         f"stream-dp {command}: error: invalid setting epsilon (STREAM_DP_EPSILON): must be a "
-        f"finite number > 0, got {value}\n"
+        f"finite number in (0, 100], got {value}\n"
     )
     assert len(err.strip().splitlines()) == 1  # one line, no traceback
     assert not (tmp_path / "out.jsonl").exists()

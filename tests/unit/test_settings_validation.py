@@ -97,7 +97,7 @@ def test_every_bounded_number_setting_refuses_a_value_just_outside(field: str) -
     ("argv", "env", "expected"),
     [
         (["--epsilon", "inf"], {}, "epsilon (--epsilon / STREAM_DP_EPSILON): must be a finite "
-         "number > 0, got inf"),
+         "number in (0, 100], got inf"),
         (["--upper", "inf"], {}, "upper (--upper / STREAM_DP_UPPER): must be a finite number"),
         (["--resolution", "nan"], {}, "resolution (--resolution / STREAM_DP_RESOLUTION): must "
          "be an integer in [0, 15], got nan"),
