@@ -19,7 +19,14 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -212,8 +219,9 @@ class Settings(BaseSettings):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _none_word(cls, value: Any) -> Any:
-        return none_word_to_none(value)
+    def _none_word(cls, value: Any, info: ValidationInfo) -> Any:
+        optional = type(None) in get_args(cls.model_fields[str(info.field_name)].annotation)
+        return none_word_to_none(value) if optional else value
 
     @field_validator("kafka_bootstrap")
     @classmethod
