@@ -30,6 +30,8 @@ from stream_dp.config import Settings
 
 HOUR = 3600
 
+# The recommended per-vehicle budget profile (commands/profile.py); the idle close is
+# shorter, so the replay's last window closes soon after it.
 DEMO_DEFAULTS = {
     **BUDGET_PROFILE,
     "epsilon": 1.0,
@@ -76,6 +78,9 @@ def demo_settings(args: argparse.Namespace) -> Settings:
     """The demo's settings: its options, else its defaults (the budget profile); never
     ``require_existing_ledger``, whatever the environment says (its broker starts empty)."""
     overrides = {k: v for k, v in DEMO_DEFAULTS.items() if getattr(args, k, None) is None}
+    fixed = isinstance(args.target_mean_error, str) and args.target_mean_error.lower() == "none"
+    if fixed and args.vehicle_budget is None:
+        overrides.pop("vehicle_budget")  # --fixed-cells: no per-cell ε, so no vehicle budget
     return settings_from_args(args, **overrides)
 
 

@@ -48,6 +48,8 @@ def test_the_demo_runs_the_budget_profile(clean_env):
     assert promise(settings) == "14 per 7 days"
     override = demo.demo_settings(parsed(demo, "--vehicle-budget", "7"))
     assert override.vehicle_budget == 7.0
+    fixed = demo.demo_settings(parsed(demo, "--fixed-cells"))
+    assert fixed.vehicle_budget is None and fixed.target_mean_error is None
 
 
 def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_env):
@@ -61,7 +63,7 @@ def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_en
         parsed(serve, "--vehicle-budget", "28", "--target-mean-error", "12")
     )
     assert option.vehicle_budget == 28.0 and option.max_span_hours == 9  # the setting's default
-    assert option.coarsest_resolution is None  # the profile is not mixed in
+    assert option.budget_period_seconds == 86400  # the setting's default, not the profile's
 
 
 def test_the_losses_in_plain_words_come_from_the_ledger_over_the_period(clean_env):
