@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.release.params import ReleaseParams
 
@@ -87,6 +89,9 @@ class WindowRelease:
     #: The entries this release defers to the next window (spans, docs/math.md §13): raw
     #: private columns, never published; the worker stores them with the release.
     carry: WindowColumns | None = None
+    #: Per read (vehicle, cell) pair of a vehicle budget's release: the vehicle's index into
+    #: ``loss``'s occupancy names and the cell's ε (the run's PLD per vehicle; never published).
+    reads: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:

@@ -80,18 +80,23 @@ def release_window(
             gc.enable()
     if not state.summary:  # nothing chosen: the stages stopped after the mask
         state.summary = summary_of(state)
-    loss = None
+    loss, reads = None, None
     if ledger is not None:
         occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
         if state.budget is not None and occupancy is not None and state.released is not None:
             read = state.budget.kept & state.released[occupancy.cell_index]
             loss = state.accountant.budget_loss(window_start, occupancy, read)
+            eps = state.accountant.cell_epsilons(len(occupancy.cells))
+            reads = (occupancy.vehicles, occupancy.vehicle_index[read],
+                     eps[occupancy.cell_index[read]])  # fmt: skip
         else:
             loss = state.accountant.loss(window_start, occupancy, state.grids)
         state.summary["max_vehicle_loss"] = loss.max_loss
         if params.vehicle_budget is not None:  # K·ε does not hold with per-cell ε
             state.summary["privacy_loss"] = loss.max_loss
-    return WindowRelease(window_start, state.cells, state.summary, loss, carry=state.carry_out)
+    return WindowRelease(
+        window_start, state.cells, state.summary, loss, carry=state.carry_out, reads=reads
+    )
 
 
 def _state(
@@ -189,12 +194,16 @@ def failed_release(
 
 def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumns]) -> WindowLoss:
     """Per vehicle, the chosen cells it occupies before CLIP-USER (module docstring)."""
-    accountant = state.accountant
     if merged:
         try:
             Pipeline().run(state)
             assert state.pairs is not None
-            return accountant.failed_charge(state.window_start, state.pairs.occupancy)
+            if state.budget is not None:  # what its plan would have charged (§13), <= room
+                occupancy = state.pairs.occupancy
+                return state.accountant.budget_loss(
+                    state.window_start, occupancy, state.budget.kept
+                )
+            return state.accountant.failed_charge(state.window_start, state.pairs.occupancy)
         except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
             pass
     per_vehicle: dict[str, int] = {}
@@ -202,7 +211,7 @@ def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumn
         cells = np.bincount(partial.pair_vehicle, minlength=len(partial.vehicle_names))
         for name, count in zip(partial.vehicle_names.tolist(), cells.tolist(), strict=True):
             per_vehicle[name] = per_vehicle.get(name, 0) + count
-    return accountant.failed_charge_of_counts(
+    return state.accountant.failed_charge_of_counts(
         state.window_start, list(per_vehicle), list(per_vehicle.values())
     )
 

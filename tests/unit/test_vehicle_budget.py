@@ -9,6 +9,7 @@ from typing import Any
 
 import h3
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -243,3 +244,43 @@ def test_the_guarantee_test_sees_a_ledger_that_forgets() -> None:
         losses.append(release.loss)
     assert _worst_rolling_loss(losses, params.budget_period_seconds) > 3.0 + 1e-6
     assert math.isfinite(_worst_rolling_loss(losses, params.budget_period_seconds))
+
+
+def test_release_prints_the_busiest_loss_and_writes_the_ledger_audit(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stream_dp.cli import main
+
+    rows = ["vehicle_id,ts,lat,lon,speed"]
+    lat, lon = h3.cell_to_latlng(CENTRE)
+    for hour in range(4):
+        for v in range(40):
+            for i in range(3):
+                rows.append(f"v{v},{hour * HOUR + 60 * v + i},{lat},{lon},{20 + v % 7}")
+    source = tmp_path / "in.csv"
+    source.write_text("\n".join(rows) + "\n")
+    audit = tmp_path / "ledger.jsonl"
+    code = main([
+        "release", str(source), "--out", str(tmp_path / "out.jsonl"), "--ledger-out",
+        str(audit), "--target-mean-error", "10", "--coarsest-resolution", "6",
+        "--variance-share", "0", "--vehicle-budget", "3", "--budget-period-seconds", "21600",
+    ])  # fmt: skip
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "busiest vehicle's loss over the run: epsilon" in err and "at most 3 per" in err
+    lines = [orjson.loads(line) for line in audit.read_text().splitlines()]
+    assert len(lines) == 40 and {"vehicle_id", "loss", "loss_pld"} == set(lines[0])
+    busiest = max(row["loss"] for row in lines)
+    assert 0 < busiest <= 3.0 + 1e-9
+    assert f"epsilon {busiest:.2f} (basic)" in err
+    assert all(row["loss_pld"] is None or row["loss_pld"] <= row["loss"] + 1e-9 for row in lines)
+
+
+def test_pld_composes_cells_of_different_epsilon_below_their_sum() -> None:
+    from stream_dp.dp.pld_accounting import mixed_pld_loss, pld_loss
+
+    mixed = mixed_pld_loss({0.1: 200, 0.35: 40}, 0.0, 1e-6)
+    assert mixed is not None and mixed < 0.1 * 200 + 0.35 * 40
+    # One ε alone: the same figure as the single-ε accountant.
+    assert mixed_pld_loss({0.5: 30}, 0.0, 1e-6) == pytest.approx(pld_loss(30, 0.5, 0.0, 1e-6))
+    assert mixed_pld_loss({}, 0.0, 1e-6) == 0.0
