@@ -226,6 +226,20 @@ class ReleaseService:
             self.settings.topic_release_log, snapshot.encode(), partition=0
         )
 
+    def carry_for_next(self) -> WindowColumns | None:
+        """The pending carry for the window about to be computed (the oldest ready one not
+        stored), or None when that window is not later than the one that stored the carry
+        (a window completing out of order): a carry is only ever taken forward in time, and
+        an older window's own deferrals are then dropped (``_mark_stored``), never released
+        twice."""
+        if self.carry is None or self.carry_from is None:
+            return None
+        released = self.coordinator.released
+        pending = [s for s in self.coordinator.ready_windows() if s not in released]
+        if not pending or pending[0] <= self.carry_from:
+            return None
+        return self.carry
+
     def windows_to_keep(self) -> list[int]:
         """Stored windows a rebuild must read again: the ledger's, and the window whose
         stored carry is still pending (released by the next window, not yet stored)."""
@@ -256,7 +270,7 @@ class ReleaseService:
         # published like a release, so no restart computes this window again. Each window
         # takes the carry the window stored before it deferred (``_mark_stored``).
         windows = release_ready_windows(
-            self.coordinator, self.params, self.noise, self.ledger, lambda: self.carry
+            self.coordinator, self.params, self.noise, self.ledger, self.carry_for_next
         )
         while self.leader and not self._stopping.is_set():
             began = time.monotonic()

@@ -162,3 +162,24 @@ def test_the_period_loss_gauge_sums_per_cell_epsilon_from_the_stored_losses():
     registry = service.metrics.registry
     value = registry.get_sample_value("stream_dp_vehicle_privacy_loss_period_max_epsilon")
     assert value == pytest.approx(2.7)
+
+
+def test_a_carry_is_only_taken_forward_in_time():
+    """A window completing out of order (older than the one that stored the carry) is
+    released without it; the next later window takes it."""
+    from stream_dp.windows.state import PartialColumns
+
+    service = releaser()
+    for winner in read(stored_copy("a", 2 * W, carry_of("boat-1"))):
+        service._mark_stored(winner)
+    coordinator = service.coordinator
+    for p in range(coordinator.partitions):
+        coordinator.set_progress(p, float("inf"), {})
+    partial = PartialColumns.from_readings(["c"], ["boat-2"], [float(W)], [5.0], 10)
+    coordinator.add_partial(W, 0, partial)  # an older window, ready now
+    assert service.carry_for_next() is None
+    for winner in read(stored_copy("b", W, None)):
+        service._mark_stored(winner)  # stored: the carry of 2W stays pending
+    assert service.carry_from == 2 * W and service.carry is not None
+    coordinator.add_partial(3 * W, 0, partial)
+    assert service.carry_for_next() is service.carry
