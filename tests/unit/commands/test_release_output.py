@@ -238,7 +238,7 @@ def test_release_help_names_the_input_columns_and_formats():
 
 
 def test_the_configuration_page_lists_every_reject_reason_once():
-    page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    page = (Path(__file__).parents[3] / "docs" / "configuration.md").read_text()
     section = page.split("\n## Rejected readings\n", 1)[1].split("\n#", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     table = {line.split("`")[1]: line.split("|")[2].strip() for line in rows}
