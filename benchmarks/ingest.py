@@ -271,7 +271,10 @@ def service_settings(
 ) -> Settings:
     """Default settings with the benchmark's topic names; ``batch_size`` None: the
     service's default."""
+    from stream_dp.testing.settings import FIXED_MODE
+
     return load_settings(
+        **FIXED_MODE,  # the release mode this benchmark has always run (defaults before 26)
         batch_size=batch_size,
         app_id=name,
         partitions=partitions,

@@ -2,7 +2,7 @@
 cells (G = 14): writes that occupancy CSV (seeded), to be timed as a whole process.
 
     python benchmarks/plan_startup.py /tmp/occupancy.csv
-    stream-dp plan /tmp/occupancy.csv --epsilon 1      # time this, start-up included
+    stream-dp plan /tmp/occupancy.csv --epsilon 1 --fixed-cells   # time this, start-up included
 
 Vehicle ``v`` occupies ``1 + v % 14`` distinct cells of 2,000 (so G1 = 14), drawn uniformly;
 counts are ``Geo(0.05)`` readings. Vehicles are added until the file has exactly ``rows``

@@ -38,9 +38,9 @@ UPPER = 65.0
 DELTA = 1e-6
 USEFUL = 0.1 * UPPER
 
-#: The rows of the table: name -> settings (on top of app_id and U).
+#: The rows of the table: name -> settings (on top of app_id, U and the fixed mode).
 ROWS: dict[str, dict[str, Any]] = {
-    "service defaults (res 8, eps 1)": {},
+    "fixed res 8, eps 1 (the defaults before issue 26)": {},
     "demo before (res 7, >=3 vessels, eps 0.5)": {
         "resolution": 7,
         "min_vehicles": 3,
@@ -87,8 +87,9 @@ for _b in BUDGETS:
 
 def settings_of(row: dict[str, Any]) -> Any:
     from stream_dp.config import load_settings
+    from stream_dp.testing.settings import FIXED_MODE
 
-    return load_settings(app_id="usefulness", upper=UPPER, **row)
+    return load_settings(app_id="usefulness", upper=UPPER, **{**FIXED_MODE, **row})
 
 
 class Truth:

@@ -1,7 +1,9 @@
 """Service configuration: environment variables (``STREAM_DP_*``) over an optional file.
 
-The file is TOML or JSON, named by ``STREAM_DP_CONFIG_FILE``. Every value is validated at
-start; an invalid one fails fast with a message naming the field (:func:`load_settings`).
+The file is TOML or JSON, named by ``STREAM_DP_CONFIG_FILE``. Every value is validated here,
+at start (numbers must be finite and in range; ``none`` unsets an optional setting); an invalid
+one fails fast with one line naming the setting, its flag and its variable
+(:func:`load_settings`, :func:`explain`); a cross-field rule raises :class:`SettingError`.
 Release parameters (``epsilon``, ``upper``, ``resolution``, ``window_seconds``) are
 configuration, never derived from the data.
 """
@@ -13,36 +15,60 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "STREAM_DP_"
+#: Adaptive cells merge up to this many resolutions above ``resolution`` unless
+#: ``coarsest_resolution`` is set (README, "Adaptive cells").
+COARSEST_RESOLUTION_STEPS = 5
 CONFIG_FILE_ENV = "STREAM_DP_CONFIG_FILE"
 # STREAM_DP_* variables that are not settings (the config file's name, test-only fault points).
 EXTRA_ENV_VARS: tuple[str, ...] = (CONFIG_FILE_ENV, "STREAM_DP_FAULT_INJECTION")
+#: Written for an optional setting (flag, variable or config file) to unset it.
+NONE_WORD = "none"
 
 
 class ConfigError(ValueError):
     """An invalid configuration value; the message names the field."""
 
 
-class Settings(BaseSettings):
-    """Everything a worker, the offline release and the demo need to know."""
+class SettingError(ValueError):
+    """Raised by a cross-field rule of :class:`Settings`: ``field`` is the setting to change."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="STREAM_DP_", extra="forbid", frozen=True, env_parse_none_str="none"
-    )
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
 
-    # --- the release -------------------------------------------------------------------
+
+class ReleaseSettings(BaseModel):
+    """The DP release: what the windows and the release read (through ``ReleaseParams``)."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     epsilon: float = Field(
-        1.0, gt=0, description="Per-cell budget: (1 - variance_share) eps mean + the rest var."
+        1.0,
+        gt=0,
+        le=100,  # e^100: no privacy left, and a far larger one stalls the exact sampler
+        description="Per-cell budget: (1 - variance_share) eps mean + the rest var.",
     )
     variance_share: float = Field(
-        0.5,
+        0.0,
         ge=0,
         lt=1,
         description="Share of each cell's epsilon spent on the variance (0: the variance is "
@@ -90,16 +116,18 @@ class Settings(BaseSettings):
         1e-6, gt=0, lt=1, description="delta at which the 'pld' accounting states epsilon."
     )
     target_mean_error: float | None = Field(
-        None,
+        15.0,
         gt=0,
         description="T (units of U): release adaptive cells whose mean_error is <= T, "
-        "between coarsest_resolution and resolution (unset: fixed cells at resolution).",
+        "between coarsest_resolution and resolution (none: fixed cells at resolution; the "
+        "default applies to the clip mean only, another mean_mechanism gets none).",
     )
     coarsest_resolution: int | None = Field(
         None,
         ge=0,
         le=15,
-        description="R0: the coarsest resolution adaptive cells merge up to (default: resolution).",
+        description="R0: the coarsest resolution adaptive cells merge up to (unset: "
+        f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})).",
     )
     adaptive_shape: Literal["compact", "remainder"] = Field(
         "remainder",
@@ -127,7 +155,12 @@ class Settings(BaseSettings):
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
     )
 
-    # --- Kafka -------------------------------------------------------------------------
+
+class KafkaSettings(BaseModel):
+    """The broker, the topics and the ingest batches."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     kafka_bootstrap: str | None = Field(
         None, description="host:port[,host:port]; unset = start the embedded broker."
     )
@@ -152,7 +185,20 @@ class Settings(BaseSettings):
     topic_release_log: str = "stream-dp.release-log"
     batch_size: int = Field(2000, ge=1, description="Max messages per ingest batch.")
     batch_seconds: float = Field(0.2, gt=0, description="Max wait to fill an ingest batch.")
-    # --- operations (issue 15) ---------------------------------------------------------
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _some_host(cls, value: str | None) -> str | None:
+        if value is not None and not [h for h in value.split(",") if h.strip()]:
+            raise ValueError("names no host:port")
+        return value
+
+
+class OperationsSettings(BaseModel):
+    """Running a worker: health, logs, topic creation, the ledger's guard, local scratch."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     broker_unavailable_seconds: float = Field(
         10.0, gt=0, description="/readyz is 503 once the broker has not answered this long."
     )
@@ -195,7 +241,12 @@ class Settings(BaseSettings):
         description="Local scratch directory of the worker (state itself lives in Kafka).",
     )
 
-    # --- web ---------------------------------------------------------------------------
+
+class WebSettings(BaseModel):
+    """The worker's HTTP pages and the dashboard."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     web_host: str = "127.0.0.1"
     web_port: int = Field(8000, ge=0, le=65535)
     dashboard_tile_url: str | None = Field(
@@ -205,14 +256,38 @@ class Settings(BaseSettings):
     )
     dashboard_tile_attribution: str = Field("", description="Attribution of those tiles.")
 
+
+class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, BaseSettings):
+    """Everything a worker, the offline release and the demo need to know: the four groups
+    above (listed last to first, so the fields keep the order release, Kafka, operations,
+    web), read from one flat set of ``STREAM_DP_*`` variables and the config file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STREAM_DP_",
+        extra="forbid",
+        frozen=True,
+        env_parse_none_str="none",
+        allow_inf_nan=False,
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _none_word(cls, value: Any, info: ValidationInfo) -> Any:
+        optional = type(None) in get_args(cls.model_fields[str(info.field_name)].annotation)
+        return none_word_to_none(value) if optional else value
+
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         if 86400 % self.window_seconds:
-            raise ValueError("window_seconds must divide a day (86400) so windows align")
+            raise SettingError(
+                "window_seconds",
+                f"must divide a day (86400) so windows align, got {self.window_seconds}",
+            )
         if self.budget_cap is not None and self.budget_cap < self.epsilon:
-            raise ValueError(
-                "budget_cap must be >= epsilon (one released cell costs epsilon), got "
-                f"{self.budget_cap} < {self.epsilon}"
+            raise SettingError(
+                "budget_cap",
+                "must be >= epsilon (one released cell costs epsilon), got "
+                f"{self.budget_cap:g} < {self.epsilon:g}",
             )
         if self.vehicle_budget is not None:
             if self.budget_cap is not None:
@@ -222,12 +297,23 @@ class Settings(BaseSettings):
             if self.vehicle_burst > self.vehicle_budget:
                 raise ValueError("vehicle_budget_burst: must be <= vehicle_budget")
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
-            raise ValueError(
-                f"coarsest_resolution ({self.coarsest_resolution}) must be <= resolution "
-                f"({self.resolution})"
+            raise SettingError(
+                "coarsest_resolution",
+                f"must be <= resolution ({self.resolution}), got {self.coarsest_resolution}",
             )
-        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_mechanism:
-            raise ValueError("kafka_sasl_mechanism is required with a SASL security protocol")
+        if self.kafka_security_protocol.startswith("SASL"):
+            if not self.kafka_sasl_mechanism:
+                raise SettingError("kafka_sasl_mechanism", "is required with a SASL protocol")
+            if not self.kafka_sasl_username or self.kafka_sasl_password is None:
+                raise SettingError(
+                    "kafka_sasl_username",
+                    f"{self.kafka_security_protocol} needs kafka_sasl_username and "
+                    "kafka_sasl_password",
+                )
+        if self.target_mean_error is not None and self.coarsest_resolution is None:
+            # Documented default of R0 (frozen model: set once, here, before anyone reads it).
+            default = max(0, self.resolution - COARSEST_RESOLUTION_STEPS)
+            object.__setattr__(self, "coarsest_resolution", default)
         return self
 
     @property
@@ -252,7 +338,8 @@ class Settings(BaseSettings):
         """``STREAM_DP_*`` variables reproducing these settings in a child process."""
         env: dict[str, str] = {}
         for name, value in self.model_dump().items():
-            if value is None:
+            if value is None:  # explicit: an unset setting may have a default (target_mean_error)
+                env[f"STREAM_DP_{name.upper()}"] = "none"
                 continue
             if isinstance(value, SecretStr):
                 value = value.get_secret_value()
@@ -337,13 +424,102 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
         raise ConfigError(f"{name}: unknown environment variable, no such setting{hint}")
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from overrides > environment > file; invalid values raise :class:`ConfigError`."""
+def load_settings(*, flags: Collection[str] = (), **overrides: Any) -> Settings:
+    """Settings from overrides > environment > file; ``None`` overrides are left out.
+
+    Invalid values raise :class:`ConfigError`: one line per bad setting, naming its
+    ``STREAM_DP_*`` variable and, for the settings in ``flags``, its command-line option.
+    """
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "configuration"
-            problems.append(f"{field}: {err['msg']}")
-        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+        raise explain(exc, Settings.model_fields, flags) from None
+
+
+# --- reporting a bad setting: one line naming it, its flag and its variable ---------------
+
+
+def label(field: str, flags: Collection[str] = ()) -> str:
+    """``epsilon (--epsilon / STREAM_DP_EPSILON)``; the flag only where ``flags`` has it."""
+    names = [f"--{field.replace('_', '-')}"] if field in flags else []
+    names.append(ENV_PREFIX + field.upper())
+    return f"{field} ({' / '.join(names)})"
+
+
+def numeric_rule(info: FieldInfo) -> str | None:
+    """``a finite number > 0``, ``an integer in [0, 15]``: what a numeric field accepts."""
+    kinds = {t for t in (info.annotation, *get_args(info.annotation)) if t in (int, float)}
+    if not kinds:
+        return None
+    kind = "an integer" if kinds == {int} else "a finite number"
+    bounds: dict[str, Any] = {}  # pydantic's Ge/Gt/Le/Lt constraints, by attribute name
+    for m in info.metadata:
+        bounds.update({a: getattr(m, a) for a in ("ge", "gt", "le", "lt") if hasattr(m, a)})
+    ops = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    low = next(((ops[a], bounds[a]) for a in ("ge", "gt") if a in bounds), None)
+    high = next(((ops[a], bounds[a]) for a in ("le", "lt") if a in bounds), None)
+    unset = f" (or {NONE_WORD})" if type(None) in get_args(info.annotation) else ""
+    if low and high:
+        left, right = "[" if low[0] == ">=" else "(", "]" if high[0] == "<=" else ")"
+        return f"{kind} in {left}{low[1]:g}, {high[1]:g}{right}{unset}"
+    parts = [f"{op} {value:g}" for op, value in filter(None, (low, high))]
+    return " ".join([kind, " and ".join(parts)]).strip() + unset
+
+
+def explain(
+    exc: ValidationError, fields: Mapping[str, FieldInfo], flags: Collection[str] = ()
+) -> ConfigError:
+    """One line for pydantic's errors: ``invalid setting NAME (...): REASON``, joined by ``;``."""
+    problems: dict[str, str] = {}
+    for err in exc.errors():
+        error = (err.get("ctx") or {}).get("error")
+        if isinstance(error, SettingError):
+            field, reason = error.field, error.reason
+        elif err["type"] == "extra_forbidden":
+            field = str(err["loc"][0])
+            close = difflib.get_close_matches(field, list(fields), n=1, cutoff=0.6)
+            reason = "no such setting" + (f"; did you mean {close[0]}?" if close else "")
+        else:
+            field = str(err["loc"][0]) if err["loc"] else "configuration"
+            info = fields.get(field)
+            rule = numeric_rule(info) if info is not None else None
+            reason = (
+                f"must be {rule}, got {_shown(err['input'])}"
+                if rule and err["type"] != "value_error"
+                else _message(err)
+            )
+        name = label(field, flags) if field in fields else field
+        problems.setdefault(field, f"invalid setting {name}: {reason}")
+    return ConfigError("; ".join(problems.values()))
+
+
+def none_word_to_none(value: Any) -> Any:
+    """``"none"`` (any case) means unset: TOML has no null, and a flag takes only text."""
+    if isinstance(value, str) and value.strip().lower() == NONE_WORD:
+        return None
+    return value
+
+
+def parse_int_option(name: str, text: str, minimum: int) -> int:
+    """``--name``'s integer value (a command's own option), or a :class:`ConfigError`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"--{name} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise ConfigError(f"--{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A bad value as the user wrote it; text quoted only where blank or spaced."""
+    if isinstance(value, str):
+        return value if value and value.split() == [value] else repr(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _message(err: Any) -> str:
+    error = (err.get("ctx") or {}).get("error")
+    text = str(error) if err["type"] == "value_error" and error is not None else err["msg"]
+    text = text[0].lower() + text[1:] if text else text
+    return f"{text}, got {_shown(err['input'])}" if err["type"] != "value_error" else text

@@ -115,8 +115,23 @@ def occupancy_columns(occupancy: Occupancy) -> WindowColumns:
     )  # fmt: skip
 
 
+def _check_h3_cells(occupancy: Occupancy, resolution: int) -> None:
+    """Adaptive cells regroup H3 cells of ``resolution``: a one-line error for other ids."""
+    import h3
+
+    for cell in occupancy.cells:
+        if not (h3.is_valid_cell(cell) and h3.get_resolution(cell) == resolution):
+            raise PlanInputError(
+                f"cell {cell!r} is not an H3 cell of resolution {resolution}: adaptive cells "
+                "(target_mean_error) regroup H3 cells; --fixed-cells plans fixed cells, "
+                "--resolution names the cells' resolution"
+            )
+
+
 def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
     """Run the release's stages up to the error bars on ``occupancy`` and tabulate them."""
+    if params.target_mean_error is not None:
+        _check_h3_cells(occupancy, params.resolution)
     state = WindowState(0, occupancy_columns(occupancy), params, PrivacyAccountant(params))
     Pipeline(plan_stages()).run(state)
     if state.empty:
@@ -205,8 +220,8 @@ def format_plan(plan: Plan, label: str, top: int = 5) -> str:
     """A readable summary of the plan."""
     step = "after the pseudo-user step" if plan.pseudo_user else "(no pseudo-user step)"
     lines = [
-        f"occupancy {label}: {len(plan.grids)} cells, {plan.n_vehicles} vehicles,"
-        f" {plan.n_entries} (cell, vehicle) pairs",
+        f"occupancy {label}: {_count(len(plan.grids), 'cell')}, "
+        f"{_count(plan.n_vehicles, 'vehicle')}, {plan.n_entries} (cell, vehicle) pairs",
         f"parameters: epsilon {plan.epsilon:g} per cell, upper bound U {plan.upper:g},"
         f" variance share {plan.variance_share:g}"
         + ("" if plan.target_mean_error is None else f", target T {plan.target_mean_error:g}"),
@@ -244,3 +259,8 @@ def format_plan(plan: Plan, label: str, top: int = 5) -> str:
             f"  {grid.cap:>6}"
         )
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 cell``, ``2 cells``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

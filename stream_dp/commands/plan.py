@@ -47,8 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip the pseudo-user step (caps = each cell's largest kept count)",
     )
-    for option, kind, text in _SETTINGS_OPTIONS:
-        parser.add_argument(option, type=kind, help=f"{text} (default: the setting's)")
+    for option, text in _SETTINGS_OPTIONS:  # checked by the settings, as in ``release``
+        parser.add_argument(option, help=f"{text} (default: the setting's)")
+    parser.add_argument(
+        "--fixed-cells",
+        action="store_true",
+        help="plan fixed cells at --resolution instead of adaptive cells (the same as "
+        "--target-mean-error none); needed when the occupancy's cells are not H3 cells",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -58,14 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 #: Release settings the plan takes as options (the others: STREAM_DP_* or the config file).
-_SETTINGS_OPTIONS: tuple[tuple[str, type, str], ...] = (
-    ("--variance-share", float, "share of epsilon for the variance"),
-    ("--target-mean-error", float, "T: adaptive cells, each with mean_error <= T"),
-    ("--coarsest-resolution", int, "R0: coarsest resolution of adaptive cells"),
-    ("--resolution", int, "H3 resolution of the occupancy's cells"),
-    ("--min-vehicles", int, "release cells with >= N vehicles"),
-    ("--top-cells", int, "release only the N busiest cells"),
-    ("--prefix-limit", int, "C: stored readings per pair"),
+_SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("--variance-share", "share of epsilon for the variance"),
+    ("--target-mean-error", "T: adaptive cells, each with mean_error <= T (none: fixed cells)"),
+    ("--coarsest-resolution", "R0: coarsest resolution of adaptive cells"),
+    ("--resolution", "H3 resolution of the occupancy's cells"),
+    ("--min-vehicles", "release cells with >= N vehicles"),
+    ("--top-cells", "release only the N busiest cells"),
+    ("--prefix-limit", "C: stored readings per pair"),
 )
 
 
@@ -103,12 +109,19 @@ def _params(args: argparse.Namespace, **values: object) -> Any:
     from stream_dp.config import ConfigError, load_settings
     from stream_dp.release.params import ReleaseParams, checked_settings
 
-    for option, _, _ in _SETTINGS_OPTIONS:
+    flags = {"epsilon", "upper", "error_bound"}
+    for option, _ in _SETTINGS_OPTIONS:
         name = option[2:].replace("-", "_")
         values[name] = getattr(args, name)
+        if values[name] is not None:
+            flags.add(name)
+    if args.fixed_cells:
+        values["target_mean_error"] = "none"
+        flags.add("target_mean_error")
     if args.no_pseudo_user:
         values["pseudo_user"] = False
     try:
-        return ReleaseParams.from_settings(checked_settings(load_settings(**values)))
+        settings = load_settings(flags=flags, **values)
+        return ReleaseParams.from_settings(checked_settings(settings, flags))
     except ConfigError as exc:
         raise CliError(str(exc)) from None

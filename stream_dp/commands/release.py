@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from stream_dp.commands.shared import CliError, cannot_read, plain_text
-from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.config import COARSEST_RESOLUTION_STEPS, ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
     from stream_dp.windows.reject_reasons import Reject
@@ -56,14 +56,28 @@ def add_release_options(
 
     def default(name: str) -> str:
         value = shown[name]
+        if name == "coarsest_resolution" and value is None:
+            return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
         return (
             "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
         )
 
-    group = parser.add_argument_group("release parameters (override STREAM_DP_* settings)")
+    group = parser.add_argument_group(
+        "release parameters (override STREAM_DP_* settings; 'none' unsets an optional one)"
+    )
     for name, kind, text in _NUMERIC_OPTIONS:
         option = "--" + name.replace("_", "-")
-        group.add_argument(option, type=kind, help=f"{text} (default {default(name)})")
+        # Read as text: Settings checks the value (finite, in range), as for a variable.
+        metavar = "N" if kind is int else "X"
+        group.add_argument(option, metavar=metavar, help=f"{text} (default {default(name)})")
+    group.add_argument(
+        "--fixed-cells",
+        dest="target_mean_error",
+        action="store_const",
+        const="none",
+        help="release fixed cells at --resolution instead of adaptive cells (the same as "
+        "--target-mean-error none)",
+    )
     group.add_argument(
         "--no-pseudo-user",
         dest="pseudo_user",
@@ -105,7 +119,7 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("prefix_limit", int, "C: stored readings per pair"),
     ("partitions", int, "input partitions"),
     ("variance_share", float, "share of epsilon for the variance; 0: the mean gets all"),
-    ("target_mean_error", float, "T: adaptive cells, each with mean_error <= T"),
+    ("target_mean_error", float, "T: adaptive cells, each with mean_error <= T; none: fixed"),
     ("coarsest_resolution", int, "R0: coarsest resolution of adaptive cells"),
     ("accounting_delta", float, "delta of the pld accounting"),
     ("vehicle_budget", float, "B: each vehicle's epsilon over any budget period"),
@@ -124,11 +138,12 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
+    flags = {k for k, v in values.items() if v is not None}
     values.update(extra)
     from stream_dp.release.params import checked_settings
 
     try:
-        return checked_settings(load_settings(**values))  # the mechanism's spec too
+        return checked_settings(load_settings(flags=flags, **values), flags)  # the spec too
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 

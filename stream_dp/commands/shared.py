@@ -54,14 +54,14 @@ def unreadable_file_message(label: str, path: str | Path, exc: BaseException | N
 
 
 def parse_int_option(name: str, text: str, minimum: int) -> int:
-    """``--name``'s integer value, or a CliError naming the option."""
+    """``--name``'s integer value, or a CliError naming the option (checked in
+    :mod:`stream_dp.config`, beside every setting's check)."""
+    from stream_dp.config import ConfigError, parse_int_option
+
     try:
-        value = int(text)
-    except ValueError:
-        raise CliError(f"--{name} must be an integer, got {text!r}") from None
-    if value < minimum:
-        raise CliError(f"--{name} must be >= {minimum}, got {value}")
-    return value
+        return parse_int_option(name, text, minimum)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
 
 
 _ROLE = re.compile(r":[a-z]+:`\.?([^`]+)`")

@@ -11,10 +11,11 @@ load with :func:`checked_settings` at start.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from stream_dp.config import ConfigError, Settings
+from stream_dp.config import ConfigError, Settings, label
 from stream_dp.dp.mechanism_specs import DEFAULT_MEAN_MECHANISM, MeanMechanismSpec, mechanism_spec
 
 
@@ -64,7 +65,8 @@ class ReleaseParams:
         if self.target_mean_error is not None and not spec.window_combiner:
             raise ValueError(
                 "target_mean_error: needs mean_mechanism 'clip' (adaptive cells predict the "
-                f"clipped mean's mean_error), got {self.mean_mechanism!r}"
+                f"clipped mean's mean_error), got {self.mean_mechanism!r}; set it to none "
+                "(--fixed-cells) for fixed cells"
             )
         if self.accounting == "pld":
             from stream_dp.dp.pld_accounting import check_composable
@@ -100,7 +102,8 @@ class ReleaseParams:
     @classmethod
     def from_settings(cls, settings: Settings) -> ReleaseParams:
         """The DP fields of ``settings`` (the one place that reads them for the release)."""
-        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+        values = {f.name: getattr(settings, f.name) for f in fields(cls)}
+        return cls(**_fixed_cells_unless_asked(settings, values))
 
     @property
     def mechanism(self) -> MeanMechanismSpec:
@@ -113,11 +116,36 @@ class ReleaseParams:
         return self.resolution if self.coarsest_resolution is None else self.coarsest_resolution
 
 
-def checked_settings(settings: Settings) -> Settings:
-    """``settings`` once their release parameters are consistent (the mechanism's spec);
-    :class:`~stream_dp.config.ConfigError` naming the field otherwise."""
+def checked_settings(settings: Settings, flags: Collection[str] = ()) -> Settings:
+    """``settings`` once their release parameters are consistent with the mean mechanism's
+    spec; :class:`~stream_dp.config.ConfigError` naming the setting (and its flag, for the
+    settings in ``flags``) otherwise. The targeted default (``target_mean_error``) is for
+    the window-wide CLIP mean: another mechanism chosen without an explicit target gets fixed
+    cells instead of a refusal of a value the user never set."""
+    try:
+        spec = mechanism_spec(settings.mean_mechanism)
+    except ValueError as exc:
+        raise ConfigError(f"invalid setting {label('mean_mechanism', flags)}: {exc}") from None
+    if not spec.window_combiner:  # the settings a worker started from them gets too
+        settings = settings.model_copy(update=_fixed_cells_unless_asked(settings, {}))
     try:
         ReleaseParams.from_settings(settings)
     except ValueError as exc:
-        raise ConfigError(f"invalid configuration: {exc}") from None
+        field, _, reason = str(exc).partition(": ")
+        raise ConfigError(f"invalid setting {label(field, flags)}: {reason}") from None
     return settings
+
+
+def _fixed_cells_unless_asked(settings: Settings, values: dict[str, object]) -> dict[str, object]:
+    """``values`` with fixed cells (``target_mean_error`` none) where the mean mechanism is not
+    the window-wide CLIP mean and the target is the default, not the user's."""
+    try:
+        combiner = mechanism_spec(settings.mean_mechanism).window_combiner
+    except ValueError:
+        return values  # ReleaseParams names the unknown mechanism
+    if combiner or "target_mean_error" in settings.model_fields_set:
+        return values
+    unset = {"target_mean_error": None}
+    if "coarsest_resolution" not in settings.model_fields_set:
+        unset["coarsest_resolution"] = None
+    return {**values, **unset}

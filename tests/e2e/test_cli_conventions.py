@@ -78,28 +78,20 @@ def _option_help(parser: argparse.ArgumentParser, option: str) -> str:
     return str(action.help)
 
 
-def test_demo_help_shows_the_demos_defaults_and_serve_the_services() -> None:
-    from stream_dp.commands.demo import DEMO_DEFAULTS
-    from stream_dp.config import Settings
-
-    def shown(value: object) -> str:
-        if value is None:
-            return "unset"
-        return f"{value:g}" if isinstance(value, float) else str(value)
-
+def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> None:
+    """The demo runs the settings' defaults (the recommended targeted mode), as serve does."""
     parsers = {p.prog.split()[-1]: p for p in _all_parsers(cli.build_parser())}
-    differing = [
-        name
-        for name, value in DEMO_DEFAULTS.items()
-        if any(a.dest == name for a in parsers["demo"]._actions)
-        and value != Settings.model_fields[name].default
-    ]
-    assert len(differing) >= 2  # the demo has defaults of its own
-    for name in differing:
-        option = "--" + name.replace("_", "-")
-        demo_default, serve_default = DEMO_DEFAULTS[name], Settings.model_fields[name].default
-        assert _option_help(parsers["demo"], option).endswith(f"(default {shown(demo_default)})")
-        assert _option_help(parsers["serve"], option).endswith(f"(default {shown(serve_default)})")
+    expected = {
+        "--target-mean-error": "(default 15)",
+        "--coarsest-resolution": "(default max(0, resolution - 5))",
+        "--variance-share": "(default 0)",
+        "--epsilon": "(default 1)",
+        "--resolution": "(default 8)",
+    }
+    for command in ("demo", "serve", "release"):
+        for option, default in expected.items():
+            assert _option_help(parsers[command], option).endswith(default), (command, option)
+        assert "fixed cells" in _option_help(parsers[command], "--fixed-cells")
 
 
 @pytest.mark.parametrize("command", ["release", "produce", "plan"])

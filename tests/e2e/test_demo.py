@@ -92,7 +92,7 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
     assert windows == len(expected)
     assert cells == sum(s["cells_released"] for s in expected)
     assert late == sum(s["readings_dropped_late"] for s in expected) == 0
-    assert eps == DEMO_DEFAULTS["epsilon"]
+    assert eps == load_settings(**DEMO_DEFAULTS).epsilon
     assert k_eps == pytest.approx(sum(s["privacy_loss"] for s in expected), abs=0.006)
     assert g1_eps == pytest.approx(sum(s["privacy_loss_unclipped"] for s in expected), abs=0.006)
     assert g1_eps >= k_eps  # CLIP-USER never raises the worst-case loss

@@ -368,6 +368,35 @@ def test_compose_worker_waits_for_kafka_and_is_configured() -> None:
     assert "/readyz" in " ".join(worker["healthcheck"]["test"])
 
 
+def _settings_from(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The worker's settings under exactly ``env`` (no other STREAM_DP_* variable)."""
+    from stream_dp.config import load_settings
+
+    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(value))
+    return load_settings()
+
+
+def _assert_targeted(settings: Any) -> None:
+    """Issue 26: the shipped configurations release accuracy-targeted adaptive cells (T 15,
+    resolution 8 merging up to 3, no variance), and every value they set is a valid setting."""
+    assert settings.target_mean_error == 15.0
+    assert (settings.resolution, settings.coarsest_resolution) == (8, 3)
+    assert settings.variance_share == 0.0 and settings.epsilon == 1.0
+
+
+def test_compose_runs_the_recommended_targeted_mode(monkeypatch) -> None:
+    env = compose_model()["services"]["stream-dp"]["environment"]
+    _assert_targeted(_settings_from(env, monkeypatch))
+
+
+def test_the_configmap_runs_the_recommended_targeted_mode(monkeypatch) -> None:
+    env = kubernetes_object("ConfigMap", "stream-dp-config")["data"]
+    _assert_targeted(_settings_from(env, monkeypatch))
+
+
 def test_compose_replay_is_one_shot_after_the_worker_is_ready() -> None:
     replay = compose_model()["services"]["replay"]
     assert replay["depends_on"]["stream-dp"]["condition"] == "service_healthy"

@@ -38,7 +38,7 @@ def test_python_dash_m_cli_reports_a_bad_value_in_one_line(tmp_path):
         text=True,
         timeout=120,
     )
-    assert "invalid configuration: epsilon: " in done.stderr
+    assert done.stderr.startswith("stream-dp release: error: invalid setting epsilon (")
     assert "Traceback" not in done.stderr
     assert done.returncode == 2
 

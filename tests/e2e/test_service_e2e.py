@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -46,8 +47,18 @@ SCHEMA = json.loads(
 
 
 @pytest.fixture
-def setup(kafka, topic_prefix, tmp_path):
-    settings = service_settings(topic_prefix)
+def release_mode():
+    """Overrides of the release settings; a test of both modes parametrizes it."""
+    return {}
+
+
+#: The settings' own defaults (targeted adaptive cells), where service_settings pins fixed cells.
+DEFAULT_MODE = {"target_mean_error": 15.0, "variance_share": 0.0}
+
+
+@pytest.fixture
+def setup(kafka, topic_prefix, tmp_path, release_mode):
+    settings = service_settings(topic_prefix, **release_mode)
     create_topics(kafka, settings)
     workers = []
 
@@ -61,6 +72,7 @@ def setup(kafka, topic_prefix, tmp_path):
         worker.stop()
 
 
+@pytest.mark.parametrize("release_mode", [{}, DEFAULT_MODE], ids=["fixed", "defaults"])
 def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
     settings, spawn = setup
     readings = synthetic_readings(n_vehicles=30, hours=3, per_hour=400)
@@ -72,8 +84,12 @@ def test_releases_match_the_offline_engine_and_the_schema(kafka, setup):
         jsonschema.validate(record, SCHEMA)
     assert non_noise(records) == non_noise(offline_records(settings, readings))
     cells = [r for r in records if r["type"] == "cell"]
-    assert all(0 <= r["mean"] <= settings.upper for r in cells)
-    assert all(0 <= r["variance"] <= settings.upper**2 / 4 for r in cells)
+    assert cells and all(0 <= r["mean"] <= settings.upper for r in cells)
+    if settings.variance_share:
+        assert all(0 <= r["variance"] <= settings.upper**2 / 4 for r in cells)
+    else:  # the targeted default: the mean gets all of epsilon, no variance is released
+        assert all(r["variance"] is None for r in cells)
+        assert all(r["mean_error"] <= settings.target_mean_error for r in cells)
     assert worker.metric("stream_dp_readings_total", 'outcome="accepted"') == len(readings)
     assert worker.metric("stream_dp_windows_released_total") == 3
     spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
@@ -230,6 +246,7 @@ def cli_release(settings, readings, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "stream_dp.cli", "release", str(source), "--out", str(out),
          *options],
+        env={**os.environ, **settings.to_env()},  # every other setting too (the mode)
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     accepted = int(re.search(r"readings accepted (\d+)", done.stderr).group(1))

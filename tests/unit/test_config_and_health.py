@@ -52,7 +52,7 @@ def test_a_toml_config_file_is_read(monkeypatch, tmp_path):
         monkeypatch,
         tmp_path / "stream-dp.toml",
         'epsilon = 0.25\nresolution = 7\ntop-cells = 3\nmean_mechanism = "baseline"\n'
-        "pseudo_user = false\n",
+        'pseudo_user = false\ntarget_mean_error = "none"\n',
     )
     settings = load_settings()
     assert settings.epsilon == 0.25
@@ -60,6 +60,7 @@ def test_a_toml_config_file_is_read(monkeypatch, tmp_path):
     assert settings.top_cells == 3  # a dashed key names the underscored field
     assert settings.mean_mechanism == "baseline"
     assert settings.pseudo_user is False
+    assert settings.target_mean_error is None  # TOML has no null: "none" unsets it
     assert settings.upper == 65.0  # not in the file: the default
 
 
@@ -135,7 +136,10 @@ def test_a_bad_environment_value_fails_at_start_naming_the_field(
     }[command]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"stream-dp {command}: error: invalid configuration: epsilon: ")
+    assert err.startswith(
+        f"stream-dp {command}: error: invalid setting epsilon (STREAM_DP_EPSILON): must be a "
+        f"finite number in (0, 100], got {value}\n"
+    )
     assert len(err.strip().splitlines()) == 1  # one line, no traceback
     assert not (tmp_path / "out.jsonl").exists()
 
@@ -146,24 +150,25 @@ def test_a_bad_environment_value_fails_at_start_naming_the_field(
         ("bad.toml", 'epsilon = "abc"\n', "epsilon"),
         ("bad.json", '{"epsilon": -1}', "epsilon"),
         ("bad-resolution.toml", "resolution = 16\n", "resolution"),
-        ("unknown.toml", "epsilon = 0.5\nepsilonn = 0.5\n", "epsilonn"),
+        ("unknown.toml", "epsilon = 0.5\nepsilonn = 0.5\n", "epsilonn: no such setting"),
     ],
 )
 def test_a_bad_value_in_the_config_file_names_the_field(
     monkeypatch, tmp_path, capsys, name, text, field
 ):
     use_config_file(monkeypatch, tmp_path / name, text)
-    with pytest.raises(ConfigError, match=rf"^invalid configuration: (.*; )?{field}: "):
+    with pytest.raises(ConfigError, match=rf"^invalid setting {field}\b"):
         load_settings()
     source = write_readings(tmp_path / "readings.jsonl", n=10)
     assert main(["release", str(source), "--out", str(tmp_path / "out.jsonl")]) == 2
     err = capsys.readouterr().err
-    assert f"invalid configuration: {field}: " in err or f"; {field}: " in err
+    assert err.startswith(f"stream-dp release: error: invalid setting {field}")
+    assert err.count("invalid setting") == 1 and len(err.splitlines()) == 1
 
 
 def test_an_option_does_not_hide_a_bad_value_of_another_field_in_the_file(monkeypatch, tmp_path):
     use_config_file(monkeypatch, tmp_path / "c.toml", "epsilon = 0.5\nupper = -3\n")
-    with pytest.raises(ConfigError, match="upper: "):
+    with pytest.raises(ConfigError, match=r"^invalid setting upper \(STREAM_DP_UPPER\): "):
         load_settings(epsilon=0.7)
     assert load_settings(epsilon=0.7, upper=50.0).epsilon == 0.7  # the option replaces it
 

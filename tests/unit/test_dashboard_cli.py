@@ -17,10 +17,13 @@ def no_bootstrap(monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "kafka_bootstrap: not set"),
+        ([], "invalid setting kafka_bootstrap (STREAM_DP_KAFKA_BOOTSTRAP): not set"),
         (["--bootstrap", "127.0.0.1:9", "--web-port", "http"], "--web-port must be an integer"),
         (["--bootstrap", "127.0.0.1:9", "--max-windows", "0"], "--max-windows must be >= 1"),
-        (["--bootstrap", "127.0.0.1:9", "--upper", "-1"], "upper: Input should be greater than 0"),
+        (
+            ["--bootstrap", "127.0.0.1:9", "--upper", "-1"],
+            "invalid setting upper (STREAM_DP_UPPER): must be a finite number > 0, got -1",
+        ),
     ],
 )
 def test_bad_values_name_the_option(args: list[str], message: str, capsys) -> None:

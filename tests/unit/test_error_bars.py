@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from stream_dp.config import load_settings
 from stream_dp.dp.error_bars import LN20, mean_error, variance_error
 from stream_dp.dp.grid_error import ErrorModel, grid_error, mean_bias, variance_bias
 from stream_dp.dp.mechanisms import MEAN_MECHANISMS
@@ -15,6 +14,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.window import release_window
+from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
 
 U = 65.0
@@ -76,7 +76,7 @@ def adversarial_window(rng: np.random.Generator) -> tuple[WindowColumns, dict[st
 @pytest.mark.parametrize("share", [0.0, 0.5])
 def test_mean_error_covers_at_least_95_percent_on_adversarial_data(mechanism, share) -> None:
     delta = 1e-6 if MEAN_MECHANISMS[mechanism].needs_delta else None
-    settings = load_settings(
+    settings = fixed_mode_settings(
         mean_mechanism=mechanism, delta=delta, variance_share=share, epsilon=0.5
     )
     rng = np.random.default_rng(7)
@@ -108,9 +108,7 @@ def test_error_bars_are_capped_at_the_range_of_the_value() -> None:
     """Issue 26: with one vehicle and a small epsilon the Laplace quantile alone exceeds U;
     the published mean_error is U (both means lie in [0, U]), variance_error U^2/4, and
     every record states its U."""
-    settings = load_settings(
-        upper=U, epsilon=0.05, variance_share=0.5, resolution=7, target_mean_error=None
-    )
+    settings = fixed_mode_settings(upper=U, epsilon=0.05, variance_share=0.5, resolution=7)
     readings = [(CELLS[0], "alone", 0.0, 30.0), (CELLS[0], "alone", 1.0, 50.0)]
     readings += [(CELLS[1], f"v{v}", float(v), 40.0) for v in range(3)]
     cells, vehicles, ts, values = (list(c) for c in zip(*readings, strict=True))

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.config import Settings, load_settings
+from stream_dp.config import Settings
 from stream_dp.dp.clip_user import clip_user
 from stream_dp.dp.mechanisms import (
     MEAN_MECHANISMS,
@@ -35,6 +35,7 @@ from stream_dp.dp.randomness import RandomSource
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.stages import configured_mean_mechanism
 from stream_dp.release.window import release_window
+from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
 
 UPPER = 65.0
@@ -50,7 +51,7 @@ def test_all_twelve_mechanisms_are_covered() -> None:
 
 
 def release_settings(mechanism: str, prefix_limit: int, pseudo_user: bool = True) -> Settings:
-    return load_settings(
+    return fixed_mode_settings(
         mean_mechanism=mechanism,
         delta=DELTA,
         prefix_limit=prefix_limit,

@@ -20,15 +20,20 @@ def read_triples(path: Path) -> dict[tuple[str, str], int]:
         return {(r["cell"], r["vehicle"]): int(r["count"]) for r in csv.DictReader(handle)}
 
 
+def fixed(args: tuple[str, ...]) -> list[str]:
+    """The plan of fixed cells unless the test names a target (the defaults are targeted)."""
+    return [*args] if "--target-mean-error" in " ".join(args) else [*args, "--fixed-cells"]
+
+
 def plan_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
-    assert main(["plan", *args, "--json"]) == 0
+    assert main(["plan", *fixed(args), "--json"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     return json.loads(out)
 
 
 def plan_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert main(["plan", *args]) == 2
+    assert main(["plan", *fixed(args)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.splitlines()
@@ -45,7 +50,7 @@ def test_example_is_small_and_realistic() -> None:
 
 
 def test_text_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", str(EXAMPLE), "--epsilon", "1", "--upper", "65"]) == 0
+    assert main(["plan", str(EXAMPLE), "--epsilon", "1", "--upper", "65", "--fixed-cells"]) == 0
     out = capsys.readouterr().out
     data = plan_json(capsys, str(EXAMPLE), "--epsilon", "1", "--upper", "65")
     assert f"G1 {data['G1']} -> K {data['K']}" in out
@@ -215,15 +220,15 @@ def test_unreadable_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 @pytest.mark.parametrize(
     "values",
     [
-        {"resolution": 8},  # fixed cells
-        {"resolution": 8, "variance_share": 0.3, "min_vehicles": 2},
+        {"resolution": 8, "target_mean_error": "none"},  # fixed cells
+        {"resolution": 8, "target_mean_error": "none", "variance_share": 0.3, "min_vehicles": 2},
         {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 20.0},  # targeted
         {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 12.0,
          "variance_share": 0.0},
     ],
 )  # fmt: skip
 def test_the_plan_gives_the_release_s_k_and_error_bars(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], values: dict[str, float]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], values: dict[str, float | str]
 ) -> None:
     """Issue 26 item 7: ``plan`` runs the release's own stages on the window's occupancy, so
     it states the K and the per-cell error bars ``release`` publishes for that window."""

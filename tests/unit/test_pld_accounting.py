@@ -11,13 +11,13 @@ pytest.importorskip("dp_accounting")
 
 from dp_accounting.pld import privacy_loss_distribution as pld_lib  # noqa: E402
 
-from stream_dp.config import load_settings  # noqa: E402
 from stream_dp.dp.budget_ledger import BudgetLedger  # noqa: E402
 from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
 from stream_dp.dp.pld_accounting import DISCRETIZATION, PldAccountant, accountant  # noqa: E402
 from stream_dp.dp.randomness import RandomSource  # noqa: E402
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.window import release_window  # noqa: E402
+from stream_dp.testing.settings import fixed_mode_settings  # noqa: E402
 from stream_dp.windows.columns import WindowColumns
 
 DELTA = 1e-6
@@ -75,7 +75,7 @@ def test_the_table_equals_dp_accounting_composed_directly_on_random_histories(se
 def test_the_pld_cap_never_lets_a_vehicle_past_it() -> None:
     """Hourly windows where one vehicle drives through every cell: under a PLD cap the
     ledger's loss, read by the accountant, never exceeds the cap over the period."""
-    settings = load_settings(
+    settings = fixed_mode_settings(
         epsilon=0.5, variance_share=0.0, accounting="pld", budget_cap=3.0,
         budget_period_seconds=86400, resolution=7,
     )  # fmt: skip

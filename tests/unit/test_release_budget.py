@@ -12,6 +12,7 @@ from stream_dp.engine import OfflineEngine
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.testing.readings import HOUR, START, hourly_readings
+from stream_dp.testing.settings import fixed_mode_settings
 
 
 def readings(hours: int, n_vehicles: int = 20, per_hour: int = 300, seed: int = 5):
@@ -36,7 +37,7 @@ def brute_force_losses(releases):
 @pytest.mark.parametrize(("cap_cells", "period_hours"), [(1, 3), (2, 2), (3, 5)])
 def test_no_vehicle_exceeds_the_cap_in_any_rolling_period(cap_cells, period_hours):
     eps = 0.5
-    settings = load_settings(
+    settings = fixed_mode_settings(
         epsilon=eps, resolution=7, budget_cap=cap_cells * eps,
         budget_period_seconds=period_hours * HOUR,
     )  # fmt: skip
@@ -57,7 +58,7 @@ def test_no_vehicle_exceeds_the_cap_in_any_rolling_period(cap_cells, period_hour
 def test_published_counts_respect_the_cap():
     """From the records alone: with one cell per period of the whole run, each vehicle is
     counted in at most one released cell overall."""
-    settings = load_settings(
+    settings = fixed_mode_settings(
         epsilon=1.0, resolution=7, budget_cap=1.0, budget_period_seconds=24 * HOUR
     )
     _, releases = run(settings, readings(hours=6))
@@ -66,7 +67,7 @@ def test_published_counts_respect_the_cap():
 
 
 def test_without_a_cap_losses_are_tracked_and_nothing_is_withheld():
-    settings = load_settings(epsilon=0.5, resolution=7)
+    settings = fixed_mode_settings(epsilon=0.5, resolution=7)
     engine, releases = run(settings, readings(hours=4))
     assert all(r.summary["pairs_withheld_budget"] == 0 for r in releases)
     assert all(r.summary["budget_cap"] is None for r in releases)
@@ -86,10 +87,10 @@ def test_a_capped_release_matches_its_occupancy():
     """Withheld pairs leave the occupancy: kept readings never include a limited vehicle's
     other cells, and cells left without vehicles are not released."""
     eps = 0.5
-    capped = load_settings(
+    capped = fixed_mode_settings(
         epsilon=eps, resolution=7, budget_cap=eps, budget_period_seconds=48 * HOUR
     )
-    free = load_settings(epsilon=eps, resolution=7)
+    free = fixed_mode_settings(epsilon=eps, resolution=7)
     _, with_cap = run(capped, readings(hours=3))
     _, without = run(free, readings(hours=3))
     first_capped, first_free = with_cap[0], without[0]
@@ -111,7 +112,7 @@ def test_a_capped_release_matches_its_occupancy():
 def test_the_losses_count_each_vehicles_kept_cells():
     """A vehicle's loss counts the cells whose release uses its readings: over a window, the
     losses add up to the released cells' kept vehicles."""
-    _, releases = run(load_settings(epsilon=0.5, resolution=7), readings(hours=3))
+    _, releases = run(fixed_mode_settings(epsilon=0.5, resolution=7), readings(hours=3))
     assert releases
     for r in releases:
         assert int(r.loss.cells.sum()) == sum(c["n_vehicles_kept"] for c in r.cells)
@@ -131,7 +132,7 @@ def test_the_period_delta_is_cells_times_delta_only_for_cummings() -> None:
     c·δ; a pure ε-DP mechanism loses no δ whatever its ε."""
 
     def accountant(**values: object) -> PrivacyAccountant:
-        return PrivacyAccountant(ReleaseParams.from_settings(load_settings(**values)))
+        return PrivacyAccountant(ReleaseParams.from_settings(fixed_mode_settings(**values)))
 
     cummings = accountant(mean_mechanism="cummings", delta=1e-6, epsilon=0.5)
     for cells in (0, 1, 3, 17):

@@ -23,6 +23,7 @@ from stream_dp.release.records import SCHEMA_VERSION
 from stream_dp.release.statistics import kept_sums
 from stream_dp.release.window import release_window
 from stream_dp.testing.readings import unclamped_readings
+from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
 
 SCHEMA = json.loads(
@@ -60,7 +61,7 @@ def seeded_noise(seed: int = 0) -> LaplaceNoise:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_release_uses_clip_user_and_the_cap_exactly(seed):
-    settings = load_settings(prefix_limit=4, epsilon=0.7)
+    settings = fixed_mode_settings(prefix_limit=4, epsilon=0.7)
     pairs, raw = random_pairs(seed)
     release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(seed))
     keys = sorted(raw)
@@ -90,7 +91,7 @@ def test_release_uses_clip_user_and_the_cap_exactly(seed):
 
 def test_noise_scale_follows_the_sensitivity():
     """Mean noise has E|noise| = 2 D_mu / eps with D_mu = U top / S (eq. 9)."""
-    settings = load_settings(epsilon=1.0, pseudo_user=False)
+    settings = fixed_mode_settings(epsilon=1.0, pseudo_user=False)
     rng = random.Random(8)
     stats = window_of(
         [(CELLS[0], f"v{v}", rng.uniform(0, 3600), rng.uniform(25, 40)) for v in range(40)] * 10
@@ -110,19 +111,19 @@ def test_noise_scale_follows_the_sensitivity():
 
 
 def test_selection_uses_public_counts_only():
-    settings = load_settings(min_vehicles=3)
+    settings = fixed_mode_settings(min_vehicles=3)
     pairs, _ = random_pairs(4, n_vehicles=10)
     release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise())
     for record in release.cells:
         assert record["n_vehicles"] >= 3
-    top = load_settings(top_cells=1)
+    top = fixed_mode_settings(top_cells=1)
     assert (
         len(release_window(0, pairs, ReleaseParams.from_settings(top), seeded_noise()).cells) == 1
     )
 
 
 def test_outputs_are_clamped():
-    settings = load_settings(epsilon=0.01)  # huge noise
+    settings = fixed_mode_settings(epsilon=0.01)  # huge noise
     pairs, _ = random_pairs(5)
     records = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(5)).cells
     assert all(0 <= r["mean"] <= 65 and 0 <= r["variance"] <= 65**2 / 4 for r in records)
@@ -130,7 +131,7 @@ def test_outputs_are_clamped():
 
 
 def test_a_non_default_mean_mechanism_is_named_and_bounded():
-    settings = load_settings(mean_mechanism="array-averaging-bestfit")
+    settings = fixed_mode_settings(mean_mechanism="array-averaging-bestfit")
     pairs, _ = random_pairs(6)
     release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(6))
     assert {r["mechanism"] for r in release.records} == {"array-averaging-bestfit"}
@@ -145,9 +146,9 @@ def test_unknown_mechanism_fails_naming_the_field():
     from stream_dp.config import ConfigError
     from stream_dp.release.params import checked_settings
 
-    with pytest.raises(ConfigError, match="^invalid configuration: mean_mechanism: unknown"):
+    with pytest.raises(ConfigError, match="^invalid setting mean_mechanism .*unknown"):
         checked_settings(load_settings(mean_mechanism="nope"))
-    with pytest.raises(ConfigError, match="^invalid configuration: delta: required"):
+    with pytest.raises(ConfigError, match="^invalid setting delta .*required"):
         checked_settings(load_settings(mean_mechanism="cummings"))
     with pytest.raises(ValueError, match="target_mean_error"):
         ReleaseParams(target_mean_error=10.0, mean_mechanism="baseline")
@@ -157,7 +158,7 @@ def test_offline_engine_partitioning_does_not_change_the_release():
     data = unclamped_readings(6000)
     results = []
     for partitions in (1, 4):
-        settings = load_settings(resolution=7, partitions=partitions)
+        settings = fixed_mode_settings(resolution=7, partitions=partitions)
         engine = OfflineEngine(settings, seeded_noise())
         out = [r for rr in (engine.feed(data), engine.finish()) for r in rr]
         results.append(
@@ -250,7 +251,7 @@ def test_kept_sums_refuse_a_cap_beyond_the_stored_prefix():
 def test_readings_late_for_a_window_still_open_elsewhere_are_counted_in_its_summary():
     """One partition closes hour 0 and drops a late reading for it while another partition
     still holds hour 0 open: the window's summary reports that reading."""
-    settings = load_settings(resolution=7, partitions=2, grace_seconds=600)
+    settings = fixed_mode_settings(resolution=7, partitions=2, grace_seconds=600)
     ids = [f"veh-{i}" for i in range(50)]
     ahead = next(v for v in ids if partition_for(v, 2) == 0)
     behind = [v for v in ids if partition_for(v, 2) == 1][:3]
@@ -279,7 +280,7 @@ def test_the_offline_engine_does_not_read_the_wall_clock():
 
     later = (int(time.time()) // 3600 + 48) * 3600  # two days from now
     data = [{**r, "ts": later + i} for i, r in enumerate(unclamped_readings(50))]
-    engine = OfflineEngine(load_settings(resolution=7, max_future_seconds=60), seeded_noise())
+    engine = OfflineEngine(fixed_mode_settings(resolution=7, max_future_seconds=60), seeded_noise())
     out = [r for rr in (engine.feed(data), engine.finish()) for r in rr]
     assert engine.counts.accepted == 50 and engine.counts.invalid == 0
     assert [r.window_start for r in out] == [later]
@@ -295,7 +296,7 @@ def test_the_release_and_the_clip_mechanism_are_one_clip_mean(seed, epsilon):
     from stream_dp.dp.grid_error import ErrorModel
     from stream_dp.dp.mechanisms import CellData, get_mean_mechanism
 
-    settings = load_settings(prefix_limit=4, epsilon=epsilon, variance_share=0.0)
+    settings = fixed_mode_settings(prefix_limit=4, epsilon=epsilon, variance_share=0.0)
     pairs, raw = random_pairs(seed)
     release = release_window(0, pairs, ReleaseParams.from_settings(settings), seeded_noise(seed))
     keys = sorted(raw)

@@ -22,6 +22,7 @@ from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import FAILED, RELEASED
 from stream_dp.release.window import release_window
 from stream_dp.testing.readings import HOUR, synthetic_readings
+from stream_dp.testing.settings import fixed_mode_settings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -56,7 +57,7 @@ def four_hours():
 
 
 def test_an_injected_failure_fails_only_its_window(fault):
-    settings = load_settings(resolution=7)
+    settings = fixed_mode_settings(resolution=7)
     readings = four_hours()
     _, clean = run_engine(settings, readings)
     fault("release-error:2")
@@ -97,7 +98,7 @@ def test_an_injected_failure_fails_only_its_window(fault):
 def test_a_failure_deep_in_the_release_is_charged_within_the_budget_cap(monkeypatch):
     """A mechanism that raises on one window's cells: that window fails, the others are
     released, and the charge never exceeds what the cap allows."""
-    settings = load_settings(
+    settings = fixed_mode_settings(
         resolution=7, mean_mechanism="baseline", budget_cap=6.0, budget_period_seconds=4 * HOUR
     )
     readings = four_hours()
@@ -134,7 +135,7 @@ def test_a_failure_deep_in_the_release_is_charged_within_the_budget_cap(monkeypa
 
 
 def test_a_window_that_cannot_even_be_merged_is_charged_every_pair(monkeypatch):
-    settings = load_settings(resolution=7)
+    settings = fixed_mode_settings(resolution=7)
     readings = four_hours()
     _, clean = run_engine(settings, readings)
     from stream_dp.windows.coordinator import ReleaseCoordinator
