@@ -291,11 +291,11 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             )
         if self.vehicle_budget is not None:
             if self.budget_cap is not None:
-                raise ValueError("budget_cap: unset it with vehicle_budget (which replaces it)")
+                raise SettingError("budget_cap", "unset it with vehicle_budget (which replaces it)")
             if self.target_mean_error is None:
-                raise ValueError("vehicle_budget: needs target_mean_error (per-cell epsilon)")
+                raise SettingError("vehicle_budget", "needs target_mean_error (per-cell epsilon)")
             if self.vehicle_burst > self.vehicle_budget:
-                raise ValueError("vehicle_budget_burst: must be <= vehicle_budget")
+                raise SettingError("vehicle_budget_burst", "must be <= vehicle_budget")
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
             raise SettingError(
                 "coarsest_resolution",
