@@ -134,6 +134,26 @@ class ReleaseSettings(BaseModel):
         description="Adaptive cells: 'compact' (siblings merge into their parent together) "
         "or 'remainder' (a parent releases what its released children leave).",
     )
+    vehicle_budget: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="B: each vehicle loses at most this epsilon over any budget_period_seconds "
+        "(per-cell epsilon, pacing, sit-outs; needs target_mean_error; replaces budget_cap).",
+    )
+    vehicle_budget_burst: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Pacing: the most a vehicle may spend at once (token bucket capacity, "
+        "refilled at B per period; default B/6).",
+    )
+    max_span_hours: int = Field(
+        9,
+        ge=1,
+        le=168,
+        description="With vehicle_budget: a cell may pool this many consecutive windows.",
+    )
 
 
 class KafkaSettings(BaseModel):
@@ -269,6 +289,13 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 "must be >= epsilon (one released cell costs epsilon), got "
                 f"{self.budget_cap:g} < {self.epsilon:g}",
             )
+        if self.vehicle_budget is not None:
+            if self.budget_cap is not None:
+                raise SettingError("budget_cap", "unset it with vehicle_budget (which replaces it)")
+            if self.target_mean_error is None:
+                raise SettingError("vehicle_budget", "needs target_mean_error (per-cell epsilon)")
+            if self.vehicle_burst > self.vehicle_budget:
+                raise SettingError("vehicle_budget_burst", "must be <= vehicle_budget")
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
             raise SettingError(
                 "coarsest_resolution",
@@ -288,6 +315,13 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             default = max(0, self.resolution - COARSEST_RESOLUTION_STEPS)
             object.__setattr__(self, "coarsest_resolution", default)
         return self
+
+    @property
+    def vehicle_burst(self) -> float:
+        """The pacing burst: ``vehicle_budget_burst``, else B/6 (0 without a budget)."""
+        if self.vehicle_budget_burst is not None:
+            return self.vehicle_budget_burst
+        return 0.0 if self.vehicle_budget is None else self.vehicle_budget / 6
 
     @classmethod
     def settings_customise_sources(
@@ -323,6 +357,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             "mean_mechanism": self.mean_mechanism,
             "budget_cap": "none" if self.budget_cap is None else repr(self.budget_cap),
             "budget_period_seconds": str(self.budget_period_seconds),
+            "vehicle_budget": "none" if self.vehicle_budget is None else repr(self.vehicle_budget),
             "variance_share": repr(self.variance_share),
             "accounting": self.accounting,
             "target_mean_error": (

@@ -21,6 +21,7 @@ from stream_dp.release.records import WindowRelease
 from stream_dp.release.window import record_stored, release_ready_windows
 from stream_dp.sources import SourceError
 from stream_dp.windows.closing import close_all_windows, close_due_windows
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.readings import InvalidReading, ParsedBatch, ReadingValidator
 from stream_dp.windows.reject_reasons import Reject, RejectReason
@@ -55,6 +56,8 @@ class OfflineEngine:
         )
         self.counts = EngineCounts()
         self.ledger = PrivacyAccountant(self.params).new_ledger()
+        #: The entries the last release deferred to the next window (spans; never published).
+        self.carry: WindowColumns | None = None
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""
@@ -104,9 +107,10 @@ class OfflineEngine:
         # A window whose computation raises comes back as a failed window (charged to the
         # ledger like a release) and the replay goes on with the next one.
         for release in release_ready_windows(
-            self.coordinator, self.params, self.noise, self.ledger
+            self.coordinator, self.params, self.noise, self.ledger, lambda: self.carry
         ):
             record_stored(self.coordinator, self.ledger, release.window_start, release.loss)
+            self.carry = release.carry
             yield release
 
     def first_reject(self, readings: Iterable[tuple[int, Any]]) -> Reject | None:

@@ -122,6 +122,10 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("target_mean_error", float, "T: adaptive cells, each with mean_error <= T; none: fixed"),
     ("coarsest_resolution", int, "R0: coarsest resolution of adaptive cells"),
     ("accounting_delta", float, "delta of the pld accounting"),
+    ("vehicle_budget", float, "B: each vehicle's epsilon over any budget period"),
+    ("vehicle_budget_burst", float, "pacing: the most a vehicle spends at once (unset: B/6)"),
+    ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
+    ("budget_period_seconds", int, "the rolling budget period"),
 )
 
 
@@ -130,7 +134,8 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "epsilon", "upper", "resolution", "window_seconds", "grace_seconds", "error_bound",
         "max_future_seconds", "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism",
         "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
-        "coarsest_resolution", "accounting", "accounting_delta",
+        "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
+        "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in keys}
     flags = {k for k, v in values.items() if v is not None}
@@ -179,6 +184,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="replace a non-empty --out (a re-run draws fresh noise: budget spent again)",
     )
+    parser.add_argument(
+        "--ledger-out",
+        type=Path,
+        metavar="FILE",
+        help="JSONL of every vehicle's loss over the run {vehicle_id, loss, loss_pld}: an "
+        "audit file for the operator (it names vehicles: never publish it)",
+    )
     add_release_options(parser)
     parser.set_defaults(run=run)
 
@@ -199,6 +211,12 @@ def _check_paths(args: argparse.Namespace) -> Path:
     for label, path in (("--out", args.out), ("--rejects", rejects)):
         if not path.parent.is_dir():
             raise CliError(f"{label}: cannot write {path}: No such directory")
+    ledger_out = getattr(args, "ledger_out", None)
+    if ledger_out is not None:
+        if ledger_out.resolve() in resolved:
+            raise CliError("--ledger-out: must differ from FILE, --out and --rejects")
+        if not ledger_out.parent.is_dir():
+            raise CliError(f"--ledger-out: cannot write {ledger_out}: No such directory")
     if not args.overwrite and args.out.is_file() and args.out.stat().st_size > 0:
         raise CliError(
             f"--out: {args.out} already holds releases; a re-run draws fresh noise for the "
@@ -221,7 +239,10 @@ def run(args: argparse.Namespace) -> int:
         from stream_dp.allocator import keep_freed_memory
 
         keep_freed_memory()
+    from stream_dp.release.run_losses import RunLosses
+
     engine = OfflineEngine(settings, LaplaceNoise())
+    run_losses = RunLosses(engine.params)
     windows = cells = failed = 0
     try:
         if args.strict:  # before any noise is drawn
@@ -238,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
                 for release in releases:
                     windows += 1
                     cells += len(release.cells)
+                    run_losses.add(release)
                     for record in release.records:
                         out.write(orjson.dumps(record) + b"\n")
                     if release.failed:
@@ -249,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or args.out}: {exc.strerror}") from None
+    print(_busiest_line(run_losses, settings), file=sys.stderr)
     counts = engine.counts
     if counts.invalid:
         by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
@@ -259,4 +282,30 @@ def run(args: argparse.Namespace) -> int:
         f"late {counts.late})",
         file=sys.stderr,
     )
+    if args.ledger_out is not None:
+        try:
+            with atomic_output(args.ledger_out) as audit:
+                for row in run_losses.rows():
+                    audit.write(orjson.dumps(row) + b"\n")
+        except OSError as exc:
+            raise CliError(
+                f"--ledger-out: cannot write {args.ledger_out}: {exc.strerror}"
+            ) from None
     return 1 if failed else 0
+
+
+def _busiest_line(run_losses: object, settings: Settings) -> str:
+    """The busiest vehicle's loss over the run (no vehicle id), and the promise if any."""
+    from stream_dp.release.run_losses import RunLosses
+
+    assert isinstance(run_losses, RunLosses)
+    basic, pld = run_losses.busiest()
+    pld_text = "n/a" if pld is None else f"{pld:.2f}"
+    promise = ""
+    if settings.vehicle_budget is not None:
+        days = settings.budget_period_seconds / 86400
+        promise = f"; promise: at most {settings.vehicle_budget:g} per {days:g} days"
+    return (
+        f"busiest vehicle's loss over the run: epsilon {basic:.2f} (basic), {pld_text} "
+        f"(PLD at delta {settings.accounting_delta:g}){promise}"
+    )

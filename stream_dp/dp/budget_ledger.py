@@ -45,12 +45,13 @@ UNLIMITED_CELLS = int(np.iinfo(np.int32).max)
 CAP_RTOL = 1e-9
 
 _MAGIC = b"SDPL"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2 adds per-vehicle ε losses (per-cell ε); 1 is still read
 _PREFIX = 12  # magic (4) + crc32 (4) + header length (4)
 _UINT_DTYPES = ("<u2", "<u4", "<u8")
 _HEADER_KEYS = frozenset(
     {"version", "window_start", "epsilon", "n", "length_dtype", "count_dtype", "names_bytes"}
 )
+_HEADER_KEYS_V2 = _HEADER_KEYS | {"has_losses"}
 
 
 def _as_int(value: object, name: str) -> int:
@@ -117,12 +118,17 @@ class WindowLoss:
     ``vehicles`` are strictly ascending (Python string order, as in :class:`Occupancy`); vehicles
     counted in no cell are omitted. ``cells`` is a read-only int64 copy. Equality is exact
     (window, epsilon, names and counts); that is what makes a replayed record a no-op.
+
+    With per-cell ε (a vehicle budget, docs/math.md §13) the cells' ε differ: ``losses[i]``
+    is then vehicle ``i``'s summed ε over its cells (Thm II.3) and ``epsilon`` the largest
+    cell ε (what :meth:`BudgetLedger.allowed_cells` divides by).
     """
 
     window_start: int
     epsilon: float
     vehicles: tuple[str, ...]
     cells: IntArray
+    losses: FloatArray | None = None
 
     def __post_init__(self) -> None:
         window_start = _as_int(self.window_start, "window_start")
@@ -139,6 +145,12 @@ class WindowLoss:
             raise ValueError("cells must be > 0 (omit vehicles counted in no cell)")
         if not _strictly_ascending(vehicles):
             raise ValueError("vehicles must be sorted ascending and unique")
+        if self.losses is not None:
+            losses = np.array(self.losses, dtype=np.float64)
+            if losses.shape != cells.shape or not np.all(np.isfinite(losses) & (losses > 0)):
+                raise ValueError("losses must be finite, > 0, one per vehicle")
+            losses.setflags(write=False)
+            object.__setattr__(self, "losses", losses)
         cells.setflags(write=False)
         object.__setattr__(self, "window_start", window_start)
         object.__setattr__(self, "epsilon", epsilon)
@@ -203,15 +215,37 @@ class WindowLoss:
         object.__setattr__(loss, "cells", cells)
         return loss
 
+    @classmethod
+    def of_losses(
+        cls,
+        window_start: int,
+        vehicle_names: Sequence[str],
+        cells_per_vehicle: ArrayLike,
+        losses: ArrayLike,
+    ) -> WindowLoss:
+        """From per-vehicle cell counts and summed ε (per-cell ε); vehicles of 0 cells are
+        dropped. ``vehicle_names`` must be strictly ascending (an :class:`Occupancy`'s)."""
+        cells = _as_int_array(cells_per_vehicle, "cells_per_vehicle", len(vehicle_names))
+        loss = np.asarray(losses, dtype=np.float64)
+        used = np.flatnonzero(cells > 0)
+        names = _take(tuple(vehicle_names), used)
+        top = float(loss[used].max()) if len(used) else 1.0
+        epsilon = top if top > 0 else 1.0
+        return cls(window_start, epsilon, names, cells[used], loss[used])
+
     @property
     def loss(self) -> FloatArray:
-        """Each vehicle's privacy loss in this window, ``cells * epsilon``."""
+        """Each vehicle's privacy loss in this window: ``losses``, else ``cells * epsilon``."""
+        if self.losses is not None:
+            return self.losses
         return self.cells * self.epsilon
 
     @property
     def max_loss(self) -> float:
         """The largest loss of a vehicle in this window (``K * epsilon``; 0 if none)."""
-        return float(self.cells.max()) * self.epsilon if self.cells.size else 0.0
+        if not self.cells.size:
+            return 0.0
+        return float(self.loss.max())
 
     def __len__(self) -> int:
         return len(self.vehicles)
@@ -224,6 +258,8 @@ class WindowLoss:
             and self.epsilon == other.epsilon
             and self.vehicles == other.vehicles
             and np.array_equal(self.cells, other.cells)
+            and (self.losses is None) == (other.losses is None)
+            and (self.losses is None or np.array_equal(self.losses, other.losses))
         )
 
     def __hash__(self) -> int:
@@ -260,8 +296,10 @@ class WindowLoss:
                 "length_dtype": length_dtype,
                 "count_dtype": count_dtype,
                 "names_bytes": len(names),
+                "has_losses": self.losses is not None,
             }
         )
+        losses = b"" if self.losses is None else self.losses.astype("<f8").tobytes()
         body = b"".join(
             (
                 len(header).to_bytes(4, "little"),
@@ -269,6 +307,7 @@ class WindowLoss:
                 lengths.astype(length_dtype).tobytes(),
                 names,
                 self.cells.astype(count_dtype).tobytes(),
+                losses,
             )
         )
         return _MAGIC + zlib.crc32(body).to_bytes(4, "little") + body
@@ -296,10 +335,14 @@ class WindowLoss:
         if pos > len(buf):
             raise ValueError("WindowLoss header runs past the end")
         header: Any = orjson.loads(buf[_PREFIX:pos])
-        if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
+        if not isinstance(header, dict) or header.get("version") not in (1, _FORMAT_VERSION):
+            version = header.get("version") if isinstance(header, dict) else None
+            raise ValueError(f"unsupported WindowLoss format version {version!r}")
+        if set(header) != (_HEADER_KEYS if header["version"] == 1 else _HEADER_KEYS_V2):
             raise ValueError("malformed WindowLoss header")
-        if header["version"] != _FORMAT_VERSION:
-            raise ValueError(f"unsupported WindowLoss format version {header['version']!r}")
+        has_losses = header.get("has_losses", False)
+        if not isinstance(has_losses, bool):
+            raise ValueError("malformed WindowLoss header field 'has_losses'")
         n = header["n"]
         names_bytes = header["names_bytes"]
         length_dtype, count_dtype = header["length_dtype"], header["count_dtype"]
@@ -312,7 +355,8 @@ class WindowLoss:
             raise ValueError("malformed WindowLoss header field 'epsilon'")
         length_size = n * np.dtype(length_dtype).itemsize
         count_size = n * np.dtype(count_dtype).itemsize
-        if len(buf) != pos + length_size + names_bytes + count_size:
+        loss_size = 8 * n if has_losses else 0
+        if len(buf) != pos + length_size + names_bytes + count_size + loss_size:
             raise ValueError("WindowLoss encoding has the wrong length")
         lengths = np.frombuffer(buf, dtype=length_dtype, count=n, offset=pos).astype(np.int64)
         pos += length_size
@@ -324,7 +368,10 @@ class WindowLoss:
         starts = ends - lengths
         vehicles = tuple(map(text.__getitem__, map(slice, starts.tolist(), ends.tolist())))
         counts = np.frombuffer(buf, dtype=count_dtype, count=n, offset=pos)
-        return cls(header["window_start"], header["epsilon"], vehicles, counts)
+        losses = None
+        if has_losses:
+            losses = np.frombuffer(buf, dtype="<f8", count=n, offset=pos + count_size)
+        return cls(header["window_start"], header["epsilon"], vehicles, counts, losses)
 
 
 @dataclass
@@ -445,6 +492,37 @@ class BudgetLedger:
         left = self.cap - self.spent(vehicle_names, at_window_start) + CAP_RTOL * self.cap
         cells = np.floor(np.clip(left / eps, 0.0, float(UNLIMITED_CELLS)))
         return cells.astype(np.int64)
+
+    def budget_room(
+        self, vehicle_names: Sequence[str], at_window_start: int, budget: float, burst: float
+    ) -> FloatArray:
+        """The ε each vehicle may still spend at ``at_window_start`` under a per-vehicle budget
+        B over any rolling period (docs/math.md §13): ``B - spent`` (:meth:`spent`, both ways),
+        and pacing, a token bucket of capacity ``burst`` refilled at ``B / period`` per
+        second, full at first sight. The bucket is read off the ledger's own entries: a spend
+        ``x`` at ``t`` conforms iff for every recorded window ``s <= t`` in the period, the
+        spends in ``[s, t)`` plus ``x`` are at most ``burst + rate (t - s)`` (the bucket's
+        interval form; the minimum over ``s`` sits at a spend), so no state is kept besides
+        the losses. Slack ``CAP_RTOL * B`` absorbs float rounding of summed ε."""
+        at = _as_int(at_window_start, "at_window_start")
+        budget = _as_positive_float(budget, "budget")
+        burst = _as_positive_float(burst, "burst")
+        room = budget - self.spent(vehicle_names, at) + CAP_RTOL * budget
+        ids = self._lookup(vehicle_names)
+        known = ids >= 0
+        if not known.any() or not np.isfinite(room).any():
+            return np.minimum(np.maximum(room, 0.0), burst + CAP_RTOL * budget)
+        rate = budget / self.period_seconds
+        bucket = np.full(len(vehicle_names), burst + CAP_RTOL * budget)
+        cum = np.zeros(len(self._names) + 1, dtype=np.float64)
+        lo = bisect.bisect_right(self._starts, at - self.period_seconds)
+        hi = bisect.bisect_left(self._starts, at)
+        for start in reversed(self._starts[lo:hi]):
+            entry = self._entries[start]
+            cum[entry.ids] += entry.loss
+            bound = burst + rate * (at - start) - cum[ids] + CAP_RTOL * budget
+            np.minimum(bucket, np.where(known, bound, bucket), out=bucket)
+        return np.maximum(np.minimum(room, bucket), 0.0)
 
     def max_loss(self, at_window_start_inclusive: int) -> float:
         """The largest per-vehicle loss over the windows ``w`` with

@@ -98,4 +98,8 @@ class ClipMeanCombiner:
     def noisy_means(self, sums: ClippedSums, noise: LaplaceNoise) -> FloatArray:
         """Per cell ``mu_clip + Lap(Delta_mu / eps_mu)`` (§3.5), independent draws, not yet
         clamped into ``[0, U]`` (the caller's post-processing)."""
+        if np.ndim(self.epsilon):  # per-cell ε (docs/math.md §13); a dropped cell: NaN
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means = sums.means
+            return noise.release_each(means, self.sensitivity(sums), self.epsilon)
         return noise.release_many(sums.means, self.sensitivity(sums), self.epsilon)

@@ -227,3 +227,19 @@ class LaplaceNoise:
                 grid, index = plan.k, _round_to_grid(flat_v[i].item(), plan.k)
             out[i] = _grid_to_float(index + in_python.get(i, int(z[i])), grid)
         return out.reshape(vals.shape)
+
+    def release_each(
+        self, values: ArrayLike, sensitivities: ArrayLike, epsilons: ArrayLike
+    ) -> NDArray[np.float64]:
+        """:meth:`release_many` with each entry's own ε (per-cell ε, docs/math.md §13): one
+        batch per distinct ε, same exact sampler. Entries of non-finite value or
+        sensitivity are not released (NaN: a cell with nothing kept, withheld anyway)."""
+        vals = np.asarray(values, dtype=np.float64)
+        sens = np.broadcast_to(np.asarray(sensitivities, dtype=np.float64), vals.shape)
+        eps = np.broadcast_to(np.asarray(epsilons, dtype=np.float64), vals.shape)
+        out = np.full(vals.shape, np.nan)
+        ok = np.isfinite(vals) & np.isfinite(sens) & np.isfinite(eps)
+        for value in np.unique(eps[ok]).tolist():
+            group = ok & (eps == value)
+            out[group] = self.release_many(vals[group], sens[group], value)
+        return out

@@ -145,3 +145,35 @@ def pld_allowed_cells(
     spent = np.asarray(spent_basic, dtype=np.float64)
     cells = np.where(np.isfinite(spent), np.rint(spent / epsilon), np.inf)
     return accountant(epsilon, variance_share, delta).allowed_cells(cells, cap)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cell_pld_cached(epsilon: float, variance_share: float) -> Any:
+    return cell_pld(epsilon, variance_share)
+
+
+@functools.lru_cache(maxsize=65536)
+def _mixed_epsilon(
+    counts: tuple[tuple[float, int], ...], variance_share: float, delta: float
+) -> float:
+    composed = None
+    for epsilon, n in counts:
+        part = _cell_pld_cached(epsilon, variance_share).self_compose(n)
+        composed = part if composed is None else composed.compose(part)
+    assert composed is not None
+    basic = sum(epsilon * n for epsilon, n in counts)
+    return min(max(float(composed.get_epsilon_for_delta(delta)), 0.0), basic)
+
+
+def mixed_pld_loss(
+    cells_by_epsilon: dict[float, int], variance_share: float, delta: float
+) -> float | None:
+    """Epsilon at ``delta`` of a vehicle's released cells of different ε (per-cell ε,
+    docs/math.md §13): the PLDs of each cell's Laplace releases composed (dp-accounting
+    composes heterogeneous PLDs), at most the basic sum; None without dp-accounting."""
+    counts = tuple(sorted((float(e), int(n)) for e, n in cells_by_epsilon.items() if n > 0))
+    if not counts:
+        return 0.0
+    if not pld_available():
+        return None
+    return _mixed_epsilon(counts, variance_share, delta)

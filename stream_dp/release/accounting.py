@@ -10,7 +10,7 @@ the PLD accountant does not compose the mechanism), the budget mask's view of th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,16 +31,38 @@ class PrivacyAccountant:
     """
 
     params: ReleaseParams
+    #: With a vehicle budget, each cell's own ε (§13; +inf: a dropped cell); else None.
+    per_cell: np.ndarray | None = field(default=None, compare=False)
+
+    def with_cell_epsilons(self, epsilons: np.ndarray) -> PrivacyAccountant:
+        """This accountant with each cell's own ε (the vehicle budget's plan, §13)."""
+        return replace(self, per_cell=np.asarray(epsilons, dtype=np.float64))
 
     # --- one cell ---------------------------------------------------------------------
     @property
     def epsilon(self) -> float:
-        """ε of every cell (the cells' ε are all equal today: :meth:`cell_epsilons`)."""
+        """ε of every cell; with per-cell ε the largest (:meth:`cell_epsilons`)."""
+        if self.per_cell is not None:
+            finite = self.per_cell[np.isfinite(self.per_cell)]
+            return float(finite.max()) if finite.size else self.params.epsilon
         return self.params.epsilon
 
     def cell_epsilons(self, n_cells: int) -> np.ndarray:
-        """ε of each of ``n_cells`` cells."""
+        """ε of each of ``n_cells`` cells (a dropped cell of the budget's plan: 1, unused)."""
+        if self.per_cell is not None:
+            assert len(self.per_cell) == n_cells
+            return np.where(np.isfinite(self.per_cell), self.per_cell, 1.0)
         return np.full(n_cells, self.params.epsilon)
+
+    @property
+    def regroup_epsilon(self) -> float:
+        """The mean's ε adaptive cells are chosen at (§12): ε, at most the vehicle budget's
+        burst (no cell costs more, §13)."""
+        params = self.params
+        epsilon = params.epsilon
+        if params.vehicle_budget is not None:
+            epsilon = min(epsilon, params.vehicle_burst)
+        return epsilon * (1.0 - params.variance_share)
 
     @property
     def cell_delta(self) -> float:
@@ -53,11 +75,16 @@ class PrivacyAccountant:
         return self.params.variance_share
 
     @property
-    def mean_epsilon(self) -> float:
+    def mean_epsilon(self) -> float | np.ndarray:
+        """The mean's share of a cell's ε (per cell with per-cell ε)."""
+        if self.per_cell is not None:
+            return self.cell_epsilons(len(self.per_cell)) * (1.0 - self.variance_share)
         return self.epsilon * (1.0 - self.variance_share)
 
     @property
-    def variance_epsilon(self) -> float:
+    def variance_epsilon(self) -> float | np.ndarray:
+        if self.per_cell is not None:
+            return self.cell_epsilons(len(self.per_cell)) * self.variance_share
         return self.epsilon * self.variance_share
 
     def error_model(self, quantile: float) -> ErrorModel:
@@ -88,6 +115,16 @@ class PrivacyAccountant:
         if occupancy is None:
             return WindowLoss.from_counts(window_start, self.epsilon, [], [])
         return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, cells)
+
+    def budget_loss(self, window_start: int, occupancy: Occupancy, read: np.ndarray) -> WindowLoss:
+        """With per-cell ε (§13): per vehicle, the summed ε of the cells it is ``read`` in
+        (per occupancy entry: kept and in a released cell; Thm II.3)."""
+        assert self.per_cell is not None
+        eps = self.cell_epsilons(len(occupancy.cells))[occupancy.cell_index]
+        n = len(occupancy.vehicles)
+        cells = np.bincount(occupancy.vehicle_index[read], minlength=n)
+        losses = np.bincount(occupancy.vehicle_index, weights=np.where(read, eps, 0.0), minlength=n)
+        return WindowLoss.of_losses(window_start, occupancy.vehicles, cells, losses)
 
     def failed_charge(self, window_start: int, occupancy: Occupancy) -> WindowLoss:
         """A failed window's charge: every vehicle pays each cell of ``occupancy`` it is in
@@ -129,5 +166,9 @@ class PrivacyAccountant:
         return round(epsilon_loss / self.epsilon) * self.cell_delta
 
     def period_pld(self, epsilon_loss: float) -> float | None:
-        """The PLD ε of a vehicle's summed ε over the period (None where PLD does not apply)."""
+        """The PLD ε of a vehicle's summed ε over the period (None where PLD does not apply).
+        With a vehicle budget the cells' ε differ and the ledger keeps their sum only: that sum,
+        an upper bound of the PLD figure (the run's exact figure: ``stream-dp release``, §13.4)."""
+        if self.params.vehicle_budget is not None:
+            return epsilon_loss if self.params.mechanism.pld_composes else None
         return self.pld_loss(round(epsilon_loss / self.epsilon))

@@ -105,9 +105,14 @@ def noisy_cells(
     n_cells = len(released)
     variances: list[float | None] = [None] * n_cells
     if accountant.variance_share:
-        variances = noise.release_many(
-            stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
-        ).tolist()
+        if accountant.per_cell is not None:
+            variances = noise.release_each(
+                stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
+            ).tolist()
+        else:
+            variances = noise.release_many(
+                stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
+            ).tolist()
     if mechanism is None:
         combiner = ClipMeanCombiner(upper, accountant.mean_epsilon)
         means = combiner.noisy_means(clip_mean_cells(stats, capped), noise).tolist()

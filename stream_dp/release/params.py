@@ -42,6 +42,10 @@ class ReleaseParams:
     target_mean_error: float | None = None
     coarsest_resolution: int | None = None
     adaptive_shape: Literal["compact", "remainder"] = "remainder"
+    #: B: the per-vehicle budget over any ``budget_period_seconds`` (docs/math.md §13).
+    vehicle_budget: float | None = None
+    vehicle_budget_burst: float | None = None
+    max_span_hours: int = 9
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"
 
@@ -51,6 +55,7 @@ class ReleaseParams:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+        self._check_vehicle_budget()
         try:
             spec = mechanism_spec(self.mean_mechanism)
         except ValueError as exc:
@@ -70,6 +75,29 @@ class ReleaseParams:
                 check_composable(self.mean_mechanism)
             except ValueError as exc:
                 raise ValueError(f"accounting: {exc}") from None
+
+    def _check_vehicle_budget(self) -> None:
+        for name in ("vehicle_budget", "vehicle_budget_burst"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
+        if self.max_span_hours < 1:
+            raise ValueError(f"max_span_hours: must be >= 1, got {self.max_span_hours!r}")
+        if self.vehicle_budget is None:
+            return
+        if self.budget_cap is not None:
+            raise ValueError("budget_cap: unset it with vehicle_budget (which replaces it)")
+        if self.target_mean_error is None:
+            raise ValueError("vehicle_budget: needs target_mean_error (per-cell epsilon)")
+        if self.vehicle_burst > self.vehicle_budget:
+            raise ValueError("vehicle_budget_burst: must be <= vehicle_budget")
+
+    @property
+    def vehicle_burst(self) -> float:
+        """Pacing's burst (token bucket capacity): ``vehicle_budget_burst``, else B/6."""
+        if self.vehicle_budget_burst is not None:
+            return self.vehicle_budget_burst
+        return 0.0 if self.vehicle_budget is None else self.vehicle_budget / 6
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ReleaseParams:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.release.params import ReleaseParams
 
@@ -84,6 +86,12 @@ class WindowRelease:
     loss: WindowLoss | None = None
     #: A failed window's ``file:line in function`` of the error (for its log line; not stored).
     error_site: str | None = None
+    #: The entries this release defers to the next window (spans, docs/math.md §13): raw
+    #: private columns, never published; the worker stores them with the release.
+    carry: WindowColumns | None = None
+    #: Per read (vehicle, cell) pair of a vehicle budget's release: the vehicle's index into
+    #: ``loss``'s occupancy names and the cell's ε (the run's PLD per vehicle; never published).
+    reads: tuple[tuple[str, ...], np.ndarray, np.ndarray] | None = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -216,7 +224,11 @@ def window_summary(
         "accounting": params.accounting,
         "accounting_delta": params.accounting_delta,
         "target_mean_error": params.target_mean_error,
-        "privacy_loss_pld": accountant.pld_loss(report.k),
+        "privacy_loss_pld": (
+            None if params.vehicle_budget is not None else accountant.pld_loss(report.k)
+        ),
+        "vehicle_budget": params.vehicle_budget,
+        "max_vehicle_loss": None,
         "error": None if error is None else type(error).__name__,
     }
 

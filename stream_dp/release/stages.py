@@ -18,14 +18,24 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from stream_dp.dp.error_bars import LN20
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
+from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
+from stream_dp.release.records import (
+    cell_records,
+    release_ids,
+    rfc3339,
+    window_base,
+    window_summary,
+)
 from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.spans import span_starts
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -56,9 +66,9 @@ class Regroup(Stage):
     def run(self, state: WindowState) -> None:
         if state.params.target_mean_error is None:
             return
-        mean_epsilon = state.accountant.mean_epsilon
+        mean_epsilon = state.accountant.regroup_epsilon
         state.columns, state.adaptive, withheld = adaptive_columns(
-            state.observed, state.params, mean_epsilon
+            state.columns, state.params, mean_epsilon
         )
         state.report.cells_withheld, state.report.readings_withheld = withheld
 
@@ -85,6 +95,32 @@ class Mask(Stage):
         state.pairs = mask.apply(_pairs(state), state.report)
 
 
+class VehicleBudget(Stage):
+    """With a vehicle budget B (instead of the mask): per-cell ε, caps and sit-outs from the
+    occupancy and each vehicle's room in the ledger (§13, :mod:`stream_dp.dp.vehicle_budget`);
+    CLIP-USER and the cap then keep what it chose."""
+
+    name = "vehicle-budget"
+
+    def run(self, state: WindowState) -> None:
+        params = state.params
+        if params.vehicle_budget is None:
+            return
+        pairs = _pairs(state)
+        if not len(pairs.chosen):
+            return
+        plan = budget_plan(state, pairs.occupancy)
+        state.report.vehicles_budget_limited = sat_out_vehicles(pairs.occupancy, plan)
+        state.pairs = planned_pairs(pairs, plan, params)
+        clip = state.pairs.clip
+        assert clip is not None
+        report = state.report  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
+        report.g1, report.k, report.error_bound = clip.g1, clip.k, clip.error_bound
+        report.suppressed_pairs = len(clip.suppressed_entries)
+        state.budget = plan
+        state.accountant = state.accountant.with_cell_epsilons(plan.epsilon)
+
+
 class ClipUser(Stage):
     """CLIP-USER (Algorithm 1, §5), keeping the error of the accountant's split within E
     (with adaptive cells and no variance, T)."""
@@ -92,6 +128,8 @@ class ClipUser(Stage):
     name = "clip-user"
 
     def run(self, state: WindowState) -> None:
+        if state.budget is not None:
+            return  # the vehicle budget bounded each vehicle's loss (§13)
         params = state.params
         target, error_star = params.target_mean_error, params.error_bound
         if error_star is None and target is not None and params.variance_share == 0.0:
@@ -107,6 +145,8 @@ class Cap(Stage):
     name = "cap"
 
     def run(self, state: WindowState) -> None:
+        if state.budget is not None:
+            return  # caps chosen with the cells' ε (§13)
         p = state.params
         cap = ReadingCap(p.pseudo_user, p.upper, state.accountant.epsilon, p.prefix_limit)
         state.pairs = cap.apply(_pairs(state), state.report)
@@ -130,10 +170,11 @@ class Statistics(Stage):
     def run(self, state: WindowState) -> None:
         pairs = _pairs(state)
         assert pairs.capped is not None and self._entry_totals is not None
-        state.stats = cell_statistics(
-            state.columns, pairs.occupancy, pairs.entry_of, pairs.capped.kept_count,
-            self._prefix_sums, self._entry_totals,
-        )  # fmt: skip
+        with np.errstate(invalid="ignore", divide="ignore"):  # a budget's dropped cells: NaN
+            state.stats = cell_statistics(
+                state.columns, pairs.occupancy, pairs.entry_of, pairs.capped.kept_count,
+                self._prefix_sums, self._entry_totals,
+            )  # fmt: skip
 
 
 class CountStatistics(Stage):
@@ -220,6 +261,13 @@ class Records(Stage):
             state.released.tolist(),
             cell_shapes(state.adaptive, occupancy.cells, params.resolution), state.report.k,
         )  # fmt: skip
+        if state.budget is not None:  # each record states its own ε (§13)
+            released = np.flatnonzero(state.released).tolist()
+            epsilons = state.accountant.cell_epsilons(len(occupancy.cells))
+            starts = span_starts(state).tolist()
+            for record, g in zip(state.cells, released, strict=True):
+                record["epsilon"] = float(epsilons[g])
+                record["window_start"] = rfc3339(starts[g])
         state.summary = summary_of(state)
 
 
@@ -245,7 +293,7 @@ def configured_mean_mechanism(params: ReleaseParams) -> Any:
 def choose_stages() -> list[Stage]:
     """The stages that choose what a window reads: regroup, select, mask. Public inputs
     only, no budget spent (§2.2); a failed window is charged what they chose (§8.2)."""
-    return [Regroup(), Select(), Mask()]
+    return [Regroup(), Select(), Mask(), VehicleBudget()]
 
 
 def plan_stages() -> list[Stage]:

@@ -15,6 +15,7 @@ from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
     from stream_dp.dp.adaptive_cells import AdaptiveCells
+    from stream_dp.dp.vehicle_budget import BudgetPlan
     from stream_dp.release.bounding import Contributions
     from stream_dp.release.noisy import ErrorBars, NoisyCells
     from stream_dp.release.statistics import CellStatistics
@@ -40,6 +41,8 @@ class WindowState:
     adaptive: AdaptiveCells | None = None
     chosen: np.ndarray | None = None
     pairs: Contributions | None = None
+    #: With a vehicle budget: the cells' ε, caps and sit-outs (§13).
+    budget: BudgetPlan | None = None
     stats: CellStatistics | None = None
     bars: ErrorBars | None = None
     #: Per cell of the occupancy, whether it is released; per vehicle, its released cells.
@@ -49,6 +52,9 @@ class WindowState:
     #: The records: one per released cell, then the summary.
     cells: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Entries deferred by earlier windows (spans, §13), and those this release defers.
+    carry_in: WindowColumns | None = None
+    carry_out: WindowColumns | None = None
 
     def __post_init__(self) -> None:
         if self.observed is not None:

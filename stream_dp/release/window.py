@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gc
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +36,7 @@ from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
+from stream_dp.release.spans import deferred, pooled
 from stream_dp.release.stages import Pipeline, release_stages, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -53,11 +54,13 @@ def release_window(
     noise: LaplaceNoise,
     late_readings: int = 0,
     ledger: BudgetLedger | None = None,
+    carry: WindowColumns | None = None,
 ) -> WindowRelease:
     """Run the whole per-window release (pure: no I/O). With a ``ledger`` whose ``cap`` is
     set, each vehicle is first limited to the cells its remaining budget allows; with any
     ledger, the release carries the per-vehicle cells counted (``loss``) for the caller to
-    record once the release is stored."""
+    record once the release is stored. ``carry``: the entries earlier windows deferred
+    (spans, docs/math.md §13); the release's own ``carry`` is what it defers in turn."""
     # Performance (benchmarks/release.py): the stages allocate no reference cycles; pausing
     # the cyclic collector avoids repeated full scans of the window's arrays' owners
     # (measured: up to 40 % of the time).
@@ -65,17 +68,35 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
+        state.carry_in = carry
+        if params.vehicle_budget is not None:  # spans (§13.3)
+            state.columns = pooled(columns, carry, params.prefix_limit)
+        pooled_columns = state.columns
         Pipeline(release_stages(noise)).run(state)
+        if params.vehicle_budget is not None and params.max_span_hours > 1:
+            state.carry_out = deferred(state, pooled_columns)
     finally:
         if collecting:
             gc.enable()
     if not state.summary:  # nothing chosen: the stages stopped after the mask
         state.summary = summary_of(state)
-    loss = None
+    loss, reads = None, None
     if ledger is not None:
         occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
-        loss = state.accountant.loss(window_start, occupancy, state.grids)
-    return WindowRelease(window_start, state.cells, state.summary, loss)
+        if state.budget is not None and occupancy is not None and state.released is not None:
+            read = state.budget.kept & state.released[occupancy.cell_index]
+            loss = state.accountant.budget_loss(window_start, occupancy, read)
+            eps = state.accountant.cell_epsilons(len(occupancy.cells))
+            reads = (occupancy.vehicles, occupancy.vehicle_index[read],
+                     eps[occupancy.cell_index[read]])  # fmt: skip
+        else:
+            loss = state.accountant.loss(window_start, occupancy, state.grids)
+        state.summary["max_vehicle_loss"] = loss.max_loss
+        if params.vehicle_budget is not None:  # K·ε does not hold with per-cell ε
+            state.summary["privacy_loss"] = loss.max_loss
+    return WindowRelease(
+        window_start, state.cells, state.summary, loss, carry=state.carry_out, reads=reads
+    )
 
 
 def _state(
@@ -96,15 +117,18 @@ def release_ready_window(
     params: ReleaseParams,
     noise: LaplaceNoise,
     ledger: BudgetLedger | None,
+    carry: WindowColumns | None = None,
 ) -> WindowRelease:
-    """Merge the window's partials and release it; on any exception, its failed outcome."""
+    """Merge the window's partials and release it (with the ``carry`` of the window before);
+    on any exception, its failed outcome (which defers nothing: a carried entry is then
+    withheld, never released twice)."""
     partials = coordinator.partials(window_start)
     late = coordinator.late_count(window_start)
     columns: WindowColumns | None = None
     try:
         error_point_counted(FAULT_POINT)
         columns = coordinator.merged(window_start)
-        return release_window(window_start, columns, params, noise, late, ledger)
+        return release_window(window_start, columns, params, noise, late, ledger, carry)
     except Exception as exc:  # noqa: BLE001 - the point: any failure becomes an outcome
         return failed_release(window_start, exc, params, late, ledger, columns, partials)
 
@@ -114,6 +138,7 @@ def release_ready_windows(
     params: ReleaseParams,
     noise: LaplaceNoise,
     ledger: BudgetLedger | None,
+    carry: Callable[[], WindowColumns | None] = lambda: None,
 ) -> Iterator[WindowRelease]:
     """Release the coordinator's ready windows, oldest first (docs/math.md §9): the one loop
     of the offline engine and the service releaser. Which windows are ready is read now, on
@@ -121,10 +146,11 @@ def release_ready_windows(
     a thread, one at a time, never two concurrently). The caller stores each yielded release
     and calls :func:`record_stored` before asking for the next; a window found stored
     meanwhile (by another releaser, during a leadership change) is skipped. The caller may
-    stop asking at any point: nothing is held open."""
+    stop asking at any point: nothing is held open. ``carry`` is asked, as each window is
+    computed, for the entries the release stored last deferred (spans, §13)."""
     ready = coordinator.ready_windows()
     return (
-        release_ready_window(coordinator, start, params, noise, ledger)
+        release_ready_window(coordinator, start, params, noise, ledger, carry())
         for start in ready
         if start not in coordinator.released
     )
@@ -168,12 +194,16 @@ def failed_release(
 
 def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumns]) -> WindowLoss:
     """Per vehicle, the chosen cells it occupies before CLIP-USER (module docstring)."""
-    accountant = state.accountant
     if merged:
         try:
             Pipeline().run(state)
             assert state.pairs is not None
-            return accountant.failed_charge(state.window_start, state.pairs.occupancy)
+            if state.budget is not None:  # what its plan would have charged (§13), <= room
+                occupancy = state.pairs.occupancy
+                return state.accountant.budget_loss(
+                    state.window_start, occupancy, state.budget.kept
+                )
+            return state.accountant.failed_charge(state.window_start, state.pairs.occupancy)
         except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
             pass
     per_vehicle: dict[str, int] = {}
@@ -181,7 +211,7 @@ def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumn
         cells = np.bincount(partial.pair_vehicle, minlength=len(partial.vehicle_names))
         for name, count in zip(partial.vehicle_names.tolist(), cells.tolist(), strict=True):
             per_vehicle[name] = per_vehicle.get(name, 0) + count
-    return accountant.failed_charge_of_counts(
+    return state.accountant.failed_charge_of_counts(
         state.window_start, list(per_vehicle), list(per_vehicle.values())
     )
 

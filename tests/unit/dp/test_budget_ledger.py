@@ -310,7 +310,7 @@ def test_checksummed_but_malformed_input_is_rejected() -> None:
         _sealed([1, 2], U2, b"ab", U2),  # header not an object
         _sealed({k: v for k, v in _header().items() if k != "n"}, U2, b"ab", U2),
         _sealed(_header(extra=1), U2, b"ab", U2),
-        _sealed(_header(version=2), U2, b"ab", U2),
+        _sealed(_header(version=3), U2, b"ab", U2),
         _sealed(_header(n=-1), U2, b"ab", U2),
         _sealed(_header(n=3), U2, b"ab", U2),  # lies about the size
         _sealed(_header(n=True), U2, b"ab", U2),

@@ -1,0 +1,217 @@
+"""Per-cell ε and sit-outs under a per-vehicle budget (issue 25; docs/math.md §13).
+
+Pure and public: every choice is a function of the occupancy array (per (cell, vehicle)
+reading counts), the configuration and each vehicle's room (what the ledger lets it spend
+now, :meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`). Nothing here sees a
+reading's value, so the plan costs no privacy.
+
+- **Per-cell ε.** For a cell's kept counts ``m_l`` and cap ``c`` (``S(c) = Σ min(m_l, c)``,
+  ``top = c``, ``M`` all readings of the cell), the published error bar ``U (1 − S/M) +
+  ln20 U c / (S ε_μ)`` (Thm IV.1, eq. (9), :func:`~stream_dp.dp.error_bars.mean_error`) is
+  ``≤ T`` from ``ε_μ = ln20 U c / (S (T − U (1 − S/M)))``. The cell takes the cap of least
+  ``ε_μ`` among its kept counts (only caps ``≤ C`` or the largest count with a prefix limit
+  ``C``; the largest count alone without the pseudo-user cap) and ``ε = ε_μ / (1 − s)``
+  rounded *up* to a grid of ``EPSILON_STEP`` (the error bar stays ``≤ T``; ledger sums are
+  sums of whole steps).
+- **Sit-outs.** A vehicle whose cells cost more than its room sits out the cells where
+  leaving it out costs least per ε saved (``m / (M ε)``: the bias its readings add, per ε
+  it saves), until its cells fit. Its readings stay in ``M`` (worst-case bias, as CLIP-USER's
+  suppressed readings). The cells are re-costed without it; repeat. A cell that cannot meet
+  T at an ε of at most ``max_cell_epsilon``, or keeps fewer than ``min_vehicles``, is
+  dropped (withheld: nobody pays for it). Removing a vehicle never lowers a cell's ε, so a
+  dropped cell stays dropped and every round removes at least one pair: the loop ends.
+
+The result: each vehicle pays the summed ε of the cells it is kept in, at most its room.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
+from stream_dp.dp.occupancy import Occupancy
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+#: The grid of per-cell ε (rounded up to it).
+EPSILON_STEP = 0.01
+#: Relative margin on the needed ε before rounding, so float rounding never lifts the
+#: published error bar above T.
+_MARGIN = 1e-7
+_FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """Per entry whether it is kept (read), per cell its ε (+inf: dropped) and cap, per
+    vehicle what it pays (the summed ε of its kept cells)."""
+
+    kept: BoolArray
+    epsilon: FloatArray
+    cap: IntArray
+    paid: FloatArray
+    rounds: int
+
+    @property
+    def dropped(self) -> BoolArray:
+        return ~np.isfinite(self.epsilon)
+
+
+def round_up(epsilon: FloatArray) -> FloatArray:
+    """``epsilon`` rounded up to the ``EPSILON_STEP`` grid (+inf stays)."""
+    with np.errstate(invalid="ignore"):
+        ticks = np.ceil(epsilon * (1.0 + _MARGIN) / EPSILON_STEP - 1e-9)
+    return np.where(np.isfinite(epsilon), np.maximum(ticks, 1.0) * EPSILON_STEP, np.inf)
+
+
+def cheapest_epsilon(
+    occupancy: Occupancy,
+    kept: BoolArray,
+    target: float,
+    upper: float,
+    prefix_limit: int | None,
+    pseudo_user: bool,
+    order: IntArray | None = None,
+) -> tuple[FloatArray, IntArray]:
+    """Per cell the least mean ε meeting ``target`` with the ``kept`` entries, and its cap
+    (module docstring); +inf and 0 where none does. ``order``: the entries sorted by (cell,
+    count), if the caller has it (:func:`entry_order`)."""
+    n_cells = len(occupancy.cells)
+    total = occupancy.total_per_cell().astype(np.float64)
+    if order is None:
+        order = entry_order(occupancy)
+    idx = order[kept[order]]
+    cell, count = occupancy.cell_index[idx], occupancy.count[idx].astype(np.int64)
+    start = np.searchsorted(cell, np.arange(n_cells + 1))
+    n_kept = np.diff(start)
+    csum = np.concatenate(([0], np.cumsum(count)))
+    pos = np.arange(len(cell))
+    below = csum[pos] - csum[start[cell]]  # kept readings of smaller counts in the cell
+    s_of_c = below + (start[cell + 1] - pos) * count  # S(c) with c = this count
+    largest = np.zeros(n_cells, dtype=np.int64)
+    has = n_kept > 0
+    largest[has] = count[start[1:][has] - 1]
+    allowed = np.ones(len(cell), dtype=bool)
+    if not pseudo_user:
+        allowed = count == largest[cell]
+    elif prefix_limit is not None:
+        allowed = (count <= prefix_limit) | (count == largest[cell])
+    m = total[cell]
+    slack = target - upper * (1.0 - s_of_c / np.where(m > 0, m, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.where(
+            allowed & (slack > 0) & (s_of_c > 0),
+            _FACTOR * upper * count / (s_of_c * slack),
+            np.inf,
+        )
+    best = np.full(n_cells, np.inf)
+    cap = np.zeros(n_cells, dtype=np.int64)
+    if len(eps):
+        seg = start[:-1][has]
+        best[has] = np.minimum.reduceat(eps, seg)
+        is_best = (eps == best[cell]) & np.isfinite(eps)
+        first = np.where(is_best, pos, len(eps))
+        first_of = np.full(n_cells, len(eps))
+        first_of[has] = np.minimum.reduceat(first, seg)  # ties: the smallest cap
+        found = first_of < len(eps)
+        cap[found] = count[first_of[found]]
+    return best, cap
+
+
+def entry_order(occupancy: Occupancy) -> IntArray:
+    """The occupancy's entries sorted by (cell, count)."""
+    return np.lexsort((occupancy.count, occupancy.cell_index))
+
+
+def plan_budget(
+    occupancy: Occupancy,
+    room: FloatArray,
+    *,
+    target: float,
+    upper: float,
+    variance_share: float,
+    max_cell_epsilon: float,
+    min_vehicles: int = 1,
+    prefix_limit: int | None = None,
+    pseudo_user: bool = True,
+    held: BoolArray | None = None,
+) -> BudgetPlan:
+    """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
+    (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
+    released now (they wait for more windows, :mod:`stream_dp.release.spans`)."""
+    n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
+    cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
+    total = occupancy.total_per_cell().astype(np.float64)
+    kept = np.ones(occupancy.n_entries, dtype=bool)
+    dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
+    share = 1.0 - variance_share
+    rounds = 0
+    order = entry_order(occupancy)
+    mean_eps, cap = cheapest_epsilon(
+        occupancy, kept, target, upper, prefix_limit, pseudo_user, order
+    )
+    changed: BoolArray | None = None
+    while True:
+        rounds += 1
+        if changed is not None:  # only the cells that lost a vehicle are costed again
+            sub = order[changed[cell[order]]]
+            again, again_cap = cheapest_epsilon(
+                occupancy, kept, target, upper, prefix_limit, pseudo_user, sub
+            )
+            mean_eps[changed], cap[changed] = again[changed], again_cap[changed]
+        epsilon = round_up(mean_eps / share)
+        vehicles_kept = np.bincount(cell[kept], minlength=n_cells)
+        dropped |= (epsilon > max_cell_epsilon + 1e-12) | (vehicles_kept < min_vehicles)
+        epsilon[dropped] = np.inf
+        kept &= ~dropped[cell]
+        cost = np.where(kept, epsilon[cell], 0.0)
+        paid = np.bincount(vehicle, weights=cost, minlength=n_vehicles)
+        excess = paid - room
+        over = excess > 1e-12
+        if not over.any():
+            return BudgetPlan(kept, epsilon, cap, paid, rounds)
+        leave = _sit_outs(occupancy, kept, epsilon, total, excess, over)
+        kept &= ~leave
+        changed = np.zeros(n_cells, dtype=bool)
+        changed[cell[leave]] = True
+
+
+def _sit_outs(
+    occupancy: Occupancy,
+    kept: BoolArray,
+    epsilon: FloatArray,
+    total: FloatArray,
+    excess: FloatArray,
+    over: BoolArray,
+) -> BoolArray:
+    """The entries vehicles over their room leave: per vehicle, least ``m / (M ε)`` first,
+    until what they leave covers the excess."""
+    cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
+    idx = np.flatnonzero(kept & over[vehicle])
+    eps = epsilon[cell[idx]]
+    score = occupancy.count[idx] / (total[cell[idx]] * eps)
+    order = np.lexsort((cell[idx], score, vehicle[idx]))
+    idx, eps = idx[order], eps[order]
+    v = vehicle[idx]
+    cum = np.cumsum(eps)
+    first = np.searchsorted(v, v)  # each run's first position (v is sorted)
+    before = cum - eps - (cum[first] - eps[first])  # ε left by earlier entries of the run
+    leave = np.zeros(occupancy.n_entries, dtype=bool)
+    leave[idx[before < excess[v] - 1e-12]] = True
+    return leave
+
+
+def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:
+    """Every vehicle pays at most its room (the invariant the release asserts)."""
+    return bool(np.all(plan.paid <= room + 1e-9))
+
+
+def max_finite(values: FloatArray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.max()) if finite.size else math.nan

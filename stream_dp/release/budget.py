@@ -1,0 +1,97 @@
+"""The vehicle-budget stage's glue (docs/math.md §13): each vehicle's room from the ledger,
+the plan of :mod:`stream_dp.dp.vehicle_budget`, and the pairs it leaves in the shape CLIP-USER
+and the cap give them (kept entries, per-cell caps), so the later stages run unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stream_dp.dp.clip_user import ClipUserResult
+from stream_dp.dp.error_bars import mean_error
+from stream_dp.dp.grid_error import variance_sensitivity
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.pseudo_user import PseudoUserResult
+from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
+from stream_dp.release.bounding import Contributions
+from stream_dp.release.params import ReleaseParams
+
+if TYPE_CHECKING:
+    from stream_dp.release.state import WindowState
+
+
+def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
+    """What each vehicle of ``occupancy`` may spend in this window: the ledger's rolling
+    budget and pacing (:meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`); with
+    no ledger (``plan``), the burst."""
+    params = state.params
+    budget, burst = float(params.vehicle_budget or 0.0), params.vehicle_burst
+    if state.ledger is None:
+        return np.full(len(occupancy.vehicles), min(budget, burst))
+    return state.ledger.budget_room(occupancy.vehicles, state.window_start, budget, burst)
+
+
+def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
+    """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`)."""
+    params = state.params
+    room = vehicle_room(state, occupancy)
+    held = held_cells(state, occupancy)
+    plan = plan_budget(
+        occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
+        variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
+        min_vehicles=params.min_vehicles,
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+        pseudo_user=params.pseudo_user, held=held,
+    )  # fmt: skip
+    if not np.all(plan.paid <= room + 1e-9):  # the guarantee of §13: never released
+        raise AssertionError("vehicle budget plan pays past a vehicle's room")
+    return plan
+
+
+def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
+    """Cells at the coarsest resolution whose pairs may all wait another window (§13.3):
+    held, so that finer cells formed with more windows get the vehicles' allowance first."""
+    params, adaptive = state.params, state.adaptive
+    if adaptive is None or params.max_span_hours < 2:
+        return None
+    from stream_dp.release.spans import span_starts
+
+    resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
+    coarsest = np.array([resolution[c] <= params.coarsest for c in occupancy.cells], dtype=bool)
+    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
+    return coarsest & (span_starts(state) >= latest_wait)
+
+
+def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams) -> Contributions:
+    """``pairs`` with the plan's kept entries (as CLIP-USER's result) and caps (as the cap's)."""
+    occupancy, upper = pairs.occupancy, params.upper
+    n_cells = len(occupancy.cells)
+    grids = occupancy.grids_per_vehicle(plan.kept)
+    all_grids = occupancy.grids_per_vehicle()
+    epsilon = np.where(np.isfinite(plan.epsilon), plan.epsilon, 1.0)
+    mean_eps = epsilon * (1.0 - params.variance_share)
+    kept_count = np.where(plan.kept, np.minimum(occupancy.count, plan.cap[occupancy.cell_index]), 0)
+    kept_count = kept_count.astype(np.int64)
+    kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
+    kept_sum = kept_sum.astype(np.int64)
+    total = occupancy.total_per_cell()
+    error = mean_error(upper, mean_eps, plan.cap, kept_sum, total)
+    error = np.where(np.isfinite(plan.epsilon), error, np.inf)
+    safe = np.where(kept_sum > 0, kept_sum, 1)
+    var_sens = np.where(kept_sum > 0, variance_sensitivity(upper, plan.cap, safe), np.inf)
+    clip = ClipUserResult(
+        occupancy=occupancy, upper=upper, epsilon=float(epsilon.max(initial=1.0)),
+        kept=plan.kept, g1=int(all_grids.max(initial=0)), k=int(grids.max(initial=0)),
+        error_bound=float(params.target_mean_error or 0.0), initial_error=error, error=error,
+        suppressed_entries=np.flatnonzero(~plan.kept).astype(np.int64), grids=grids,
+    )  # fmt: skip
+    capped = PseudoUserResult(plan.cap, kept_count, error, var_sens)
+    return replace(pairs, clip=clip, capped=capped)
+
+
+def sat_out_vehicles(occupancy: Occupancy, plan: BudgetPlan) -> int:
+    """How many vehicles sit out some cell the plan did not drop."""
+    sat_out = ~plan.kept & np.isfinite(plan.epsilon)[occupancy.cell_index]
+    return int(np.count_nonzero(np.bincount(occupancy.vehicle_index[sat_out])))

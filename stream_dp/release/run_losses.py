@@ -1,0 +1,66 @@
+"""Each vehicle's privacy loss over a whole run (``stream-dp release``; docs/math.md §13.4):
+basic (summed ε of the cells it was read in) and PLD (its cells' Laplace releases composed,
+at ``accounting_delta``). An audit of the operator's promise; never published."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stream_dp.dp.pld_accounting import mixed_pld_loss
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.records import WindowRelease
+
+
+@dataclass
+class RunLosses:
+    """Per vehicle, its released cells counted by ε over the run."""
+
+    params: ReleaseParams
+    cells: defaultdict[str, Counter[float]] = field(default_factory=lambda: defaultdict(Counter))
+
+    def add(self, release: WindowRelease) -> None:
+        """Count a stored release's cells (its per-cell ε, or every cell at ``epsilon``)."""
+        if release.reads is not None:
+            names, vehicle, eps = release.reads
+            if not len(vehicle):
+                return
+            ticks = np.rint(eps * 100).astype(np.int64)  # ε on the 0.01 grid
+            key = vehicle.astype(np.int64) * (int(ticks.max()) + 1) + ticks
+            unique, counts = np.unique(key, return_counts=True)
+            width = int(ticks.max()) + 1
+            for k, n in zip(unique.tolist(), counts.tolist(), strict=True):
+                self.cells[names[k // width]][(k % width) / 100] += n
+            return
+        loss = release.loss
+        if loss is None:
+            return
+        epsilon = self.params.epsilon
+        for name, n in zip(loss.vehicles, loss.cells.tolist(), strict=True):
+            self.cells[name][epsilon] += n
+
+    def basic(self, name: str) -> float:
+        return sum(eps * n for eps, n in self.cells[name].items())
+
+    def pld(self, name: str) -> float | None:
+        params = self.params
+        if not params.mechanism.pld_composes:
+            return None
+        return mixed_pld_loss(
+            dict(self.cells[name]), params.variance_share, params.accounting_delta
+        )
+
+    def busiest(self) -> tuple[float, float | None]:
+        """The largest basic loss of a vehicle over the run and that vehicle's PLD loss."""
+        if not self.cells:
+            return 0.0, 0.0
+        name = max(self.cells, key=self.basic)
+        return self.basic(name), self.pld(name)
+
+    def rows(self) -> Iterator[dict[str, object]]:
+        """``{"vehicle_id", "loss", "loss_pld"}`` per vehicle, in name order."""
+        for name in sorted(self.cells):
+            yield {"vehicle_id": name, "loss": self.basic(name), "loss_pld": self.pld(name)}

@@ -1,0 +1,118 @@
+"""Spans: pooling a cell's readings over consecutive windows under a vehicle budget
+(docs/math.md §13.3).
+
+A window's release reads its own pairs and the ``carry``: the pairs earlier windows left
+unreleased (their cells missed T, were dropped by the budget's plan, or were held), pooled
+with this window's pairs of the same (cell, vehicle). The pairs this release leaves
+unreleased are carried on, unless their first reading is ``max_span_hours`` windows old
+(those are withheld, as today). A released record covers the windows from its pairs' first
+window to this window's end: its ``window_start``/``window_end``. A pair is either read in
+this window's records, or counted in one (a sit-out in a released cell), or carried, or
+withheld: so every reading is in at most one released record. Which pairs are carried is a
+function of the occupancy (the windows each pair has readings in) and the release's public
+choices. The carry is raw private columns: never published.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stream_dp.dp.occupancy import factorize
+from stream_dp.windows.columns import WindowColumns
+
+if TYPE_CHECKING:
+    from stream_dp.release.state import WindowState
+
+
+def pooled(columns: WindowColumns, carry: WindowColumns | None, prefix_limit: int) -> WindowColumns:
+    """``columns`` with the ``carry``'s pairs added (a (cell, vehicle) in both merged:
+    counts and sums added, reading log cut to its first ``prefix_limit``)."""
+    if carry is None or not len(carry):
+        return columns
+    if not len(columns):
+        return carry
+    cell_names, cell_code = factorize([*carry.cell_names, *columns.cell_names])
+    vehicle_names, vehicle_code = factorize([*carry.vehicle_names, *columns.vehicle_names])
+    nc, nv = len(carry.cell_names), len(carry.vehicle_names)
+    joined = WindowColumns(
+        cell_names,
+        np.concatenate((cell_code[:nc][carry.cell_code], cell_code[nc:][columns.cell_code])),
+        vehicle_names,
+        np.concatenate(
+            (vehicle_code[:nv][carry.vehicle_code], vehicle_code[nv:][columns.vehicle_code])
+        ),
+        np.concatenate((carry.count, columns.count)),
+        np.concatenate((carry.total, columns.total)),
+        np.concatenate((carry.total_sq, columns.total_sq)),
+        np.concatenate((carry.reading_pair, columns.reading_pair + len(carry))),
+        np.concatenate((carry.reading_ts, columns.reading_ts)),
+        np.concatenate((carry.reading_value, columns.reading_value)),
+    )
+    return joined._merge_repeated_pairs(prefix_limit)
+
+
+def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
+    """Per pair, the start of the window of its first reading (its log holds it)."""
+    first = np.full(len(columns), np.inf)
+    np.minimum.at(first, columns.reading_pair, columns.reading_ts)
+    return (np.floor(first / window_seconds) * window_seconds).astype(np.int64)
+
+
+def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
+    """The window of ``columns``' pairs ``pairs`` (indices) alone, names compacted."""
+    cells_used = np.unique(columns.cell_code[pairs])
+    vehicles_used = np.unique(columns.vehicle_code[pairs])
+    cell_map = np.full(len(columns.cell_names), -1, dtype=np.int64)
+    cell_map[cells_used] = np.arange(len(cells_used))
+    vehicle_map = np.full(len(columns.vehicle_names), -1, dtype=np.int64)
+    vehicle_map[vehicles_used] = np.arange(len(vehicles_used))
+    pair_map = np.full(len(columns), -1, dtype=np.int64)
+    pair_map[pairs] = np.arange(len(pairs))
+    reading_pair = pair_map[columns.reading_pair]
+    live = reading_pair >= 0
+    return WindowColumns(
+        tuple(columns.cell_names[i] for i in cells_used.tolist()),
+        cell_map[columns.cell_code[pairs]],
+        tuple(columns.vehicle_names[i] for i in vehicles_used.tolist()),
+        vehicle_map[columns.vehicle_code[pairs]],
+        columns.count[pairs],
+        columns.total[pairs],
+        columns.total_sq[pairs],
+        reading_pair[live],
+        columns.reading_ts[live],
+        columns.reading_value[live],
+    )
+
+
+def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns | None:
+    """The pairs of ``pooled_columns`` (this window's, carry included) that no released
+    record covers and whose span may still grow (module docstring); None if there are none."""
+    params, adaptive = state.params, state.adaptive
+    if adaptive is None or not len(pooled_columns):
+        return None
+    unit = adaptive.unit_of_cell[pooled_columns.cell_code]
+    covered = np.zeros(len(adaptive.names) + 1, dtype=bool)  # last: unit -1
+    if state.pairs is not None and state.released is not None and not state.empty:
+        index = {name: u for u, name in enumerate(adaptive.names)}
+        cells = state.pairs.occupancy.cells
+        for g in np.flatnonzero(state.released).tolist():
+            covered[index[cells[g]]] = True
+    open_pairs = ~covered[unit]
+    oldest_next = state.window_start - (params.max_span_hours - 1) * params.window_seconds
+    young = first_window(pooled_columns, params.window_seconds) >= oldest_next + (
+        params.window_seconds
+    )
+    carry = np.flatnonzero(open_pairs & young)
+    return take_pairs(pooled_columns, carry) if len(carry) else None
+
+
+def span_starts(state: WindowState) -> np.ndarray:
+    """Per cell of the occupancy, the start of its span: the first window of its pairs."""
+    pairs = state.pairs
+    assert pairs is not None
+    first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
+    start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
+    np.minimum.at(start, pairs.occupancy.cell_index, first)
+    return start
