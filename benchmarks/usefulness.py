@@ -71,6 +71,18 @@ ROWS: dict[str, dict[str, Any]] = {
     },
 }
 TARGETED = "targeted (recommended: remainder, T 15, R0 3, eps 1, share 0)"
+WEEK = 7 * 86400
+ROWS["targeted, cap 14 per 7 days (masking)"] = {
+    **ROWS[TARGETED], "budget_cap": 14.0, "budget_period_seconds": WEEK,
+}  # fmt: skip
+#: The per-vehicle budget rows (issue 25): B per 7 days, T 10, spans up to 9 h, burst B/6.
+BUDGETS = (7.0, 14.0, 28.0)
+for _b in BUDGETS:
+    ROWS[f"vehicle budget B {_b:g} per 7 days (T 10, span 9 h)"] = {
+        "resolution": 8, "coarsest_resolution": 3, "target_mean_error": 10.0,
+        "variance_share": 0.0, "epsilon": 1.0, "vehicle_budget": _b,
+        "budget_period_seconds": WEEK, "max_span_hours": 9,
+    }  # fmt: skip
 
 
 def settings_of(row: dict[str, Any]) -> Any:
@@ -89,7 +101,8 @@ class Truth:
         from stream_dp.sources.sample import load_sample
 
         self.readings = load_sample()
-        self.window = np.array([int(r["ts"] // 3600) for r in self.readings]) * 3600
+        self.ts = np.array([float(r["ts"]) for r in self.readings])
+        self.window = (self.ts // 3600).astype(np.int64) * 3600
         self.value = np.clip([float(r["speed"]) for r in self.readings], 0.0, UPPER)
         self.vehicle = [r["vehicle_id"] for r in self.readings]
         self.points = [(r["lat"], r["lon"]) for r in self.readings]
@@ -127,23 +140,52 @@ class Truth:
                     out[i] = j
         return out
 
+    def covered_spans(self, records: list[dict[str, Any]], finest: int) -> np.ndarray:
+        """:meth:`covered` for records spanning several windows (a vehicle budget's spans),
+        in release order: each record takes the readings of its cell and span not taken by
+        an earlier release or a finer record of its own (a reading of a finer cell that was
+        chosen but withheld may be credited to its released parent: a small over-count)."""
+        ts_of = {r["window_start"] for r in records} | {r["window_end"] for r in records}
+        seconds = {t: _epoch(t) for t in ts_of}
+        out = np.full(len(self.readings), -1, dtype=np.int64)
+        order = sorted(
+            range(len(records)),
+            key=lambda i: (seconds[records[i]["window_end"]], -int(records[i]["resolution"])),
+        )
+        cells_at = {}
+        for i in order:
+            r = records[i]
+            res = int(r["resolution"])
+            if res not in cells_at:
+                cells_at[res] = np.array(self.cells(finest, res))
+            start, end = seconds[r["window_start"]], seconds[r["window_end"]]
+            take = (out < 0) & (self.window >= start) & (self.window < end)
+            take &= cells_at[res] == r["cell"]
+            out[take] = i
+        return out
 
-def release_week(settings: Any) -> tuple[list[dict[str, Any]], Counter[str]]:
-    """The week's cell records and each vessel's number of released cells (from the losses)."""
+
+def _epoch(stamp: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+
+
+def release_week(settings: Any) -> tuple[list[dict[str, Any]], Any]:
+    """The week's cell records and each vessel's loss over the run (RunLosses)."""
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
+    from stream_dp.release.run_losses import RunLosses
     from stream_dp.sources.sample import load_sample
 
     engine = OfflineEngine(settings, LaplaceNoise())
     records: list[dict[str, Any]] = []
-    cells_per_vehicle: Counter[str] = Counter()
+    losses = RunLosses(engine.params)
     for batch in (engine.feed(load_sample()), engine.finish()):
         for release in batch:
             records.extend(release.cells)
-            loss = release.loss
-            if loss is not None:
-                cells_per_vehicle.update(dict(zip(loss.vehicles, loss.cells.tolist(), strict=True)))
-    return records, cells_per_vehicle
+            losses.add(release)
+    return records, losses
 
 
 def score(
@@ -155,7 +197,8 @@ def score(
     bounds: np.ndarray | None,
 ) -> dict[str, Any]:
     """The row's columns for one run (``means``: the released means, per record)."""
-    covering = truth.covered(records, finest)
+    spans = any(r["window_end"] != _hour_after(r["window_start"]) for r in records)
+    covering = truth.covered_spans(records, finest) if spans else truth.covered(records, finest)
     n = len(records)
     hit = covering >= 0
     sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
@@ -169,8 +212,14 @@ def score(
     if bounds is not None and n:
         has = ~np.isnan(bounds)
         holds = (int(np.sum(error[has] <= bounds[has])), int(has.sum())) if has.any() else None
+    ends = np.array([_epoch(r["window_end"]) for r in records], dtype=np.int64)
+    starts = np.array([_epoch(r["window_start"]) for r in records], dtype=np.int64)
+    in_useful = hit & useful[np.maximum(covering, 0)]
+    stale = (ends[covering[in_useful]] - truth.ts[in_useful]) / 3600.0
     return {
         "coverage": useful_readings / len(truth.readings),
+        "staleness": float(np.median(stale)) if stale.size else float("nan"),
+        "per_span": dict(sorted(Counter(((ends - starts) // 3600).tolist()).items())),
         "median_error": float(np.median(error)) if n else float("nan"),
         "at_bounds": float(np.mean((means <= 0.0) | (means >= UPPER))) if n else float("nan"),
         "holds": holds,
@@ -184,12 +233,15 @@ def score(
     }
 
 
-def weekly_epsilon(cells: Counter[str], settings: Any) -> tuple[float, float | None]:
-    from stream_dp.dp.pld_accounting import pld_loss
+def _hour_after(stamp: str) -> str:
+    from stream_dp.release.records import rfc3339
 
-    busiest = max(cells.values(), default=0)
-    basic = busiest * settings.epsilon
-    return basic, pld_loss(busiest, settings.epsilon, settings.variance_share, DELTA)
+    return rfc3339(_epoch(stamp) + 3600)
+
+
+def weekly_epsilon(losses: Any) -> tuple[float, float | None]:
+    """The busiest vessel's loss over the week, basic and PLD (at the row's delta, 1e-6)."""
+    return losses.busiest()
 
 
 def pipeline_dp_means(
@@ -252,6 +304,40 @@ def million_window() -> Any:
     return coordinator.merged(WINDOW_START)
 
 
+#: Each printed row's medians (the plot reads them).
+SUMMARY: dict[str, dict[str, float]] = {}
+
+
+def plot_coverage(path: str) -> None:
+    """Useful coverage against B (the vehicle-budget rows), beside the fixed-epsilon rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    budgets = [b for b in BUDGETS if _budget_row(b) in SUMMARY]
+    if not budgets:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(budgets, [100 * SUMMARY[_budget_row(b)]["coverage"] for b in budgets], "o-",
+            label="vehicle budget (T 10, spans <= 9 h)")  # fmt: skip
+    for name, style in ((TARGETED, "--"), ("targeted, cap 14 per 7 days (masking)", ":")):
+        if name in SUMMARY:
+            ax.axhline(100 * SUMMARY[name]["coverage"], linestyle=style, color="grey",
+                       label=name.split(" (")[0] if name == TARGETED else name)  # fmt: skip
+    ax.set_xlabel("B: each vessel's epsilon per 7 days")
+    ax.set_ylabel("useful coverage (%)")
+    ax.set_xticks(budgets)
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _budget_row(b: float) -> str:
+    return f"vehicle budget B {b:g} per 7 days (T 10, span 9 h)"
+
+
 def fmt(x: float | None, spec: str = ".1f") -> str:
     return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
 
@@ -261,6 +347,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rows", help="semicolon-separated row names (default: all)")
     parser.add_argument("--no-timing", action="store_true", help="skip the 1M-window timing")
+    parser.add_argument("--plot", help="PNG of useful coverage against B (needs [plot])")
     args = parser.parse_args()
     names = list(ROWS) if not args.rows else args.rows.split(";")
     truth = Truth()
@@ -272,10 +359,10 @@ def main() -> int:
     header = (
         "| row | useful coverage | median abs error | means at 0 or U | mean_error holds "
         "| busiest vessel eps (basic / PLD) | cells per resolution | useful in cells finer "
-        "than R0 | 1M-window release s |"
+        "than R0 | median staleness h | records per span (h) | 1M-window release s |"
     )
     print(header)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 11)
     targeted_records: list[dict[str, Any]] | None = None
     targeted_k = 1
     for name in names:
@@ -291,7 +378,7 @@ def main() -> int:
                 [np.nan if r.get("mean_error") is None else r["mean_error"] for r in records]
             )
             runs.append(score(truth, records, means, settings.resolution, coarsest, bounds))
-            eps_pairs.append(weekly_epsilon(cells, settings))
+            eps_pairs.append(weekly_epsilon(cells))
             if name == TARGETED:
                 targeted_records = records
                 targeted_k = max(int(r["K"]) for r in records) if records else 1
@@ -312,6 +399,8 @@ def main() -> int:
             coarsest = settings.coarsest_resolution
             runs.append(score(truth, targeted_records, means, settings.resolution, coarsest, None))
         print_row(f"PipelineDP on the targeted cells (K={targeted_k})", runs, None, None)
+    if args.plot:
+        plot_coverage(args.plot)
     return 0
 
 
@@ -321,7 +410,7 @@ def print_row(
     eps_pairs: list[tuple[float, float | None]] | None,
     timing: float | None,
 ) -> None:
-    keys = ("coverage", "median_error", "at_bounds", "fine_share", "cells")
+    keys = ("coverage", "median_error", "at_bounds", "fine_share", "cells", "staleness")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
     pairs = [r["holds"] for r in runs if r["holds"] is not None]
     holds = [sum(h for h, _ in pairs) / sum(n for _, n in pairs)] if pairs else []  # pooled
@@ -336,9 +425,12 @@ def print_row(
         f"| {100 * med['at_bounds']:.1f} % | "
         f"{fmt(100 * holds[0] if holds else None)} % | {eps_text} | "
         f"{', '.join(f'r{k}: {v}' for k, v in per_res.items())} | "
-        f"{100 * med['fine_share']:.1f} % | {fmt(timing, '.3f')} |",
+        f"{100 * med['fine_share']:.1f} % | {fmt(med['staleness'], '.2f')} | "
+        f"{', '.join(f'{k}: {v}' for k, v in runs[0]['per_span'].items())} | "
+        f"{fmt(timing, '.3f')} |",
         flush=True,
     )
+    SUMMARY[name] = med
 
 
 if __name__ == "__main__":

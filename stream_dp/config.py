@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import (
+    BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -54,18 +56,11 @@ class SettingError(ValueError):
         self.reason = reason
 
 
-class Settings(BaseSettings):
-    """Everything a worker, the offline release and the demo need to know."""
+class ReleaseSettings(BaseModel):
+    """The DP release: what the windows and the release read (through ``ReleaseParams``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="STREAM_DP_",
-        extra="forbid",
-        frozen=True,
-        env_parse_none_str="none",
-        allow_inf_nan=False,
-    )
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
-    # --- the release -------------------------------------------------------------------
     epsilon: float = Field(
         1.0,
         gt=0,
@@ -160,7 +155,12 @@ class Settings(BaseSettings):
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
     )
 
-    # --- Kafka -------------------------------------------------------------------------
+
+class KafkaSettings(BaseModel):
+    """The broker, the topics and the ingest batches."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     kafka_bootstrap: str | None = Field(
         None, description="host:port[,host:port]; unset = start the embedded broker."
     )
@@ -185,7 +185,20 @@ class Settings(BaseSettings):
     topic_release_log: str = "stream-dp.release-log"
     batch_size: int = Field(2000, ge=1, description="Max messages per ingest batch.")
     batch_seconds: float = Field(0.2, gt=0, description="Max wait to fill an ingest batch.")
-    # --- operations (issue 15) ---------------------------------------------------------
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _some_host(cls, value: str | None) -> str | None:
+        if value is not None and not [h for h in value.split(",") if h.strip()]:
+            raise ValueError("names no host:port")
+        return value
+
+
+class OperationsSettings(BaseModel):
+    """Running a worker: health, logs, topic creation, the ledger's guard, local scratch."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     broker_unavailable_seconds: float = Field(
         10.0, gt=0, description="/readyz is 503 once the broker has not answered this long."
     )
@@ -228,7 +241,12 @@ class Settings(BaseSettings):
         description="Local scratch directory of the worker (state itself lives in Kafka).",
     )
 
-    # --- web ---------------------------------------------------------------------------
+
+class WebSettings(BaseModel):
+    """The worker's HTTP pages and the dashboard."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
     web_host: str = "127.0.0.1"
     web_port: int = Field(8000, ge=0, le=65535)
     dashboard_tile_url: str | None = Field(
@@ -238,18 +256,25 @@ class Settings(BaseSettings):
     )
     dashboard_tile_attribution: str = Field("", description="Attribution of those tiles.")
 
+
+class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, BaseSettings):
+    """Everything a worker, the offline release and the demo need to know: the four groups
+    above (listed last to first, so the fields keep the order release, Kafka, operations,
+    web), read from one flat set of ``STREAM_DP_*`` variables and the config file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STREAM_DP_",
+        extra="forbid",
+        frozen=True,
+        env_parse_none_str="none",
+        allow_inf_nan=False,
+    )
+
     @field_validator("*", mode="before")
     @classmethod
     def _none_word(cls, value: Any, info: ValidationInfo) -> Any:
         optional = type(None) in get_args(cls.model_fields[str(info.field_name)].annotation)
         return none_word_to_none(value) if optional else value
-
-    @field_validator("kafka_bootstrap")
-    @classmethod
-    def _some_host(cls, value: str | None) -> str | None:
-        if value is not None and not [h for h in value.split(",") if h.strip()]:
-            raise ValueError("names no host:port")
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -266,11 +291,11 @@ class Settings(BaseSettings):
             )
         if self.vehicle_budget is not None:
             if self.budget_cap is not None:
-                raise ValueError("budget_cap: unset it with vehicle_budget (which replaces it)")
+                raise SettingError("budget_cap", "unset it with vehicle_budget (which replaces it)")
             if self.target_mean_error is None:
-                raise ValueError("vehicle_budget: needs target_mean_error (per-cell epsilon)")
+                raise SettingError("vehicle_budget", "needs target_mean_error (per-cell epsilon)")
             if self.vehicle_burst > self.vehicle_budget:
-                raise ValueError("vehicle_budget_burst: must be <= vehicle_budget")
+                raise SettingError("vehicle_budget_burst", "must be <= vehicle_budget")
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
             raise SettingError(
                 "coarsest_resolution",

@@ -145,15 +145,7 @@ def _init(settings: Settings) -> int:
 
 
 def _require_topic(conn: KafkaConnection, topic: str) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient
+    from stream_dp.kafka.topics import existing_topics
 
-    async def names() -> set[str]:
-        admin = AIOKafkaAdminClient(**conn.admin_kwargs())
-        await admin.start()
-        try:
-            return set(await admin.list_topics())
-        finally:
-            await admin.close()
-
-    if topic not in asyncio.run(names()):
+    if topic not in asyncio.run(existing_topics(conn)):
         raise CliError(f"the broker has no topic {topic}: nothing to export")

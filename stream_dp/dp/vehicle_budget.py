@@ -77,15 +77,17 @@ def cheapest_epsilon(
     upper: float,
     prefix_limit: int | None,
     pseudo_user: bool,
+    order: IntArray | None = None,
 ) -> tuple[FloatArray, IntArray]:
     """Per cell the least mean ε meeting ``target`` with the ``kept`` entries, and its cap
-    (module docstring); +inf and 0 where none does."""
+    (module docstring); +inf and 0 where none does. ``order``: the entries sorted by (cell,
+    count), if the caller has it (:func:`entry_order`)."""
     n_cells = len(occupancy.cells)
     total = occupancy.total_per_cell().astype(np.float64)
-    idx = np.flatnonzero(kept)
+    if order is None:
+        order = entry_order(occupancy)
+    idx = order[kept[order]]
     cell, count = occupancy.cell_index[idx], occupancy.count[idx].astype(np.int64)
-    order = np.lexsort((count, cell))
-    cell, count = cell[order], count[order]
     start = np.searchsorted(cell, np.arange(n_cells + 1))
     n_kept = np.diff(start)
     csum = np.concatenate(([0], np.cumsum(count)))
@@ -111,13 +113,20 @@ def cheapest_epsilon(
     best = np.full(n_cells, np.inf)
     cap = np.zeros(n_cells, dtype=np.int64)
     if len(eps):
-        np.minimum.at(best, cell, eps)
+        seg = start[:-1][has]
+        best[has] = np.minimum.reduceat(eps, seg)
         is_best = (eps == best[cell]) & np.isfinite(eps)
-        first = np.full(n_cells, len(eps))
-        np.minimum.at(first, cell[is_best], pos[is_best])  # ties: the smallest cap
-        found = first < len(eps)
-        cap[found] = count[first[found]]
+        first = np.where(is_best, pos, len(eps))
+        first_of = np.full(n_cells, len(eps))
+        first_of[has] = np.minimum.reduceat(first, seg)  # ties: the smallest cap
+        found = first_of < len(eps)
+        cap[found] = count[first_of[found]]
     return best, cap
+
+
+def entry_order(occupancy: Occupancy) -> IntArray:
+    """The occupancy's entries sorted by (cell, count)."""
+    return np.lexsort((occupancy.count, occupancy.cell_index))
 
 
 def plan_budget(
@@ -143,9 +152,19 @@ def plan_budget(
     dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
     share = 1.0 - variance_share
     rounds = 0
+    order = entry_order(occupancy)
+    mean_eps, cap = cheapest_epsilon(
+        occupancy, kept, target, upper, prefix_limit, pseudo_user, order
+    )
+    changed: BoolArray | None = None
     while True:
         rounds += 1
-        mean_eps, cap = cheapest_epsilon(occupancy, kept, target, upper, prefix_limit, pseudo_user)
+        if changed is not None:  # only the cells that lost a vehicle are costed again
+            sub = order[changed[cell[order]]]
+            again, again_cap = cheapest_epsilon(
+                occupancy, kept, target, upper, prefix_limit, pseudo_user, sub
+            )
+            mean_eps[changed], cap[changed] = again[changed], again_cap[changed]
         epsilon = round_up(mean_eps / share)
         vehicles_kept = np.bincount(cell[kept], minlength=n_cells)
         dropped |= (epsilon > max_cell_epsilon + 1e-12) | (vehicles_kept < min_vehicles)
@@ -157,7 +176,10 @@ def plan_budget(
         over = excess > 1e-12
         if not over.any():
             return BudgetPlan(kept, epsilon, cap, paid, rounds)
-        kept &= ~_sit_outs(occupancy, kept, epsilon, total, excess, over)
+        leave = _sit_outs(occupancy, kept, epsilon, total, excess, over)
+        kept &= ~leave
+        changed = np.zeros(n_cells, dtype=bool)
+        changed[cell[leave]] = True
 
 
 def _sit_outs(

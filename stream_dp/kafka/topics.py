@@ -204,3 +204,13 @@ async def broker_count(conn: KafkaConnection) -> int:
         return len((await admin.describe_cluster())["brokers"])
     finally:
         await admin.close()
+
+
+async def existing_topics(conn: KafkaConnection) -> set[str]:
+    """Every topic the broker has (an auto-created one shows up here too)."""
+    admin = AIOKafkaAdminClient(**conn.admin_kwargs())
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()

@@ -166,5 +166,9 @@ class PrivacyAccountant:
         return round(epsilon_loss / self.epsilon) * self.cell_delta
 
     def period_pld(self, epsilon_loss: float) -> float | None:
-        """The PLD ε of a vehicle's summed ε over the period (None where PLD does not apply)."""
+        """The PLD ε of a vehicle's summed ε over the period (None where PLD does not apply).
+        With a vehicle budget the cells' ε differ and the ledger keeps their sum only: that sum,
+        an upper bound of the PLD figure (the run's exact figure: ``stream-dp release``, §13.4)."""
+        if self.params.vehicle_budget is not None:
+            return epsilon_loss if self.params.mechanism.pld_composes else None
         return self.pld_loss(round(epsilon_loss / self.epsilon))

@@ -103,7 +103,7 @@ class ReleaseParams:
     def from_settings(cls, settings: Settings) -> ReleaseParams:
         """The DP fields of ``settings`` (the one place that reads them for the release)."""
         values = {f.name: getattr(settings, f.name) for f in fields(cls)}
-        return cls(**_fixed_cells_unless_asked(settings, values))
+        return cls(**_fixed_cells_unless_asked(values, settings.model_fields_set))
 
     @property
     def mechanism(self) -> MeanMechanismSpec:
@@ -121,31 +121,32 @@ def checked_settings(settings: Settings, flags: Collection[str] = ()) -> Setting
     spec; :class:`~stream_dp.config.ConfigError` naming the setting (and its flag, for the
     settings in ``flags``) otherwise. The targeted default (``target_mean_error``) is for
     the window-wide CLIP mean: another mechanism chosen without an explicit target gets fixed
-    cells instead of a refusal of a value the user never set."""
+    cells instead of a refusal of a value the user never set (in the settings returned too,
+    so a worker started from them runs the same release)."""
+    values = {f.name: getattr(settings, f.name) for f in fields(ReleaseParams)}
+    fixed = _fixed_cells_unless_asked(values, settings.model_fields_set)
     try:
-        spec = mechanism_spec(settings.mean_mechanism)
-    except ValueError as exc:
-        raise ConfigError(f"invalid setting {label('mean_mechanism', flags)}: {exc}") from None
-    if not spec.window_combiner:  # the settings a worker started from them gets too
-        settings = settings.model_copy(update=_fixed_cells_unless_asked(settings, {}))
-    try:
-        ReleaseParams.from_settings(settings)
+        ReleaseParams(**fixed)
     except ValueError as exc:
         field, _, reason = str(exc).partition(": ")
         raise ConfigError(f"invalid setting {label(field, flags)}: {reason}") from None
-    return settings
+    changed = {k: v for k, v in fixed.items() if values[k] != v}
+    return settings.model_copy(update=changed) if changed else settings
 
 
-def _fixed_cells_unless_asked(settings: Settings, values: dict[str, object]) -> dict[str, object]:
-    """``values`` with fixed cells (``target_mean_error`` none) where the mean mechanism is not
-    the window-wide CLIP mean and the target is the default, not the user's."""
+def _fixed_cells_unless_asked(
+    values: dict[str, object], explicit: Collection[str]
+) -> dict[str, object]:
+    """``values`` (settings by name) with fixed cells (``target_mean_error`` none) where the
+    mean mechanism is not the window-wide CLIP mean and the target is the default, not one
+    the user set (``explicit``: the names set)."""
     try:
-        combiner = mechanism_spec(settings.mean_mechanism).window_combiner
+        combiner = mechanism_spec(str(values["mean_mechanism"])).window_combiner
     except ValueError:
         return values  # ReleaseParams names the unknown mechanism
-    if combiner or "target_mean_error" in settings.model_fields_set:
+    if combiner or "target_mean_error" in explicit:
         return values
-    unset = {"target_mean_error": None}
-    if "coarsest_resolution" not in settings.model_fields_set:
+    unset: dict[str, object] = {"target_mean_error": None}
+    if "coarsest_resolution" not in explicit:
         unset["coarsest_resolution"] = None
     return {**values, **unset}

@@ -112,6 +112,11 @@ class VehicleBudget(Stage):
         plan = budget_plan(state, pairs.occupancy)
         state.report.vehicles_budget_limited = sat_out_vehicles(pairs.occupancy, plan)
         state.pairs = planned_pairs(pairs, plan, params)
+        clip = state.pairs.clip
+        assert clip is not None
+        report = state.report  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
+        report.g1, report.k, report.error_bound = clip.g1, clip.k, clip.error_bound
+        report.suppressed_pairs = len(clip.suppressed_entries)
         state.budget = plan
         state.accountant = state.accountant.with_cell_epsilons(plan.epsilon)
 

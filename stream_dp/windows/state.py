@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from stream_dp.windows.name_order import NameSort
 
 if TYPE_CHECKING:
-    from stream_dp.config import Settings
+    from stream_dp.config import ReleaseSettings
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -324,12 +324,13 @@ class PartitionState:
     late_by_window: dict[int, int] = field(default_factory=dict)
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> PartitionState:
-        """An empty state with the settings' window length, grace and prefix limit C."""
+    def for_settings(cls, release: ReleaseSettings) -> PartitionState:
+        """An empty state with the release group's window length, grace and prefix limit C
+        (the windows see no Kafka, operations or web setting)."""
         return cls(
-            window_seconds=settings.window_seconds,
-            grace_seconds=settings.grace_seconds,
-            prefix_limit=settings.prefix_limit,
+            window_seconds=release.window_seconds,
+            grace_seconds=release.grace_seconds,
+            prefix_limit=release.prefix_limit,
         )
 
     @property

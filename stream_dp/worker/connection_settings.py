@@ -1,12 +1,14 @@
-"""The Kafka connection a worker uses, from its settings (validated by :class:`Settings`)."""
+"""The Kafka connection a worker uses, from the Kafka group of its settings."""
 
 from __future__ import annotations
 
-from stream_dp.config import ConfigError, Settings, label
+from stream_dp.config import ConfigError, KafkaSettings, label
 from stream_dp.kafka.connection import KafkaConnection
 
 
-def connection_from_settings(settings: Settings, bootstrap: str | None = None) -> KafkaConnection:
+def connection_from_settings(
+    settings: KafkaSettings, bootstrap: str | None = None
+) -> KafkaConnection:
     """``bootstrap`` (e.g. an embedded broker's) overrides ``kafka_bootstrap``."""
     servers = bootstrap or settings.kafka_bootstrap
     if not servers:

@@ -153,17 +153,9 @@ def end_offsets(conn: KafkaConnection, topic: str, partitions: int) -> dict[int,
 
 def topic_names(conn: KafkaConnection) -> set[str]:
     """Every topic the broker has (an auto-created one shows up here too)."""
-    from aiokafka.admin import AIOKafkaAdminClient
+    from stream_dp.kafka.topics import existing_topics
 
-    async def names() -> set[str]:
-        admin = AIOKafkaAdminClient(**conn.admin_kwargs())
-        await admin.start()
-        try:
-            return set(await admin.list_topics())
-        finally:
-            await admin.close()
-
-    return asyncio.run(names())
+    return asyncio.run(existing_topics(conn))
 
 
 def topic_partitions(conn: KafkaConnection, topic: str) -> int:

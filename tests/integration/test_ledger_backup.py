@@ -19,7 +19,7 @@ from stream_dp.worker.ledger_backup import (
 )
 from stream_dp.worker.ledger_file import LedgerRecord
 from stream_dp.worker.release_snapshots import ReleaseSnapshot, is_release_snapshot
-from tests.unit.test_release_log import stored_copy
+from tests.unit.worker.test_release_log import stored_copy
 
 RECORDS = [
     (b"3600", b'{"kind":"loss","part":0}', [("h", b"\x00\x01")]),

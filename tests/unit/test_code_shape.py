@@ -181,3 +181,15 @@ def test_the_layer_check_accepts_downward_imports_and_names_an_unplaced_unit(
     (root / "new").mkdir()
     (root / "new" / "__init__.py").write_text("")
     assert upward_imports(root, SYNTHETIC_LAYERS) == ["new: in no layer"]
+
+
+def test_the_unit_tests_mirror_the_package_folders() -> None:
+    """Unit tests of ``stream_dp/X/`` live in ``tests/unit/X/``; the top level holds only the
+    tests of top-level modules and of the package as a whole."""
+    tests = Path(__file__).parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    package = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders <= package, sorted(folders - package)
+    for folder in folders:
+        assert (tests / folder / "__init__.py").exists(), folder
+        assert list((tests / folder).glob("test_*.py")), f"tests/unit/{folder} holds no test"

@@ -237,7 +237,7 @@ def test_the_plan_gives_the_release_s_k_and_error_bars(
     from stream_dp.dp.randomness import RandomSource
     from stream_dp.release.params import ReleaseParams
     from stream_dp.release.window import release_window
-    from tests.unit.test_adaptive_cells import targeted_window
+    from tests.unit.dp.test_adaptive_cells import targeted_window
 
     window = targeted_window(3)
     params = ReleaseParams.from_settings(load_settings(epsilon=1.0, **values))

@@ -28,7 +28,7 @@ def test_settings_reach_the_release_params_with_the_burst_defaulting_to_a_sixth(
         ({"vehicle_budget": math.nan, "target_mean_error": 10}, "vehicle_budget"),
         ({"vehicle_budget": math.inf, "target_mean_error": 10}, "vehicle_budget"),
         ({"vehicle_budget": -1, "target_mean_error": 10}, "vehicle_budget"),
-        ({"vehicle_budget": 14}, "vehicle_budget"),
+        ({"vehicle_budget": 14, "target_mean_error": "none"}, "vehicle_budget"),
         ({"vehicle_budget": 14, "target_mean_error": 10, "budget_cap": 5}, "budget_cap"),
         (
             {"vehicle_budget": 1, "vehicle_budget_burst": 2, "target_mean_error": 10},

@@ -13,7 +13,7 @@ import pytest
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.sources.occupancy_csv import _parse_rows, _read_columns, read_occupancy_csv
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "occupancy.csv"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "occupancy.csv"
 
 
 def _random_text(seed: int) -> str:

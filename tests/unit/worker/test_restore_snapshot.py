@@ -7,7 +7,7 @@ import orjson
 from stream_dp.worker.release_snapshots import ReleaseSnapshot, known_published
 from stream_dp.worker.restore_snapshot import restore_snapshot
 from stream_dp.worker.resume_plan import plan_resume
-from tests.unit.test_release_log import stored_copy
+from tests.unit.worker.test_release_log import stored_copy
 
 HOUR = 3600
 

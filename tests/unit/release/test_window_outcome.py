@@ -25,7 +25,7 @@ from stream_dp.testing.readings import HOUR, synthetic_readings
 from stream_dp.testing.settings import fixed_mode_settings
 
 SCHEMA = json.loads(
-    (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
+    (Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
 #: Fields a failed window's summary may carry: none holds a cell value or vehicle data.
 #: What a failed window's summary may not state: it has these fields (as a released one), null.
@@ -181,7 +181,7 @@ def test_a_failed_window_charges_each_vehicle_at_least_its_release(
     """Adaptive cells with min_vehicles and top_cells (issue 26 item 8): the failed outcome
     chooses its cells as the release does (after the regrouping), so no vehicle is charged
     fewer cells than the release of the same window would have charged it."""
-    from tests.unit.test_adaptive_cells import targeted_window
+    from tests.unit.dp.test_adaptive_cells import targeted_window
 
     params = ReleaseParams.from_settings(
         load_settings(

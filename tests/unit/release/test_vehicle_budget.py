@@ -284,3 +284,29 @@ def test_pld_composes_cells_of_different_epsilon_below_their_sum() -> None:
     # One ε alone: the same figure as the single-ε accountant.
     assert mixed_pld_loss({0.5: 30}, 0.0, 1e-6) == pytest.approx(pld_loss(30, 0.5, 0.0, 1e-6))
     assert mixed_pld_loss({}, 0.0, 1e-6) == 0.0
+
+
+def test_the_offline_engine_passes_each_window_carry_to_the_next() -> None:
+    from stream_dp.config import load_settings
+    from stream_dp.engine import OfflineEngine
+
+    lat, lon = h3.cell_to_latlng(CENTRE)
+    readings = [
+        {"vehicle_id": f"v{6 * h + v}", "ts": h * HOUR + 100 * v + i, "lat": lat, "lon": lon,
+         "speed": 30.0 + v}
+        for h in range(6) for v in range(6) for i in range(2)
+    ]  # fmt: skip
+    settings = load_settings(
+        app_id="test", upper=U, resolution=8, coarsest_resolution=8, target_mean_error=T,
+        variance_share=0.0, vehicle_budget=6.0, budget_period_seconds=6 * HOUR,
+        max_span_hours=4, partitions=2,
+    )  # fmt: skip
+    engine = OfflineEngine(settings, LaplaceNoise())
+    releases = list(engine.feed(readings)) + list(engine.finish())
+    records = [r for rel in releases for r in rel.cells]
+    assert len(records) == 1
+    assert (records[0]["window_start"], records[0]["window_end"]) == (
+        "1970-01-01T00:00:00Z", "1970-01-01T04:00:00Z",
+    )  # fmt: skip
+    assert records[0]["n_readings"] == 48  # four hours' readings, pooled once
+    assert engine.carry is not None and int(engine.carry.count.sum()) == 24  # hours 4 and 5

@@ -27,7 +27,7 @@ from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
 
 SCHEMA = json.loads(
-    (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()
+    (Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json").read_text()
 )
 CELLS = ["872a10701ffffff", "872a10703ffffff", "872a10705ffffff", "872a10707ffffff"]
 

@@ -237,10 +237,11 @@ def test_release_help_names_the_input_columns_and_formats():
     assert all(str(reason) in text for reason in RejectReason)
 
 
-def test_the_readme_lists_every_reject_reason_once():
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("### Rejected readings", 1)[1].split("\n#", 1)[0]
+def test_the_configuration_page_lists_every_reject_reason_once():
+    page = (Path(__file__).parents[3] / "docs" / "configuration.md").read_text()
+    section = page.split("\n## Rejected readings\n", 1)[1].split("\n#", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     table = {line.split("`")[1]: line.split("|")[2].strip() for line in rows}
+    assert len(rows) == len(table)
     assert table == {str(reason): text for reason, text in DESCRIPTIONS.items()}
     assert set(DESCRIPTIONS) == set(RejectReason)
