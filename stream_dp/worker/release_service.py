@@ -366,10 +366,6 @@ class ReleaseService:
         PLD accountant, where it applies and is installed)."""
         worst = self.ledger.max_loss(window_start)  # per-cell ε summed (Thm II.3)
         self.metrics.vehicle_loss_period_max.set(worst)
-        if self.params.vehicle_budget is not None:
-            # Per-cell ε: the accountant's δ and PLD read cells back at one ε, which mixed ε
-            # does not allow; they are not exported rather than wrong.
-            return
         self.metrics.vehicle_delta_period_max.set(self.accountant.period_delta(worst))
         pld = self.accountant.period_pld(worst)
         if pld is not None:

@@ -162,6 +162,8 @@ def test_the_period_loss_gauge_sums_per_cell_epsilon_from_the_stored_losses():
     registry = service.metrics.registry
     value = registry.get_sample_value("stream_dp_vehicle_privacy_loss_period_max_epsilon")
     assert value == pytest.approx(2.7)
+    pld = registry.get_sample_value("stream_dp_vehicle_privacy_loss_period_max_epsilon_pld")
+    assert pld == pytest.approx(service.accountant.period_pld(2.7))  # the accountant's figure
 
 
 def test_a_carry_is_only_taken_forward_in_time():
