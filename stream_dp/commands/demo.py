@@ -272,11 +272,12 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
                     continue  # a re-published duplicate
                 seen.add(record["release_id"])
                 if record["type"] == "cell":
-                    cells.setdefault(record["window_start"], []).append(record)
+                    # By the window it was released in: a span's record starts earlier.
+                    cells.setdefault(record["window_end"], []).append(record)
                     continue
                 summaries.append(record)
                 spent += record["privacy_loss"]
-                line = _window_line(record, cells.pop(record["window_start"], []), spent, settings)
+                line = _window_line(record, cells.pop(record["window_end"], []), spent, settings)
                 print(line, flush=True)
         await asyncio.sleep(0.5)
     return summaries
