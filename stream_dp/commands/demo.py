@@ -23,16 +23,22 @@ from typing import Any
 
 import orjson
 
+from stream_dp.commands.profile import BUDGET_PROFILE, promise
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import Settings
 
 HOUR = 3600
 
-# The release runs on the settings' defaults, the recommended accuracy-targeted adaptive cells
-# (README, "Adaptive cells"); only the idle close is shorter, so the replay's last window
-# closes soon after it.
-DEMO_DEFAULTS = {"idle_close_seconds": 5.0}
+# The recommended per-vehicle budget profile (commands/profile.py); the idle close is
+# shorter, so the replay's last window closes soon after it.
+DEMO_DEFAULTS = {
+    **BUDGET_PROFILE,
+    "epsilon": 1.0,
+    "idle_close_seconds": 5.0,
+    # The demo starts its own empty broker: a ledger to restore cannot exist (issue 25).
+    "require_existing_ledger": False,
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,12 +67,21 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--hours must be at least 1")
     if args.rate is not None and args.rate <= 0:
         raise CliError("--rate must be positive")
-    overrides = {k: v for k, v in DEMO_DEFAULTS.items() if getattr(args, k, None) is None}
-    settings = settings_from_args(args, **overrides)
+    settings = demo_settings(args)
     try:
         return asyncio.run(_demo(args, settings))
     except asyncio.CancelledError:  # SIGTERM: everything below was stopped on the way out
         return 128 + signal.SIGTERM
+
+
+def demo_settings(args: argparse.Namespace) -> Settings:
+    """The demo's settings: its options, else its defaults (the budget profile); never
+    ``require_existing_ledger``, whatever the environment says (its broker starts empty)."""
+    overrides = {k: v for k, v in DEMO_DEFAULTS.items() if getattr(args, k, None) is None}
+    fixed = isinstance(args.target_mean_error, str) and args.target_mean_error.lower() == "none"
+    if fixed and args.vehicle_budget is None:
+        overrides.pop("vehicle_budget")  # --fixed-cells: no per-cell ε, so no vehicle budget
+    return settings_from_args(args, **overrides)
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -107,6 +122,7 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
             _print_summary(summaries, settings)
+            print(await vehicle_losses_line(conn, settings))
             if args.keep_running:
                 print(
                     f"\nstill running: dashboard {base}/dashboard, metrics {base}/metrics "
@@ -180,11 +196,56 @@ class WorkerDied(Exception):
 def _start_worker(
     settings: Settings, bootstrap: str, web_port: int, log_path: Path
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, **settings.to_env(), "STREAM_DP_KAFKA_EMBEDDED": "true"}
+    env = {**os.environ, **worker_env(settings)}
     command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
                "--web-port", str(web_port), "--log-level", "warning"]  # fmt: skip
     with log_path.open("wb") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The demo worker's ``STREAM_DP_*`` variables: the demo's settings, on the embedded
+    broker, never requiring an existing ledger (the broker is new and empty)."""
+    return {
+        **settings.to_env(),
+        "STREAM_DP_KAFKA_EMBEDDED": "true",
+        "STREAM_DP_REQUIRE_EXISTING_LEDGER": "false",
+    }
+
+
+async def vehicle_losses_line(conn: Any, settings: Settings) -> str:
+    """What each vessel lost, in plain words, from the worker's release log (its ledger),
+    against the promise B; aggregates only, never a vessel's name."""
+    from stream_dp.commands.profile import period_losses
+    from stream_dp.kafka.partition_reader import iter_partition_to_end
+    from stream_dp.worker.release_log import ReleaseLogIndex
+
+    index, losses = ReleaseLogIndex(), []
+    async for batch in iter_partition_to_end(conn, settings.topic_release_log, 0, 0):
+        for message in batch:
+            stored = index.add(message.offset, message.value)
+            if stored is not None and stored.loss is not None:
+                losses.append(stored.loss)
+    return describe_losses(period_losses(settings, losses), settings)
+
+
+def describe_losses(per_vehicle: list[float], settings: Settings) -> str:
+    """``busiest vessel lost ε 13.6 of its ε 14 per 7 days; the median vessel ε 2.1``."""
+    if not per_vehicle:
+        return "No vessel was counted in a released cell: none lost anything."
+    ordered = sorted(per_vehicle)
+    median = (
+        ordered[len(ordered) // 2]
+        if len(ordered) % 2
+        else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+    )
+    line = f"The busiest vessel lost ε {ordered[-1]:.1f}"
+    budget = promise(settings)
+    line += f" of its ε {budget}" if budget else " (no per-vessel budget promised)"
+    return (
+        f"{line}; the median vessel ε {median:.1f} ({len(ordered)} vessels counted in a "
+        "released cell, basic composition, from the worker's ledger)."
+    )
 
 
 async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list[dict[str, Any]]:
@@ -211,11 +272,12 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
                     continue  # a re-published duplicate
                 seen.add(record["release_id"])
                 if record["type"] == "cell":
-                    cells.setdefault(record["window_start"], []).append(record)
+                    # By the window it was released in: a span's record starts earlier.
+                    cells.setdefault(record["window_end"], []).append(record)
                     continue
                 summaries.append(record)
                 spent += record["privacy_loss"]
-                line = _window_line(record, cells.pop(record["window_start"], []), spent, settings)
+                line = _window_line(record, cells.pop(record["window_end"], []), spent, settings)
                 print(line, flush=True)
         await asyncio.sleep(0.5)
     return summaries

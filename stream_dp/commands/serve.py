@@ -14,7 +14,7 @@ import logging.config
 
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, plain_text
-from stream_dp.config import ConfigError
+from stream_dp.config import ConfigError, Settings
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def serve_settings(args: argparse.Namespace) -> Settings:
+    """The worker's settings; with no release parameter given anywhere (options, environment,
+    settings file), the recommended per-vehicle budget profile (``commands.profile``)."""
+    from stream_dp.commands.profile import BUDGET_PROFILE, unconfigured
+
+    given = {
+        "kafka_bootstrap": args.bootstrap,
+        "web_port": args.web_port,
+        "web_host": args.web_host,
+        "log_format": args.log_format,
+    }
+    settings = settings_from_args(args, **given)
+    if unconfigured(settings):
+        settings = settings_from_args(args, **given, **BUDGET_PROFILE)
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
     import faust
 
@@ -41,15 +58,15 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.worker.ledger_backup import ledger_missing
     from stream_dp.worker.log_setup import logging_config
 
-    settings = settings_from_args(
-        args,
-        kafka_bootstrap=args.bootstrap,
-        web_port=args.web_port,
-        web_host=args.web_host,
-        log_format=args.log_format,
-    )
+    settings = serve_settings(args)
     log_config = logging_config(args.log_level, settings.log_format)
     logging.config.dictConfig(log_config)
+    if settings.vehicle_budget is not None:
+        log.info(
+            "per-vehicle budget: epsilon %g per %d s, target mean error %s, spans up to %d h",
+            settings.vehicle_budget, settings.budget_period_seconds,
+            settings.target_mean_error, settings.max_span_hours,
+        )  # fmt: skip
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 

@@ -6,7 +6,9 @@
 - partials topic (one partition): ``partial`` records (a partition's final state of a
   window) and ``progress`` records (a partition's watermark; +inf when idle).
 - release-log topic: the stored copy of each window's release, written before publishing,
-  each preceded by the window's per-vehicle losses for the budget ledger (``loss``).
+  each preceded by the window's per-vehicle losses for the budget ledger (``loss``) and, when
+  the release defers entries to the next window (a span still pooling, issue 25), by that
+  ``carry`` (raw private columns: internal only, never published).
 
 Bulk payloads (a batch's delta, a window's partial) are column blobs
 (:mod:`stream_dp.wire.column_codec`) split into binary ``parts`` of at most :data:`BYTES_PER_PART`
@@ -27,6 +29,7 @@ import numpy as np
 import orjson
 
 from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.state import PartialColumns, WindowDelta
 from stream_dp.wire import column_codec
 
@@ -179,6 +182,42 @@ def encode_loss(loss: WindowLoss, attempt: str = "") -> list[bytes]:
 
 def loss_payload(parts: list[dict[str, Any]]) -> WindowLoss:
     return WindowLoss.from_bytes(_blob(parts))
+
+
+_CARRY_COLUMNS = (
+    "cell_code", "vehicle_code", "count", "total", "total_sq",
+    "reading_pair", "reading_ts", "reading_value",
+)  # fmt: skip
+
+
+def encode_carry(window_start: int, carry: WindowColumns, attempt: str = "") -> list[bytes]:
+    """The entries a window's release defers to the next window, stored in the release log
+    with the release (same ``attempt``, between its losses and its release): binary parts."""
+    columns: dict[str, column_codec.Column] = {
+        "cell_names": list(carry.cell_names),
+        "vehicle_names": list(carry.vehicle_names),
+    }
+    for name in _CARRY_COLUMNS:
+        columns[name] = np.ascontiguousarray(getattr(carry, name))
+    blob = column_codec.pack_segments({"window": window_start}, columns)
+    return _binary_parts("carry", f"{window_start}/{attempt}", blob)
+
+
+def carry_payload(parts: list[dict[str, Any]]) -> tuple[int, WindowColumns]:
+    """Window start and the deferred entries of an assembled ``carry`` payload."""
+    meta, columns = column_codec.unpack(_blob(parts))
+    arrays = {}
+    for name in _CARRY_COLUMNS:
+        array = columns[name]
+        if not isinstance(array, np.ndarray):
+            raise ValueError(f"carry column {name!r}: expected an array")
+        arrays[name] = array.copy()  # owned, writable: the blob's buffer is not kept
+    carry = WindowColumns(
+        cell_names=tuple(columns["cell_names"]),
+        vehicle_names=tuple(columns["vehicle_names"]),
+        **arrays,
+    )
+    return int(meta["window"]), carry
 
 
 def encode_progress(partition: int, watermark: float, late: dict[int, int]) -> bytes:

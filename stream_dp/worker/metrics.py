@@ -112,6 +112,12 @@ class ServiceMetrics:
             "(the ledger's actual per-vehicle losses; the cap is in stream_dp_info).",
             registry=r,
         )
+        self.vehicle_budget = Gauge(
+            "stream_dp_vehicle_budget_epsilon",
+            "The promise: the per-vehicle budget B (epsilon per budget period, issue 25) that "
+            "no vehicle's loss over the rolling period may exceed; 0 without one.",
+            registry=r,
+        )
         self.vehicle_loss_period_max_pld = Gauge(
             "stream_dp_vehicle_privacy_loss_period_max_epsilon_pld",
             "The same vehicle's loss by the PLD accountant: epsilon at accounting_delta "

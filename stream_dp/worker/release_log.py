@@ -4,9 +4,11 @@ Every storing of a window (an ``attempt``) writes the window's losses and then i
 to the one-partition release log. The log's order is total, so the first complete release
 of a window in it is the release; a later copy (a second releaser that computed the same
 window during a leadership change, with its own noise) is never published and its losses
-are never recorded. Every releaser applies the same rule — after storing, it reads the log
-up to its end and publishes the winning copy — so a window is published with one set of
-values even when two releasers race. Pure: fed the log's record values in order.
+are never recorded; nor is its ``carry`` (the entries its release defers to the next window,
+issue 25): only the winner's carry is fed on. Every releaser applies the same rule — after
+storing, it reads the log up to its end and publishes the winning copy — so a window is
+published with one set of values even when two releasers race. Pure: fed the log's record
+values in order.
 """
 
 from __future__ import annotations
@@ -15,19 +17,22 @@ from dataclasses import dataclass
 
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.release.records import WindowRelease
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.release_snapshots import is_release_snapshot
 
 
 @dataclass(frozen=True)
 class StoredRelease:
-    """The winning stored copy of a window: its attempt, records and losses (if stored)."""
+    """The winning stored copy of a window: its attempt, records, losses (if stored) and the
+    entries it deferred to the next window (``carry``; None: nothing deferred)."""
 
     attempt: str
     release: WindowRelease
     loss: WindowLoss | None
-    #: Log offset of the copy's first record (its losses', else its release's).
+    #: Log offset of the copy's first record (its losses', else its carry's or release's).
     offset: int = -1
+    carry: WindowColumns | None = None
 
 
 class ReleaseLogIndex:
@@ -36,6 +41,7 @@ class ReleaseLogIndex:
     def __init__(self) -> None:
         self._parts = rec.PartAssembler()
         self._losses: dict[tuple[int, str], WindowLoss] = {}
+        self._carries: dict[tuple[int, str], WindowColumns] = {}
         self.winners: dict[int, str] = {}  # window start -> winning attempt
         self.next_offset = 0
         self._first_offset: dict[tuple[str, str], int] = {}  # (kind, id) -> part 0's offset
@@ -61,16 +67,27 @@ class ReleaseLogIndex:
             else:
                 self._first_offset.pop(key, None)
             return None
+        if whole[0]["kind"] == "carry":
+            start, carry = rec.carry_payload(whole)
+            if start not in self.winners:
+                self._carries[(start, attempt)] = carry
+            else:
+                self._first_offset.pop(key, None)
+            return None
         release = WindowRelease.from_json_obj(rec.release_payload(whole))
         start = release.window_start
         first = self._first_offset.pop(key, -1)
+        first = self._first_offset.pop(("carry", key[1]), first)
         first = self._first_offset.pop(("loss", key[1]), first)
         if start in self.winners:
             self._losses.pop((start, attempt), None)
+            self._carries.pop((start, attempt), None)
             return None
         self.winners[start] = attempt
         loss = self._losses.pop((start, attempt), None)
-        for k in [k for k in self._losses if k[0] == start]:
-            del self._losses[k]  # a losing attempt's losses, stored before the winner's
-            self._first_offset.pop(("loss", f"{k[0]}/{k[1]}"), None)
-        return StoredRelease(attempt, release, loss, first)
+        carry = self._carries.pop((start, attempt), None)
+        for kind, pending in (("loss", self._losses), ("carry", self._carries)):
+            for k in [k for k in pending if k[0] == start]:
+                del pending[k]  # a losing attempt's, stored before the winner's
+                self._first_offset.pop((kind, f"{k[0]}/{k[1]}"), None)
+        return StoredRelease(attempt, release, loss, first, carry)

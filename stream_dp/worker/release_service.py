@@ -7,7 +7,10 @@ records), the releases topic (which stored records are already published — any
 not are re-published from the stored copy, never re-drawn), then the partials topic from
 its beginning. A window's records are written to the release log and acknowledged
 **before** they are published, so a window is released once. Each stored release is
-preceded by the window's per-vehicle losses, from which the budget ledger is rebuilt.
+preceded by the window's per-vehicle losses, from which the budget ledger is rebuilt, and by
+the entries its release defers to the next window (``carry``: a span still pooling, issue
+25), which the next window's release takes in; a rebuild takes the carry of the latest stored
+window, so a deferred reading is released once, by the release after the one that stored it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
 from stream_dp.release.window import failure_line, record_stored, release_ready_windows
+from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics
@@ -93,6 +97,12 @@ class ReleaseService:
         self.spent_all = 0.0  # sum of K*eps over the release log's winning copies
         self.rebuild_plan = RebuildPlan(0)
         self.snapshots = SnapshotTracker()
+        #: The entries the latest stored window deferred (None: none), and that window.
+        self.carry: WindowColumns | None = None
+        self.carry_from: int | None = None
+        budget = vehicle_budget(settings)
+        if budget is not None:
+            metrics.vehicle_budget.set(budget)
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -136,6 +146,7 @@ class ReleaseService:
             self._parts = rec.PartAssembler()
             self.log_index = ReleaseLogIndex()
             self.ledger = self.accountant.new_ledger()
+            self.carry, self.carry_from = None, None
             plan = await self._plan_rebuild()
             stored = [w async for w in self._read_release_log()]
             published: set[str] = set()
@@ -210,11 +221,32 @@ class ReleaseService:
             if unfinished is None or unfinished >= position:
                 progress = self.coordinator.progress(self.snapshots.last_released)
                 self.snapshots.note_partials(position, progress)
-        windows = (loss.window_start for loss in self.ledger.entries())
-        snapshot = self.snapshots.snapshot(windows, self.log_index.next_offset)
+        snapshot = self.snapshots.snapshot(self.windows_to_keep(), self.log_index.next_offset)
         await self.producer.send_and_wait(
             self.settings.topic_release_log, snapshot.encode(), partition=0
         )
+
+    def carry_for_next(self) -> WindowColumns | None:
+        """The pending carry for the window about to be computed (the oldest ready one not
+        stored), or None when that window is not later than the one that stored the carry
+        (a window completing out of order): a carry is only ever taken forward in time, and
+        an older window's own deferrals are then dropped (``_mark_stored``), never released
+        twice."""
+        if self.carry is None or self.carry_from is None:
+            return None
+        released = self.coordinator.released
+        pending = [s for s in self.coordinator.ready_windows() if s not in released]
+        if not pending or pending[0] <= self.carry_from:
+            return None
+        return self.carry
+
+    def windows_to_keep(self) -> list[int]:
+        """Stored windows a rebuild must read again: the ledger's, and the window whose
+        stored carry is still pending (released by the next window, not yet stored)."""
+        windows = [loss.window_start for loss in self.ledger.entries()]
+        if self.carry is not None and self.carry_from is not None:
+            windows.append(self.carry_from)
+        return windows
 
     # --- steady state -----------------------------------------------------------------
     def _apply(self, value: bytes, offset: int = -1) -> None:
@@ -235,8 +267,11 @@ class ReleaseService:
 
     async def _release_ready(self) -> None:
         # A computation that raises comes back as the window's failed outcome: stored and
-        # published like a release, so no restart computes this window again.
-        windows = release_ready_windows(self.coordinator, self.params, self.noise, self.ledger)
+        # published like a release, so no restart computes this window again. Each window
+        # takes the carry the window stored before it deferred (``_mark_stored``).
+        windows = release_ready_windows(
+            self.coordinator, self.params, self.noise, self.ledger, self.carry_for_next
+        )
         while self.leader and not self._stopping.is_set():
             began = time.monotonic()
             release = await asyncio.to_thread(next, windows, None)
@@ -248,6 +283,9 @@ class ReleaseService:
             # Stored (and acknowledged) before published: a restart re-publishes this copy.
             attempt = uuid.uuid4().hex
             parts = rec.encode_loss(release.loss, attempt) if release.loss is not None else []
+            deferred = deferred_entries(release)
+            if deferred is not None:
+                parts += rec.encode_carry(start, deferred, attempt)
             parts += rec.encode_release(release.to_json_obj(), attempt)
             await pause_point("before-stored")
             stored = [
@@ -312,6 +350,9 @@ class ReleaseService:
         (older logs stored none) and export the largest per-vehicle loss over the period."""
         start, loss = winner.release.window_start, winner.loss
         record_stored(self.coordinator, self.ledger, start, loss, from_partials)
+        if self.carry_from is None or start > self.carry_from:
+            # The latest stored window's carry replaces the one it took in (released by it).
+            self.carry, self.carry_from = winner.carry, start
         privacy_loss = float(winner.release.summary.get("privacy_loss", 0.0))
         self.spent_all += privacy_loss
         self.snapshots.note_stored(start, winner.offset, privacy_loss, published)
@@ -323,7 +364,7 @@ class ReleaseService:
     def _export_loss(self, window_start: int) -> None:
         """Export the largest per-vehicle loss over the rolling period (its δ too, and by the
         PLD accountant, where it applies and is installed)."""
-        worst = self.ledger.max_loss(window_start)
+        worst = self.ledger.max_loss(window_start)  # per-cell ε summed (Thm II.3)
         self.metrics.vehicle_loss_period_max.set(worst)
         self.metrics.vehicle_delta_period_max.set(self.accountant.period_delta(worst))
         pld = self.accountant.period_pld(worst)
@@ -356,3 +397,18 @@ class ReleaseService:
             "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",
             summary["window_start"], len(release.cells), summary["privacy_loss"], seconds,
         )  # fmt: skip
+
+
+def deferred_entries(release: WindowRelease) -> WindowColumns | None:
+    """The entries ``release`` defers to the next window (None, or empty: none)."""
+    carry = release.carry
+    return carry if carry is not None and len(carry) else None
+
+
+def vehicle_budget(settings: Settings) -> float | None:
+    """The per-vehicle budget B in force (``vehicle_budget``; else the older ``budget_cap``,
+    the same promise per period), None without one."""
+    budget = settings.vehicle_budget
+    if budget is None:
+        budget = settings.budget_cap
+    return None if budget is None else float(budget)

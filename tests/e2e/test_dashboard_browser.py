@@ -429,7 +429,7 @@ DEMO_ROW = r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +\d+ +\d+ +\d+->\d+ +\d+\.\d\d 
 
 @pytest.mark.timeout(300)
 def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Browser) -> None:
-    """`stream-dp demo --hours 6 --keep-running` (the README's quick check): after the replay
+    """`stream-dp demo --hours 9 --keep-running` (the README's quick check): after the replay
     the map draws exactly the released cells of the newest window (at least one; compared
     with the worker's own /api/releases), the budget panel holds the cumulative epsilon the
     demo printed, and the header names the resolutions drawn, not the configured 8."""
@@ -437,7 +437,7 @@ def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Brows
     import signal
 
     port = free_loopback_port()
-    demo, out = start_keep_running_demo(6, port)
+    demo, out = start_keep_running_demo(9, port)
     try:
         rows = re.findall(DEMO_ROW, out, re.MULTILINE)
         assert rows and out.splitlines()[-1].startswith("still running:"), out

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from stream_dp.commands.demo import DEMO_DEFAULTS, replayed_readings
+from stream_dp.commands.profile import period_losses
 from stream_dp.config import load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
@@ -28,9 +29,11 @@ from tests.e2e.service_harness import start_keep_running_demo
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-# The README's quick check: the busiest 6 hours of the week (2020-12-03 15:00-21:00 UTC),
-# every one of which releases cells with the demo's settings (the first 6 hours release none).
-HOURS = 6
+# The README's quick check: the busiest 9 hours of the week (2020-12-03 12:00-21:00 UTC).
+# Under the demo's per-vehicle budget most cells pool hours (spans up to 9 h): the busiest 6
+# hours end with every cell still pooling and release nothing; 9 release a span in the last
+# window (the map opens on it).
+HOURS = 9
 ROOT = Path(__file__).parents[2]
 
 # One line of the live table: window, cells, vessels, readings, G1->K, K*eps, eps spent,
@@ -39,6 +42,10 @@ ROW = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +(\d+) +(\d+) +(\d+)->(\d+) +"
     r"(\d+\.\d\d) +(\d+\.\d\d) +(\S+)  ",
     re.MULTILINE,
+)
+LOSSES = re.compile(
+    r"The busiest vessel lost ε (\d+\.\d) of its ε 14 per 7 days; the median vessel ε "
+    r"(\d+\.\d) \((\d+) vessels"
 )
 SUMMARY = re.compile(
     r"(\d+) windows released once each, (\d+) cell records; late readings dropped: (\d+)\.\n"
@@ -49,8 +56,16 @@ SUMMARY = re.compile(
 
 def _offline_summaries(readings: list[dict]) -> list[dict]:
     """The window summaries `stream-dp release` computes with the demo's settings."""
-    engine = OfflineEngine(load_settings(**DEMO_DEFAULTS), LaplaceNoise())
-    return [r.summary for part in (engine.feed(readings), engine.finish()) for r in part]
+    return _offline(readings)[0]
+
+
+def _offline(readings: list[dict]) -> tuple[list[dict], list[float]]:
+    """The window summaries `stream-dp release` computes with the demo's settings, and each
+    vehicle's loss over the budget period from its ledger."""
+    settings = load_settings(**DEMO_DEFAULTS)
+    engine = OfflineEngine(settings, LaplaceNoise())
+    summaries = [r.summary for part in (engine.feed(readings), engine.finish()) for r in part]
+    return summaries, period_losses(settings, engine.ledger.entries())
 
 
 def _minute(window_start: str) -> str:
@@ -66,6 +81,8 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
         pytest.skip(f"embedded Tansu broker unavailable: {exc}")
     for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
         monkeypatch.delenv(name)  # the demo's defaults only, here and in the subprocess
+    # An operator's setting for real deployments; the demo's own new broker has no ledger.
+    monkeypatch.setenv("STREAM_DP_REQUIRE_EXISTING_LEDGER", "true")
 
     done = subprocess.run(
         [sys.executable, "-m", "stream_dp.cli", "demo", "--hours", str(HOURS)],
@@ -86,7 +103,7 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
 
     readings = replayed_readings(HOURS)
     assert f"sample: {len(readings):,} AIS readings" in out
-    expected = _offline_summaries(readings)
+    expected, losses = _offline(readings)
     newest = max(expected, key=lambda s: s["window_start"])
     assert newest["cells_released"] > 0, "the map would open on an empty window"
     assert windows == len(expected)
@@ -113,6 +130,13 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
         assert float(row[6]) == pytest.approx(want["privacy_loss"], abs=0.006)
         assert float(row[7]) == pytest.approx(spent, abs=0.006)
         assert float(row[8]) == pytest.approx(want["error_bound"], abs=0.006)
+
+    # What each vessel lost, against the promise B = 14 per 7 days, from the worker's ledger.
+    lost = LOSSES.search(out)
+    assert lost, out
+    ordered = sorted(losses)
+    assert float(lost[1]) == pytest.approx(ordered[-1], abs=0.051) and ordered[-1] <= 14
+    assert int(lost[3]) == len(ordered) and float(lost[2]) <= float(lost[1])
 
     # Privacy: the output names no vessel (AIS vehicle ids are MMSI numbers).
     vessels = {r["vehicle_id"] for r in readings}

@@ -381,8 +381,9 @@ def _settings_from(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def _assert_targeted(settings: Any) -> None:
     """Issue 26: the shipped configurations release accuracy-targeted adaptive cells (T 15,
-    resolution 8 merging up to 3, no variance), and every value they set is a valid setting."""
-    assert settings.target_mean_error == 15.0
+    resolution 8 merging up to 3, no variance), and every value they set is a valid setting;
+    under issue 25's per-vehicle budget (the shipped default) T is 10."""
+    assert settings.target_mean_error == (15.0 if settings.vehicle_budget is None else 10.0)
     assert (settings.resolution, settings.coarsest_resolution) == (8, 3)
     assert settings.variance_share == 0.0 and settings.epsilon == 1.0
 
@@ -487,6 +488,35 @@ def test_kubernetes_env_comes_from_the_configmap_and_the_sasl_secret() -> None:
         sources = container["envFrom"]
         assert {"configMapRef": {"name": "stream-dp-config"}} in sources
         assert {"secretRef": {"name": "stream-dp-kafka-sasl", "optional": True}} in sources
+
+
+def _compose_defaults() -> dict[str, str]:
+    """The worker's environment in docker-compose.yml with every ``${NAME:-default}`` at its
+    default (what compose resolves from an empty shell)."""
+    env = load_yaml(COMPOSE)["x-stream-dp-env"]
+    return {k: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(v)) for k, v in env.items()}
+
+
+@pytest.mark.parametrize("where", ["compose", "kubernetes"])
+def test_deployments_default_to_the_per_vehicle_budget(where, monkeypatch) -> None:
+    """Issue 25 item 7: B = 14 per 7 days, T = 10, spans up to 9 h, as the worker reads it."""
+    from stream_dp.config import load_settings
+    from stream_dp.release.params import checked_settings
+
+    if where == "compose":
+        env = _compose_defaults()
+    else:
+        env = kubernetes_object("ConfigMap", "stream-dp-config")["data"]
+    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = checked_settings(load_settings())
+    assert settings.vehicle_budget == 14.0
+    assert settings.budget_period_seconds == 7 * 24 * 3600
+    assert settings.target_mean_error == 10.0
+    assert settings.max_span_hours == 9
+    assert settings.budget_cap is None
 
 
 def test_kubernetes_replay_job_runs_the_producer_once() -> None:

@@ -1,0 +1,84 @@
+"""Issue 25 item 7: the demo and ``serve`` default to the per-vehicle budget profile, the demo
+never requires an existing ledger, and it says in plain words what each vessel lost."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from stream_dp.commands import demo, serve
+from stream_dp.commands.profile import BUDGET_PROFILE, period_losses, promise
+from stream_dp.config import load_settings
+from stream_dp.dp.budget_ledger import WindowLoss
+
+HOUR = 3600
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    import os
+
+    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def parsed(command, *argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    return parser.parse_args([command.__name__.rsplit(".", 1)[1], *argv])
+
+
+def test_the_demo_ignores_a_required_existing_ledger_in_the_environment(clean_env):
+    clean_env.setenv("STREAM_DP_REQUIRE_EXISTING_LEDGER", "true")
+    assert load_settings().require_existing_ledger  # what the user's environment says
+    settings = demo.demo_settings(parsed(demo))
+    assert settings.require_existing_ledger is False
+    env = demo.worker_env(load_settings())  # even from settings that still require it
+    assert env["STREAM_DP_REQUIRE_EXISTING_LEDGER"] == "false"
+    assert env["STREAM_DP_KAFKA_EMBEDDED"] == "true"
+
+
+def test_the_demo_runs_the_budget_profile(clean_env):
+    settings = demo.demo_settings(parsed(demo))
+    assert settings.vehicle_budget == 14.0 and settings.max_span_hours == 9
+    assert settings.target_mean_error == 10.0
+    assert settings.budget_period_seconds == 7 * 24 * HOUR
+    assert promise(settings) == "14 per 7 days"
+    override = demo.demo_settings(parsed(demo, "--vehicle-budget", "7"))
+    assert override.vehicle_budget == 7.0
+    fixed = demo.demo_settings(parsed(demo, "--fixed-cells"))
+    assert fixed.vehicle_budget is None and fixed.target_mean_error is None
+
+
+def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_env):
+    bare = serve.serve_settings(parsed(serve))
+    assert {k: getattr(bare, k) for k in BUDGET_PROFILE} == BUDGET_PROFILE
+    clean_env.setenv("STREAM_DP_EPSILON", "0.5")
+    configured = serve.serve_settings(parsed(serve))
+    assert configured.vehicle_budget is None and configured.epsilon == 0.5
+    clean_env.delenv("STREAM_DP_EPSILON")
+    option = serve.serve_settings(
+        parsed(serve, "--vehicle-budget", "28", "--target-mean-error", "12")
+    )
+    assert option.vehicle_budget == 28.0 and option.max_span_hours == 9  # the setting's default
+    assert option.budget_period_seconds == 86400  # the setting's default, not the profile's
+
+
+def test_the_losses_in_plain_words_come_from_the_ledger_over_the_period(clean_env):
+    settings = load_settings(**BUDGET_PROFILE)
+    first = 1_000 * HOUR
+    losses = [  # a week of 168 windows: the busiest vessel is in two cells of each
+        WindowLoss.from_counts(first + h * HOUR, 0.04, ["a", "b", "c"], [2, 1, 1])
+        for h in range(168)
+    ]
+    per_vehicle = period_losses(settings, losses)
+    assert sorted(per_vehicle) == pytest.approx([6.72, 6.72, 13.44])  # the first hour counts
+    line = demo.describe_losses(per_vehicle, settings)
+    assert line.startswith("The busiest vessel lost ε 13.4 of its ε 14 per 7 days; ")
+    assert "the median vessel ε 6.7 (3 vessels" in line
+    # one more hour: the first drops out of the period that ends with the last window
+    later = [*losses, WindowLoss.from_counts(first + 168 * HOUR, 0.04, ["a"], [1])]
+    assert max(period_losses(settings, later)) == pytest.approx(13.44 - 0.08 + 0.04)
+    assert "no per-vessel budget" in demo.describe_losses([1.0], load_settings())
