@@ -96,7 +96,8 @@ class ReleaseStore:
         if max_windows < 1:
             raise ValueError("max_windows must be >= 1")
         self.max_windows = max_windows
-        self.windows: dict[str, ReleasedWindow] = {}
+        #: Every window held, by its window_end (how a span's cells find their window).
+        self.by_end: dict[str, ReleasedWindow] = {}
         self.version = 0
         self.duplicates = 0
         self.invalid = 0
@@ -123,21 +124,25 @@ class ReleaseStore:
         if kind == "cell" and not isinstance(record.get("cell"), str):
             self.invalid += 1
             return False
-        start = record["window_start"]
+        start, end = record["window_start"], record.get("window_end")
         try:
             _epoch(start)
+            _epoch(end if isinstance(end, str) else "")
             record_upper(record)
         except ValueError:
             self.invalid += 1
             return False
-        window = self.windows.get(start)
+        # A window is filed under its end: a span's cells (vehicle budget) state the span's
+        # first window as window_start, but are released with the window ending where they do.
+        window = self.by_end.get(end)
         if window is None:
-            window = self.windows[start] = ReleasedWindow(start)
+            window = self.by_end[end] = ReleasedWindow(start)
         if kind == "window":
             if window.summary is not None:
                 self.duplicates += 1
                 return False
             window.summary = record
+            window.start = start  # a span's cell may have come first, with the span's start
         elif release_id in window.cells:
             self.duplicates += 1
             return False
@@ -147,14 +152,24 @@ class ReleaseStore:
         window.version = self.version
         return True
 
+    @property
+    def windows(self) -> dict[str, ReleasedWindow]:
+        """The windows held, by their window_start (a window whose summary has not arrived yet
+        is listed under its first cell's start unless a window with a summary has it)."""
+        out: dict[str, ReleasedWindow] = {}
+        for window in sorted(self.by_end.values(), key=lambda w: w.summary is not None):
+            out[window.start] = window
+        return out
+
     def _forget_old(self) -> None:
-        excess = len(self.windows) - self.max_windows
+        excess = len(self.by_end) - self.max_windows
         if excess <= 0:
             return
-        for start in sorted(self.windows)[:excess]:
-            summary = self.windows.pop(start).summary
-            if summary is not None:
-                self._forgotten.append((_epoch(start), float(summary.get("privacy_loss", 0.0))))
+        for end in sorted(self.by_end, key=_epoch)[:excess]:
+            window = self.by_end.pop(end)
+            if window.summary is not None:
+                lost = float(window.summary.get("privacy_loss", 0.0))
+                self._forgotten.append((window.epoch, lost))
 
     def index(self) -> list[dict[str, Any]]:
         """The released windows (those whose summary arrived), oldest first, each with its

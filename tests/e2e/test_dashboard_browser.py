@@ -100,9 +100,17 @@ def wait_drawn(page: Browser, window: str, timeout: float = 30.0) -> dict[str, A
     return page.evaluate(DRAWN)
 
 
+def released_cells(records: list[dict[str, Any]], window: str) -> list[dict[str, Any]]:
+    """The cell records the window starting at ``window`` released: those ending with it (a
+    span's records start at the span's first window)."""
+    summaries = [r for r in records if r["type"] == "window" and r["window_start"] == window]
+    ends = {r["window_end"] for r in summaries}
+    return [r for r in records if r["type"] == "cell" and r["window_end"] in ends]
+
+
 def assert_drawn_equals_released(drawn: dict[str, Any], records: list[dict[str, Any]]) -> None:
     """Every released cell of the window is drawn once, with its mean and mean_error."""
-    cells = [r for r in records if r["type"] == "cell" and r["window_start"] == drawn["window"]]
+    cells = released_cells(records, drawn["window"])
     assert cells, "the window released no cell"
     assert len(drawn["cells"]) == len(cells)
     shown = {cell: (mean, error) for cell, mean, error in drawn["cells"]}
@@ -429,7 +437,7 @@ DEMO_ROW = r"^(\d{4}-\d\d-\d\d \d\d:\d\d) +(\d+) +\d+ +\d+ +\d+->\d+ +\d+\.\d\d 
 
 @pytest.mark.timeout(300)
 def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Browser) -> None:
-    """`stream-dp demo --hours 9 --keep-running` (the README's quick check): after the replay
+    """`stream-dp demo --hours 6 --keep-running` (the README's quick check): after the replay
     the map draws exactly the released cells of the newest window (at least one; compared
     with the worker's own /api/releases), the budget panel holds the cumulative epsilon the
     demo printed, and the header names the resolutions drawn, not the configured 8."""
@@ -437,7 +445,7 @@ def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Brows
     import signal
 
     port = free_loopback_port()
-    demo, out = start_keep_running_demo(9, port)
+    demo, out = start_keep_running_demo(6, port)
     try:
         rows = re.findall(DEMO_ROW, out, re.MULTILINE)
         assert rows and out.splitlines()[-1].startswith("still running:"), out
@@ -451,8 +459,7 @@ def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Brows
         assert len(drawn["cells"]) == int(newest[1]) > 0
         assert_drawn_equals_released(drawn, records)
         assert float(drawn["cumulative_epsilon"]) == pytest.approx(float(newest[2]), abs=0.006)
-        shown = sorted({r["resolution"] for r in records if r["type"] == "cell"
-                        and r["window_start"] == window})  # fmt: skip
+        shown = sorted({r["resolution"] for r in released_cells(records, window)})
         assert f"H3 res {', '.join(map(str, shown))} ·" in drawn["params"]
         assert 8 not in shown and "res 8" not in drawn["params"]
         assert drawn["status"] == "live"

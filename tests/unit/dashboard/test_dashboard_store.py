@@ -112,3 +112,21 @@ def test_common_upper_refuses_a_mix() -> None:
     mixed = same + window_records(1, {NYC: 1.0}, 1.0)  # 90 and (unstated) 65
     with pytest.raises(ValueError, match="mix different U"):
         common_upper(mixed, 65.0)
+
+
+def test_a_span_s_cells_are_filed_with_the_window_that_released_them() -> None:
+    """Under a vehicle budget a record covers a span of windows: its window_start is the span's
+    first window, its window_end that of the window releasing it. The map must show it with
+    that window, not with the (already released) window the span started in."""
+    store = ReleaseStore()
+    parent = h3.cell_to_parent(NYC, 4)
+    store.add(window_records(0, {NYC: 20.0}, 1.0))  # hour 0, released on its own
+    released = window_records(3, {parent: 42.0}, 0.5)  # hour 3 releases a span 0..3
+    span_cell = released[0]
+    span_cell["window_start"] = _stamp(0)
+    store.add([span_cell])  # the span's cell may arrive before hour 3's summary
+    assert [c["cell"] for c in store.cells(_stamp(0)) or []] == [NYC]
+    store.add(released[1:])
+    assert [c["cell"] for c in store.cells(_stamp(3)) or []] == [parent]
+    assert [c["cell"] for c in store.cells(_stamp(0)) or []] == [NYC]
+    assert [w["window_start"] for w in store.index()] == [_stamp(0), _stamp(3)]
