@@ -43,6 +43,12 @@ class MeanMechanismSpec:
     window_combiner: bool = False
 
     @property
+    def m_ub_free(self) -> bool:
+        """Array averaging whose array length bound m_UB its name does not fix (the median by
+        default; the experiments also run it with eq. (9))."""
+        return self.implementation == _ARRAYS and "m_ub" not in self.preset
+
+    @property
     def pure_epsilon(self) -> bool:
         """Each released cell is pure ε-DP (δ = 0)."""
         return not self.needs_delta

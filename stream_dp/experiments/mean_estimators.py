@@ -69,9 +69,12 @@ ALL_SPECS: tuple[Spec, ...] = (
 
 
 def eq9_array_averaging(specs: Sequence[Spec]) -> tuple[Spec, ...]:
-    """003 Fig. 4: ARRAY-AVERAGING with m_UB by eq. (9) as well."""
+    """003 Fig. 4: ARRAY-AVERAGING (BESTFIT, the one in :data:`ALL_SPECS` whose m_UB its name
+    leaves free) with m_UB by eq. (9) as well."""
+    from stream_dp.dp.mechanism_specs import mechanism_spec
+
     return tuple(
-        (label, name, {**params, "m_ub": "eq9"} if name == "array-averaging-bestfit" else params)
+        (label, name, {**params, "m_ub": "eq9"} if mechanism_spec(name).m_ub_free else params)
         for label, name, params in specs
     )
 
