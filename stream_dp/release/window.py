@@ -36,7 +36,7 @@ from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.spans import deferred, pooled
+from stream_dp.release.spans import deferred, fresh_carry, pooled
 from stream_dp.release.stages import Pipeline, release_stages, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -68,9 +68,11 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
-        state.carry_in = carry
+        stale = 0
         if params.vehicle_budget is not None:  # spans (§13.3)
+            carry, stale = fresh_carry(carry, window_start, params)
             state.columns = pooled(columns, carry, params.prefix_limit)
+        state.carry_in = carry
         pooled_columns = state.columns
         Pipeline(release_stages(noise)).run(state)
         if params.vehicle_budget is not None and params.max_span_hours > 1:
@@ -78,8 +80,11 @@ def release_window(
     finally:
         if collecting:
             gc.enable()
+    state.report.readings_withheld += stale  # a stale carry is withheld (§13.3)
     if not state.summary:  # nothing chosen: the stages stopped after the mask
         state.summary = summary_of(state)
+    elif stale:
+        state.summary["readings_withheld"] = state.report.readings_withheld
     loss, reads = None, None
     if ledger is not None:
         occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy

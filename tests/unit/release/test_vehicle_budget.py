@@ -133,6 +133,8 @@ def _run(
     releases, losses = [], []
     carry = None
     for hour, readings in enumerate(windows):
+        if not readings:  # no window: nothing is released (the engine's gap)
+            continue
         if hour == restart_at:
             stored = [WindowLoss.from_bytes(e.to_bytes()) for e in ledger.entries()]
             ledger = BudgetLedger.from_entries(params.ledger_period_seconds, None, stored)
@@ -231,13 +233,16 @@ def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
     span=st.integers(1, 4),
     restart=st.integers(-1, 13),
     whole_burst=st.booleans(),
+    empty=st.sets(st.integers(1, 13), max_size=6),
 )
 def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
-    hours: int, seed: int, budget: float, span: int, restart: int, whole_burst: bool
-) -> None:
+    hours: int, seed: int, budget: float, span: int, restart: int, whole_burst: bool,
+    empty: set[int],
+) -> None:  # fmt: skip
     burst = budget if whole_burst else None  # no pacing: the rolling budget alone holds B
     params = _params(vehicle_budget=budget, vehicle_budget_burst=burst, max_span_hours=span)
-    windows = _busy_windows(hours, seed)
+    # Hours without readings release nothing: a carry then crosses them (never a longer span).
+    windows = [[] if h in empty else w for h, w in enumerate(_busy_windows(hours, seed))]
     releases, losses = _run(params, windows, restart_at=restart)
     assert _worst_rolling_loss(losses, params.budget_period_seconds) <= budget * (1 + 1e-9)
     # The promise is about readings: the releases using a vehicle's readings of any period.
@@ -250,6 +255,35 @@ def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
         assert record["epsilon"] > 0 and record["mean_error"] <= T
         length = _hours(record["window_end"]) - _hours(record["window_start"])
         assert 1 <= length <= span
+
+
+def test_a_carry_across_hours_without_readings_is_withheld() -> None:
+    """Readings in hours 0-2 and 20 only (no window in between): the carry of hour 2 reaches
+    hour 20, too old to pool under max_span_hours 4; withheld and counted, never a 21-hour
+    record."""
+    from stream_dp.config import load_settings
+    from stream_dp.engine import OfflineEngine
+
+    lat, lon = h3.cell_to_latlng(CENTRE)
+    readings = [
+        {"vehicle_id": f"v{6 * h + v}", "ts": h * HOUR + 100 * v + i, "lat": lat, "lon": lon,
+         "speed": 30.0 + v}
+        for h in (0, 1, 2, 20) for v in range(6) for i in range(2)
+    ]  # fmt: skip
+    settings = load_settings(
+        app_id="test", upper=U, resolution=8, coarsest_resolution=8, target_mean_error=T,
+        variance_share=0.0, vehicle_budget=6.0, budget_period_seconds=6 * HOUR,
+        max_span_hours=4, partitions=2,
+    )  # fmt: skip
+    engine = OfflineEngine(settings, LaplaceNoise())
+    releases = list(engine.feed(readings)) + list(engine.finish())
+    assert [r.window_start // HOUR for r in releases] == [0, 1, 2, 20]
+    assert all(
+        _hours(c["window_end"]) - _hours(c["window_start"]) <= 4 for r in releases for c in r.cells
+    )
+    # Hour 20 pools nothing of hours 0-2: its 36 stale readings and its own 12 are withheld.
+    last = releases[-1]
+    assert last.cells == [] and last.summary["readings_withheld"] == 36 + 12
 
 
 def _hours(stamp: str) -> int:
