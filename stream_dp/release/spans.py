@@ -6,12 +6,13 @@ unreleased (their cells missed T, were dropped by the budget's plan, or were hel
 with this window's pairs of the same (cell, vehicle). The pairs this release leaves
 unreleased are carried on, unless their first reading is ``max_span_hours`` windows old
 (those are withheld, as today); a carry handed across windows that released nothing (a gap
-in the stream) is cut the same way before it is pooled (:func:`fresh_carry`). A released record covers the windows from its pairs' first
-window to this window's end: its ``window_start``/``window_end``. A pair is either read in
-this window's records, or counted in one (a sit-out in a released cell), or carried, or
-withheld: so every reading is in at most one released record. Which pairs are carried is a
-function of the occupancy (the windows each pair has readings in) and the release's public
-choices. The carry is raw private columns: never published.
+in the stream) is cut the same way before it is pooled (:func:`fresh_carry`). A released
+record covers the windows from its pairs' first window to this window's end: its
+``window_start``/``window_end``. A pair is either read in this window's records, or counted
+in one (a sit-out in a released cell), or carried, or withheld: so every reading is in at
+most one released record. Which pairs are carried is a function of the occupancy (the
+windows each pair has readings in) and the release's public choices. The carry is raw
+private columns: never published.
 """
 
 from __future__ import annotations
