@@ -18,6 +18,10 @@ charging the budget keeps the ledger an upper bound on what was released about e
 and a failure caused by the public counts (the usual kind) reveals nothing more than the
 counts already do. If even the chosen cells cannot be computed, each vehicle is charged
 every cell it occupies in any partition's partial (an over-count, never an under-count).
+Under a vehicle budget (docs/math.md §13) the failed window first pools the carry, as its
+release would have, and is charged its plan; the partials' fallback charges each vehicle
+its room (capped at its pairs × the burst), the most any release could have charged it, so
+a failure never takes a vehicle past B.
 Pure apart from the fault point (tests only).
 """
 
@@ -30,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
+from stream_dp.dp.budget_ledger import CAP_RTOL, BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
 from stream_dp.release.spans import deferred, fresh_carry, pooled
@@ -135,7 +140,7 @@ def release_ready_window(
         columns = coordinator.merged(window_start)
         return release_window(window_start, columns, params, noise, late, ledger, carry)
     except Exception as exc:  # noqa: BLE001 - the point: any failure becomes an outcome
-        return failed_release(window_start, exc, params, late, ledger, columns, partials)
+        return failed_release(window_start, exc, params, late, ledger, columns, partials, carry)
 
 
 def release_ready_windows(
@@ -184,20 +189,34 @@ def failed_release(
     ledger: BudgetLedger | None,
     columns: WindowColumns | None,
     partials: list[PartialColumns],
+    carry: WindowColumns | None = None,
 ) -> WindowRelease:
     """The failed outcome of a window: no cells, the summary of a release (same fields)
-    without data, the accountant's charge (module docstring)."""
+    without data, the accountant's charge (module docstring). Under a vehicle budget the
+    ``carry`` is pooled first, as the release would have (§13.3): its pairs are charged too."""
+    carried: WindowColumns | None = None
+    if params.vehicle_budget is not None:
+        carried, _ = fresh_carry(carry, window_start, params)
+        if columns is not None:
+            columns = pooled(columns, carried, params.prefix_limit)
     state = _state(window_start, columns, params, ledger, late_readings)
     loss = None
     if ledger is not None:
-        loss = _charged_loss(state, columns is not None, partials)
+        loss = _charged_loss(state, columns is not None, partials, carried)
     most_cells = int(loss.cells.max(initial=0)) if loss is not None else 0
     state.report.g1 = state.report.k = most_cells
     summary = summary_of(state, error)
+    if params.vehicle_budget is not None and loss is not None:
+        summary["max_vehicle_loss"] = summary["privacy_loss"] = loss.max_loss
     return WindowRelease(window_start, [], summary, loss, error_site=_site(error))
 
 
-def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumns]) -> WindowLoss:
+def _charged_loss(
+    state: WindowState,
+    merged: bool,
+    partials: list[PartialColumns],
+    carry: WindowColumns | None = None,
+) -> WindowLoss:
     """Per vehicle, the chosen cells it occupies before CLIP-USER (module docstring)."""
     if merged:
         try:
@@ -212,10 +231,22 @@ def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumn
         except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
             pass
     per_vehicle: dict[str, int] = {}
-    for partial in partials:
-        cells = np.bincount(partial.pair_vehicle, minlength=len(partial.vehicle_names))
-        for name, count in zip(partial.vehicle_names.tolist(), cells.tolist(), strict=True):
+    sources = [(p.pair_vehicle, p.vehicle_names) for p in partials]
+    if carry is not None:
+        sources.append((carry.vehicle_code, carry.vehicle_names))
+    for pair_vehicle, names in sources:
+        cells = np.bincount(pair_vehicle, minlength=len(names))
+        for name, count in zip(list(names), cells.tolist(), strict=True):
             per_vehicle[name] = per_vehicle.get(name, 0) + count
+    params = state.params
+    if params.vehicle_budget is not None:  # §13: each vehicle at most its room, never past B
+        names = sorted(name for name, n in per_vehicle.items() if n > 0)
+        counts = np.array([per_vehicle[name] for name in names], dtype=np.int64)
+        room = room_of(params, state.ledger, names, state.window_start)
+        room = np.maximum(room - CAP_RTOL * float(params.vehicle_budget), 0.0)  # no slack
+        charge = np.minimum(room, counts * params.vehicle_burst)
+        counts = np.where(charge > 0, counts, 0)  # a vehicle with no room pays nothing
+        return WindowLoss.of_losses(state.window_start, names, counts, charge)
     return state.accountant.failed_charge_of_counts(
         state.window_start, list(per_vehicle), list(per_vehicle.values())
     )
