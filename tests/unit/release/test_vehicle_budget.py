@@ -334,7 +334,25 @@ def test_release_prints_the_busiest_loss_and_writes_the_ledger_audit(
     busiest = max(row["loss"] for row in lines)
     assert 0 < busiest <= 3.0 + 1e-9
     assert f"epsilon {busiest:.2f} (basic)" in err
-    assert all(row["loss_pld"] is None or row["loss_pld"] <= row["loss"] + 1e-9 for row in lines)
+    assert all(row["loss_pld"] is not None for row in lines)  # the test env has dp-accounting
+    assert all(0 < row["loss_pld"] <= row["loss"] + 1e-9 for row in lines)
+
+
+def test_the_run_losses_count_a_failed_window_at_its_ledger_charge() -> None:
+    """Issue 25: a failed window under a vehicle budget is charged per-vehicle ε (no cells
+    read); the audit and the busiest line add that charge, not cells × ``epsilon``."""
+    from stream_dp.dp.pld_accounting import pld_available
+    from stream_dp.release.run_losses import RunLosses
+
+    runs = RunLosses(_params())
+    failed = WindowLoss.of_losses(0, ["a", "b"], [3, 1], [0.6, 0.25])
+    runs.add(WindowRelease(0, [], {"status": "failed"}, failed))
+    assert runs.basic("a") == pytest.approx(0.6) and runs.basic("b") == pytest.approx(0.25)
+    assert runs.busiest()[0] == pytest.approx(0.6)
+    rows = {row["vehicle_id"]: row for row in runs.rows()}
+    assert rows["a"]["loss"] == pytest.approx(0.6)
+    if pld_available():
+        assert rows["a"]["loss_pld"] == pytest.approx(0.6)
 
 
 def test_pld_composes_cells_of_different_epsilon_below_their_sum() -> None:
