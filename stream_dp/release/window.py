@@ -31,6 +31,7 @@ import gc
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -104,9 +105,18 @@ def release_window(
         state.summary["max_vehicle_loss"] = loss.max_loss
         if params.vehicle_budget is not None:  # K·ε does not hold with per-cell ε
             state.summary["privacy_loss"] = loss.max_loss
+    if params.vehicle_budget is not None:
+        state.summary["epsilon"] = summary_epsilon(params, state.cells)
     return WindowRelease(
         window_start, state.cells, state.summary, loss, carry=state.carry_out, reads=reads
     )
+
+
+def summary_epsilon(params: ReleaseParams, cells: list[dict[str, Any]]) -> float:
+    """A window summary's ``epsilon`` under a vehicle budget (§13, docs/output.md): the
+    largest per-cell ε of its released cells; with none released (or a failed window), the
+    burst, the most any cell of it could have taken."""
+    return max((float(c["epsilon"]) for c in cells), default=params.vehicle_burst)
 
 
 def _state(
@@ -206,8 +216,10 @@ def failed_release(
     most_cells = int(loss.cells.max(initial=0)) if loss is not None else 0
     state.report.g1 = state.report.k = most_cells
     summary = summary_of(state, error)
-    if params.vehicle_budget is not None and loss is not None:
-        summary["max_vehicle_loss"] = summary["privacy_loss"] = loss.max_loss
+    if params.vehicle_budget is not None:
+        summary["epsilon"] = summary_epsilon(params, [])
+        if loss is not None:
+            summary["max_vehicle_loss"] = summary["privacy_loss"] = loss.max_loss
     return WindowRelease(window_start, [], summary, loss, error_site=_site(error))
 
 

@@ -203,6 +203,10 @@ def test_records_carry_their_own_epsilon_that_meets_t() -> None:
     for rel in releases:
         if rel.cells:
             assert rel.summary["max_vehicle_loss"] == pytest.approx(rel.loss.max_loss)
+        # The summary's epsilon: the largest per-cell ε released (the burst with none).
+        largest = max((r["epsilon"] for r in rel.cells), default=1.0)
+        assert rel.summary["epsilon"] == pytest.approx(largest)
+    assert any(rel.summary["epsilon"] < 1.0 for rel in releases)
 
 
 def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
