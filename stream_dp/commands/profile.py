@@ -67,10 +67,10 @@ def _period(seconds: int) -> str:
 def period_losses(settings: Settings, losses: Iterable[WindowLoss]) -> list[float]:
     """Each vehicle's loss over the budget period that ends with the last window, as the
     release's ledger sums it (basic composition); aggregates are for people, never names."""
-    from stream_dp.release.accounting import PrivacyAccountant
-    from stream_dp.release.params import ReleaseParams
+    from stream_dp.dp.budget_ledger import BudgetLedger
 
-    ledger = PrivacyAccountant(ReleaseParams.from_settings(settings)).new_ledger()
+    # Over the period itself (the release's ledger checks a period widened by the spans).
+    ledger = BudgetLedger(settings.budget_period_seconds, None)
     names: set[str] = set()
     last = None
     for loss in sorted(losses, key=lambda loss: loss.window_start):

@@ -140,8 +140,9 @@ class PrivacyAccountant:
 
     # --- the ledger -------------------------------------------------------------------
     def new_ledger(self) -> BudgetLedger:
-        """The per-vehicle budget ledger (tracking always; the cap if set)."""
-        return BudgetLedger(self.params.budget_period_seconds, self.params.budget_cap)
+        """The per-vehicle budget ledger (tracking always; the cap if set), over the period
+        of :attr:`~stream_dp.release.params.ReleaseParams.ledger_period_seconds`."""
+        return BudgetLedger(self.params.ledger_period_seconds, self.params.budget_cap)
 
     def allowed_cells(
         self, ledger: BudgetLedger, vehicles: tuple[str, ...], window_start: int

@@ -4,6 +4,7 @@ and the cap give them (kept entries, per-cell caps), so the later stages run unc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from stream_dp.release.bounding import Contributions
 from stream_dp.release.params import ReleaseParams
 
 if TYPE_CHECKING:
+    from stream_dp.dp.budget_ledger import BudgetLedger
     from stream_dp.release.state import WindowState
 
 
@@ -26,11 +28,17 @@ def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
     """What each vehicle of ``occupancy`` may spend in this window: the ledger's rolling
     budget and pacing (:meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`); with
     no ledger (``plan``), the burst."""
-    params = state.params
+    return room_of(state.params, state.ledger, occupancy.vehicles, state.window_start)
+
+
+def room_of(
+    params: ReleaseParams, ledger: BudgetLedger | None, vehicles: Sequence[str], at: int
+) -> np.ndarray:
+    """:func:`vehicle_room` of ``vehicles`` at window ``at`` (also a failed window's charge)."""
     budget, burst = float(params.vehicle_budget or 0.0), params.vehicle_burst
-    if state.ledger is None:
-        return np.full(len(occupancy.vehicles), min(budget, burst))
-    return state.ledger.budget_room(occupancy.vehicles, state.window_start, budget, burst)
+    if ledger is None:
+        return np.full(len(vehicles), min(budget, burst))
+    return ledger.budget_room(vehicles, at, budget, burst)
 
 
 def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:

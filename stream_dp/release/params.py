@@ -99,6 +99,17 @@ class ReleaseParams:
             return self.vehicle_budget_burst
         return 0.0 if self.vehicle_budget is None else self.vehicle_budget / 6
 
+    @property
+    def ledger_period_seconds(self) -> int:
+        """The rolling period the ledger checks a vehicle's room over (docs/math.md §13.1):
+        ``budget_period_seconds``, widened under a vehicle budget by ``(max_span_hours - 1)``
+        windows, because a record released at ``t`` holds readings up to that many windows
+        older; every release using the readings of one period then lies in one widened period.
+        """
+        if self.vehicle_budget is None:
+            return self.budget_period_seconds
+        return self.budget_period_seconds + (self.max_span_hours - 1) * self.window_seconds
+
     @classmethod
     def from_settings(cls, settings: Settings) -> ReleaseParams:
         """The DP fields of ``settings`` (the one place that reads them for the release)."""

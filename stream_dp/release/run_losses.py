@@ -1,6 +1,8 @@
 """Each vehicle's privacy loss over a whole run (``stream-dp release``; docs/math.md §13.4):
 basic (summed ε of the cells it was read in) and PLD (its cells' Laplace releases composed,
-at ``accounting_delta``). An audit of the operator's promise; never published."""
+at ``accounting_delta``). A failed window's per-vehicle charge (no cells read) is added to
+both as is, so the figures agree with the ledger. An audit of the operator's promise; never
+published."""
 
 from __future__ import annotations
 
@@ -21,9 +23,13 @@ class RunLosses:
 
     params: ReleaseParams
     cells: defaultdict[str, Counter[float]] = field(default_factory=lambda: defaultdict(Counter))
+    #: Per vehicle, ε charged without cells to compose (a failed window's per-vehicle charge
+    #: under a vehicle budget): added to both figures as is (basic composition).
+    charged: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     def add(self, release: WindowRelease) -> None:
-        """Count a stored release's cells (its per-cell ε, or every cell at ``epsilon``)."""
+        """Count a stored release's cells (its per-cell ε, or every cell at ``epsilon``); a
+        failed window's per-vehicle ε charge (``WindowLoss.losses``), as the ledger has it."""
         if release.reads is not None:
             names, vehicle, eps = release.reads
             if not len(vehicle):
@@ -38,29 +44,41 @@ class RunLosses:
         loss = release.loss
         if loss is None:
             return
+        if loss.losses is not None:
+            for name, x in zip(loss.vehicles, loss.losses.tolist(), strict=True):
+                self.charged[name] += x
+            return
         epsilon = self.params.epsilon
         for name, n in zip(loss.vehicles, loss.cells.tolist(), strict=True):
             self.cells[name][epsilon] += n
 
     def basic(self, name: str) -> float:
-        return sum(eps * n for eps, n in self.cells[name].items())
+        cells = self.cells.get(name, Counter())
+        return sum(eps * n for eps, n in cells.items()) + self.charged.get(name, 0.0)
 
     def pld(self, name: str) -> float | None:
         params = self.params
         if not params.mechanism.pld_composes:
             return None
-        return mixed_pld_loss(
-            dict(self.cells[name]), params.variance_share, params.accounting_delta
+        composed = mixed_pld_loss(
+            dict(self.cells.get(name, Counter())), params.variance_share, params.accounting_delta
         )
+        if composed is None:
+            return None
+        return composed + self.charged.get(name, 0.0)
+
+    def _names(self) -> set[str]:
+        return set(self.cells) | set(self.charged)
 
     def busiest(self) -> tuple[float, float | None]:
         """The largest basic loss of a vehicle over the run and that vehicle's PLD loss."""
-        if not self.cells:
+        names = self._names()
+        if not names:
             return 0.0, 0.0
-        name = max(self.cells, key=self.basic)
+        name = max(sorted(names), key=self.basic)
         return self.basic(name), self.pld(name)
 
     def rows(self) -> Iterator[dict[str, object]]:
         """``{"vehicle_id", "loss", "loss_pld"}`` per vehicle, in name order."""
-        for name in sorted(self.cells):
+        for name in sorted(self._names()):
             yield {"vehicle_id": name, "loss": self.basic(name), "loss_pld": self.pld(name)}

@@ -5,12 +5,14 @@ A window's release reads its own pairs and the ``carry``: the pairs earlier wind
 unreleased (their cells missed T, were dropped by the budget's plan, or were held), pooled
 with this window's pairs of the same (cell, vehicle). The pairs this release leaves
 unreleased are carried on, unless their first reading is ``max_span_hours`` windows old
-(those are withheld, as today). A released record covers the windows from its pairs' first
-window to this window's end: its ``window_start``/``window_end``. A pair is either read in
-this window's records, or counted in one (a sit-out in a released cell), or carried, or
-withheld: so every reading is in at most one released record. Which pairs are carried is a
-function of the occupancy (the windows each pair has readings in) and the release's public
-choices. The carry is raw private columns: never published.
+(those are withheld, as today); a carry handed across windows that released nothing (a gap
+in the stream) is cut the same way before it is pooled (:func:`fresh_carry`). A released
+record covers the windows from its pairs' first window to this window's end: its
+``window_start``/``window_end``. A pair is either read in this window's records, or counted
+in one (a sit-out in a released cell), or carried, or withheld: so every reading is in at
+most one released record. Which pairs are carried is a function of the occupancy (the
+windows each pair has readings in) and the release's public choices. The carry is raw
+private columns: never published.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from stream_dp.dp.occupancy import factorize
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
+    from stream_dp.release.params import ReleaseParams
     from stream_dp.release.state import WindowState
 
 
@@ -51,6 +54,25 @@ def pooled(columns: WindowColumns, carry: WindowColumns | None, prefix_limit: in
         np.concatenate((carry.reading_value, columns.reading_value)),
     )
     return joined._merge_repeated_pairs(prefix_limit)
+
+
+def fresh_carry(
+    carry: WindowColumns | None, window_start: int, params: ReleaseParams
+) -> tuple[WindowColumns | None, int]:
+    """The ``carry``'s pairs a release at ``window_start`` may still pool, and how many
+    readings it drops: a pair whose first window is more than ``max_span_hours - 1`` windows
+    before ``window_start`` (the carry crossed windows with no release, e.g. hours without
+    readings) would make a span longer than ``max_span_hours``; it is withheld, never
+    released (§13.3)."""
+    if carry is None or not len(carry):
+        return None, 0
+    oldest = window_start - (params.max_span_hours - 1) * params.window_seconds
+    young = first_window(carry, params.window_seconds) >= oldest
+    if young.all():
+        return carry, 0
+    stale = int(carry.count[~young].sum())
+    keep = np.flatnonzero(young)
+    return (take_pairs(carry, keep) if len(keep) else None), stale
 
 
 def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:

@@ -18,6 +18,10 @@ charging the budget keeps the ledger an upper bound on what was released about e
 and a failure caused by the public counts (the usual kind) reveals nothing more than the
 counts already do. If even the chosen cells cannot be computed, each vehicle is charged
 every cell it occupies in any partition's partial (an over-count, never an under-count).
+Under a vehicle budget (docs/math.md §13) the failed window first pools the carry, as its
+release would have, and is charged its plan; the partials' fallback charges each vehicle
+its room (capped at its pairs × the burst), the most any release could have charged it, so
+a failure never takes a vehicle past B.
 Pure apart from the fault point (tests only).
 """
 
@@ -27,16 +31,18 @@ import gc
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
+from stream_dp.dp.budget_ledger import CAP_RTOL, BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.spans import deferred, pooled
+from stream_dp.release.spans import deferred, fresh_carry, pooled
 from stream_dp.release.stages import Pipeline, release_stages, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -68,9 +74,11 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
-        state.carry_in = carry
+        stale = 0
         if params.vehicle_budget is not None:  # spans (§13.3)
+            carry, stale = fresh_carry(carry, window_start, params)
             state.columns = pooled(columns, carry, params.prefix_limit)
+        state.carry_in = carry
         pooled_columns = state.columns
         Pipeline(release_stages(noise)).run(state)
         if params.vehicle_budget is not None and params.max_span_hours > 1:
@@ -78,8 +86,11 @@ def release_window(
     finally:
         if collecting:
             gc.enable()
+    state.report.readings_withheld += stale  # a stale carry is withheld (§13.3)
     if not state.summary:  # nothing chosen: the stages stopped after the mask
         state.summary = summary_of(state)
+    elif stale:
+        state.summary["readings_withheld"] = state.report.readings_withheld
     loss, reads = None, None
     if ledger is not None:
         occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
@@ -94,9 +105,18 @@ def release_window(
         state.summary["max_vehicle_loss"] = loss.max_loss
         if params.vehicle_budget is not None:  # K·ε does not hold with per-cell ε
             state.summary["privacy_loss"] = loss.max_loss
+    if params.vehicle_budget is not None:
+        state.summary["epsilon"] = summary_epsilon(params, state.cells)
     return WindowRelease(
         window_start, state.cells, state.summary, loss, carry=state.carry_out, reads=reads
     )
+
+
+def summary_epsilon(params: ReleaseParams, cells: list[dict[str, Any]]) -> float:
+    """A window summary's ``epsilon`` under a vehicle budget (§13, docs/output.md): the
+    largest per-cell ε of its released cells; with none released (or a failed window), the
+    burst, the most any cell of it could have taken."""
+    return max((float(c["epsilon"]) for c in cells), default=params.vehicle_burst)
 
 
 def _state(
@@ -130,7 +150,7 @@ def release_ready_window(
         columns = coordinator.merged(window_start)
         return release_window(window_start, columns, params, noise, late, ledger, carry)
     except Exception as exc:  # noqa: BLE001 - the point: any failure becomes an outcome
-        return failed_release(window_start, exc, params, late, ledger, columns, partials)
+        return failed_release(window_start, exc, params, late, ledger, columns, partials, carry)
 
 
 def release_ready_windows(
@@ -179,20 +199,36 @@ def failed_release(
     ledger: BudgetLedger | None,
     columns: WindowColumns | None,
     partials: list[PartialColumns],
+    carry: WindowColumns | None = None,
 ) -> WindowRelease:
     """The failed outcome of a window: no cells, the summary of a release (same fields)
-    without data, the accountant's charge (module docstring)."""
+    without data, the accountant's charge (module docstring). Under a vehicle budget the
+    ``carry`` is pooled first, as the release would have (§13.3): its pairs are charged too."""
+    carried: WindowColumns | None = None
+    if params.vehicle_budget is not None:
+        carried, _ = fresh_carry(carry, window_start, params)
+        if columns is not None:
+            columns = pooled(columns, carried, params.prefix_limit)
     state = _state(window_start, columns, params, ledger, late_readings)
     loss = None
     if ledger is not None:
-        loss = _charged_loss(state, columns is not None, partials)
+        loss = _charged_loss(state, columns is not None, partials, carried)
     most_cells = int(loss.cells.max(initial=0)) if loss is not None else 0
     state.report.g1 = state.report.k = most_cells
     summary = summary_of(state, error)
+    if params.vehicle_budget is not None:
+        summary["epsilon"] = summary_epsilon(params, [])
+        if loss is not None:
+            summary["max_vehicle_loss"] = summary["privacy_loss"] = loss.max_loss
     return WindowRelease(window_start, [], summary, loss, error_site=_site(error))
 
 
-def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumns]) -> WindowLoss:
+def _charged_loss(
+    state: WindowState,
+    merged: bool,
+    partials: list[PartialColumns],
+    carry: WindowColumns | None = None,
+) -> WindowLoss:
     """Per vehicle, the chosen cells it occupies before CLIP-USER (module docstring)."""
     if merged:
         try:
@@ -207,10 +243,22 @@ def _charged_loss(state: WindowState, merged: bool, partials: list[PartialColumn
         except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
             pass
     per_vehicle: dict[str, int] = {}
-    for partial in partials:
-        cells = np.bincount(partial.pair_vehicle, minlength=len(partial.vehicle_names))
-        for name, count in zip(partial.vehicle_names.tolist(), cells.tolist(), strict=True):
+    sources = [(p.pair_vehicle, p.vehicle_names) for p in partials]
+    if carry is not None:
+        sources.append((carry.vehicle_code, carry.vehicle_names))
+    for pair_vehicle, names in sources:
+        cells = np.bincount(pair_vehicle, minlength=len(names))
+        for name, count in zip(list(names), cells.tolist(), strict=True):
             per_vehicle[name] = per_vehicle.get(name, 0) + count
+    params = state.params
+    if params.vehicle_budget is not None:  # §13: each vehicle at most its room, never past B
+        names = sorted(name for name, n in per_vehicle.items() if n > 0)
+        counts = np.array([per_vehicle[name] for name in names], dtype=np.int64)
+        room = room_of(params, state.ledger, names, state.window_start)
+        room = np.maximum(room - CAP_RTOL * float(params.vehicle_budget), 0.0)  # no slack
+        charge = np.minimum(room, counts * params.vehicle_burst)
+        counts = np.where(charge > 0, counts, 0)  # a vehicle with no room pays nothing
+        return WindowLoss.of_losses(state.window_start, names, counts, charge)
     return state.accountant.failed_charge_of_counts(
         state.window_start, list(per_vehicle), list(per_vehicle.values())
     )

@@ -19,6 +19,7 @@ from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.vehicle_budget import plan_budget
+from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
 from stream_dp.release.window import release_window
@@ -128,13 +129,15 @@ def _run(
 ) -> tuple[list[WindowRelease], list[WindowLoss]]:
     """Release the windows in order as the offline engine does (ledger, carry); at
     ``restart_at`` the ledger is rebuilt from its stored (encoded) losses."""
-    ledger = BudgetLedger(params.budget_period_seconds, None)
+    ledger = PrivacyAccountant(params).new_ledger()
     releases, losses = [], []
     carry = None
     for hour, readings in enumerate(windows):
+        if not readings:  # no window: nothing is released (the engine's gap)
+            continue
         if hour == restart_at:
             stored = [WindowLoss.from_bytes(e.to_bytes()) for e in ledger.entries()]
-            ledger = BudgetLedger.from_entries(params.budget_period_seconds, None, stored)
+            ledger = BudgetLedger.from_entries(params.ledger_period_seconds, None, stored)
         release = release_window(
             hour * HOUR, _window(hour * HOUR, readings), params, LaplaceNoise(), 0, ledger, carry
         )
@@ -158,6 +161,29 @@ def _worst_rolling_loss(losses: list[WindowLoss], period: int) -> float:
     return worst
 
 
+def _worst_loss_by_reading_hour(releases: list[WindowRelease], period: int) -> float:
+    """The largest loss of a vehicle for its readings of any period ``[s, s + period)``: a
+    release counts against every period its readings may come from. A read's readings lie in
+    its record's span, so each vehicle's loss in a release is counted against every hour from
+    the earliest span start of the release's records to the release's window (an
+    over-count, never an under-count, of the hours of its reads)."""
+    spends: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+    for rel in releases:
+        assert rel.loss is not None
+        if not rel.cells:
+            continue
+        first = min(_hours(r["window_start"]) for r in rel.cells) * HOUR
+        for name, value in zip(rel.loss.vehicles, rel.loss.loss.tolist(), strict=True):
+            if value > 0:
+                spends[name].append((first, rel.window_start, value))
+    worst = 0.0
+    for items in spends.values():
+        for start in range(-period, max(last for _, last, _ in items) + HOUR, HOUR):
+            total = sum(x for lo, hi, x in items if lo < start + period and hi >= start)
+            worst = max(worst, total)
+    return worst
+
+
 def _busy_windows(hours: int, seed: int) -> list[list[tuple[int, int, float]]]:
     rng = np.random.default_rng(seed)
     return [
@@ -177,6 +203,10 @@ def test_records_carry_their_own_epsilon_that_meets_t() -> None:
     for rel in releases:
         if rel.cells:
             assert rel.summary["max_vehicle_loss"] == pytest.approx(rel.loss.max_loss)
+        # The summary's epsilon: the largest per-cell ε released (the burst with none).
+        largest = max((r["epsilon"] for r in rel.cells), default=1.0)
+        assert rel.summary["epsilon"] == pytest.approx(largest)
+    assert any(rel.summary["epsilon"] < 1.0 for rel in releases)
 
 
 def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
@@ -207,15 +237,21 @@ def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
     span=st.integers(1, 4),
     restart=st.integers(-1, 13),
     whole_burst=st.booleans(),
+    empty=st.sets(st.integers(1, 13), max_size=6),
 )
 def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
-    hours: int, seed: int, budget: float, span: int, restart: int, whole_burst: bool
-) -> None:
+    hours: int, seed: int, budget: float, span: int, restart: int, whole_burst: bool,
+    empty: set[int],
+) -> None:  # fmt: skip
     burst = budget if whole_burst else None  # no pacing: the rolling budget alone holds B
     params = _params(vehicle_budget=budget, vehicle_budget_burst=burst, max_span_hours=span)
-    windows = _busy_windows(hours, seed)
+    # Hours without readings release nothing: a carry then crosses them (never a longer span).
+    windows = [[] if h in empty else w for h, w in enumerate(_busy_windows(hours, seed))]
     releases, losses = _run(params, windows, restart_at=restart)
     assert _worst_rolling_loss(losses, params.budget_period_seconds) <= budget * (1 + 1e-9)
+    # The promise is about readings: the releases using a vehicle's readings of any period.
+    by_readings = _worst_loss_by_reading_hour(releases, params.budget_period_seconds)
+    assert by_readings <= budget * (1 + 1e-9)
     # Every reading in at most one record: the records never count more readings than exist.
     records = [r for rel in releases for r in rel.cells]
     assert sum(r["n_readings"] for r in records) <= sum(map(len, windows))
@@ -223,6 +259,35 @@ def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
         assert record["epsilon"] > 0 and record["mean_error"] <= T
         length = _hours(record["window_end"]) - _hours(record["window_start"])
         assert 1 <= length <= span
+
+
+def test_a_carry_across_hours_without_readings_is_withheld() -> None:
+    """Readings in hours 0-2 and 20 only (no window in between): the carry of hour 2 reaches
+    hour 20, too old to pool under max_span_hours 4; withheld and counted, never a 21-hour
+    record."""
+    from stream_dp.config import load_settings
+    from stream_dp.engine import OfflineEngine
+
+    lat, lon = h3.cell_to_latlng(CENTRE)
+    readings = [
+        {"vehicle_id": f"v{6 * h + v}", "ts": h * HOUR + 100 * v + i, "lat": lat, "lon": lon,
+         "speed": 30.0 + v}
+        for h in (0, 1, 2, 20) for v in range(6) for i in range(2)
+    ]  # fmt: skip
+    settings = load_settings(
+        app_id="test", upper=U, resolution=8, coarsest_resolution=8, target_mean_error=T,
+        variance_share=0.0, vehicle_budget=6.0, budget_period_seconds=6 * HOUR,
+        max_span_hours=4, partitions=2,
+    )  # fmt: skip
+    engine = OfflineEngine(settings, LaplaceNoise())
+    releases = list(engine.feed(readings)) + list(engine.finish())
+    assert [r.window_start // HOUR for r in releases] == [0, 1, 2, 20]
+    assert all(
+        _hours(c["window_end"]) - _hours(c["window_start"]) <= 4 for r in releases for c in r.cells
+    )
+    # Hour 20 pools nothing of hours 0-2: its 36 stale readings and its own 12 are withheld.
+    last = releases[-1]
+    assert last.cells == [] and last.summary["readings_withheld"] == 36 + 12
 
 
 def _hours(stamp: str) -> int:
@@ -273,7 +338,25 @@ def test_release_prints_the_busiest_loss_and_writes_the_ledger_audit(
     busiest = max(row["loss"] for row in lines)
     assert 0 < busiest <= 3.0 + 1e-9
     assert f"epsilon {busiest:.2f} (basic)" in err
-    assert all(row["loss_pld"] is None or row["loss_pld"] <= row["loss"] + 1e-9 for row in lines)
+    assert all(row["loss_pld"] is not None for row in lines)  # the test env has dp-accounting
+    assert all(0 < row["loss_pld"] <= row["loss"] + 1e-9 for row in lines)
+
+
+def test_the_run_losses_count_a_failed_window_at_its_ledger_charge() -> None:
+    """Issue 25: a failed window under a vehicle budget is charged per-vehicle ε (no cells
+    read); the audit and the busiest line add that charge, not cells × ``epsilon``."""
+    from stream_dp.dp.pld_accounting import pld_available
+    from stream_dp.release.run_losses import RunLosses
+
+    runs = RunLosses(_params())
+    failed = WindowLoss.of_losses(0, ["a", "b"], [3, 1], [0.6, 0.25])
+    runs.add(WindowRelease(0, [], {"status": "failed"}, failed))
+    assert runs.basic("a") == pytest.approx(0.6) and runs.basic("b") == pytest.approx(0.25)
+    assert runs.busiest()[0] == pytest.approx(0.6)
+    rows = {row["vehicle_id"]: row for row in runs.rows()}
+    assert rows["a"]["loss"] == pytest.approx(0.6)
+    if pld_available():
+        assert rows["a"]["loss_pld"] == pytest.approx(0.6)
 
 
 def test_pld_composes_cells_of_different_epsilon_below_their_sum() -> None:

@@ -197,13 +197,75 @@ def test_a_failed_window_charges_each_vehicle_at_least_its_release(
     ).loss
     assert released is not None and failed is not None
     assert int(released.cells.max(initial=0)) > 0, "the window must release something"
-    charged = dict(zip(failed.vehicles, failed.cells.tolist(), strict=True))
+    assert_charged_at_least(failed, released)
+
+
+def assert_charged_at_least(failed, released) -> None:
+    """Each vehicle's failed charge is at least its release's, in cells and in ε (``loss``)."""
+    cells = dict(zip(failed.vehicles, failed.cells.tolist(), strict=True))
+    loss = dict(zip(failed.vehicles, failed.loss.tolist(), strict=True))
+    pairs = zip(released.vehicles, released.cells.tolist(), released.loss.tolist(), strict=True)
     short = [
-        (vehicle, cells, charged.get(vehicle, 0))
-        for vehicle, cells in zip(released.vehicles, released.cells.tolist(), strict=True)
-        if charged.get(vehicle, 0) < cells
+        (vehicle, n, eps, cells.get(vehicle, 0), loss.get(vehicle, 0.0))
+        for vehicle, n, eps in pairs
+        if cells.get(vehicle, 0) < n or loss.get(vehicle, 0.0) < eps - 1e-12
     ]
     assert not short
+
+
+def test_a_failed_window_with_a_carry_charges_what_its_span_release_would():
+    """Issue 25: under a vehicle budget a failed window pools the carry before it is charged:
+    the 24 vessels of a four-hour span's record are charged their ε, not nothing."""
+    from tests.unit.release.test_vehicle_budget import _params, _run, _window
+
+    params = _params(vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8)
+    windows = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(4)]
+    releases, _ = _run(params, windows[:3])
+    carry = releases[-1].carry
+    assert carry is not None
+    ledger = BudgetLedger(params.ledger_period_seconds, None)
+    for rel in releases:
+        ledger.record_released(rel.loss)
+    columns = _window(3 * HOUR, windows[3])
+    released = release_window(3 * HOUR, columns, params, LaplaceNoise(), 0, ledger, carry)
+    assert len(released.cells) == 1 and len(released.loss.vehicles) == 24
+    failed = window_outcome.failed_release(
+        3 * HOUR, RuntimeError(), params, 0, ledger, columns, [], carry
+    ).loss
+    assert failed is not None
+    assert_charged_at_least(failed, released.loss)
+
+
+def test_a_window_that_cannot_be_merged_under_a_vehicle_budget_charges_at_most_the_room(
+    monkeypatch,
+):
+    """Issue 25: the partials' fallback charges each vehicle at most its room (what any
+    release could have charged it), so no vehicle passes B however many cells it is in."""
+    from stream_dp.windows.coordinator import ReleaseCoordinator
+
+    base = h3.latlng_to_cell(52.52, 13.40, 8)
+    cells = sorted(h3.grid_disk(base, 1))
+    readings = [
+        {"vehicle_id": "boat", "ts": h * HOUR + i, "lat": h3.cell_to_latlng(c)[0],
+         "lon": h3.cell_to_latlng(c)[1], "speed": 30.0}
+        for h in range(6) for i, c in enumerate(cells)
+    ]  # fmt: skip
+    settings = load_settings(
+        app_id="t", vehicle_budget=3.0, vehicle_budget_burst=3.0, target_mean_error=10.0,
+        budget_period_seconds=24 * HOUR, partitions=1,
+    )  # fmt: skip
+
+    def broken(self, window_start):
+        raise MemoryError
+
+    monkeypatch.setattr(ReleaseCoordinator, "merged", broken)
+    engine, releases = run_engine(settings, readings)
+    assert len(releases) == 6 and all(r.failed for r in releases)
+    charged = [float(r.loss.loss.sum()) for r in releases]
+    assert charged[0] == pytest.approx(3.0)  # the whole room, not 7 cells at epsilon 1
+    assert sum(charged) <= 3.0 * (1 + 1e-9)
+    assert engine.ledger.max_loss(5 * HOUR) <= 3.0 * (1 + 1e-9)
+    assert releases[0].summary["max_vehicle_loss"] == pytest.approx(3.0)
 
 
 def test_the_pld_figure_is_null_where_pld_does_not_compose_the_mechanism() -> None:

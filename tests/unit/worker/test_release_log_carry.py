@@ -185,3 +185,44 @@ def test_a_carry_is_only_taken_forward_in_time():
     assert service.carry_from == 2 * W and service.carry is not None
     coordinator.add_partial(3 * W, 0, partial)
     assert service.carry_for_next() is service.carry
+
+
+def test_a_carry_across_a_gap_is_withheld_not_pooled_into_a_long_span():
+    """Issue 25: the pending carry (readings of windows 0-2) is handed to the next ready
+    window, 20 windows later; with max_span_hours 4 its pairs are too old to pool: the release
+    withholds (and counts) them, and no record covers more than 4 hours."""
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.release.window import release_ready_windows
+    from stream_dp.windows.state import PartialColumns
+
+    service = releaser(
+        vehicle_budget=6.0, target_mean_error=10.0, variance_share=0.0, max_span_hours=4,
+        coarsest_resolution=8, resolution=8, upper=65.0,
+    )  # fmt: skip
+    cell = "882a1072b5fffff"  # res 8
+    # What windows 0-2 deferred: 6 new boats an hour, 2 readings each (they need a span).
+    stale = WindowColumns.from_readings(
+        [cell] * 36, [f"old-{6 * (i // 12) + i % 6}" for i in range(36)],
+        [float((i // 12) * W + i) for i in range(36)], [30.0 + i % 6 for i in range(36)], 10,
+    )  # fmt: skip
+    for winner in read(stored_copy("a", 2 * W, stale)):
+        service._mark_stored(winner)
+    coordinator = service.coordinator
+    for p in range(coordinator.partitions):
+        coordinator.set_progress(p, float("inf"), {})
+    partial = PartialColumns.from_readings(
+        [cell] * 12, [f"new-{i % 6}" for i in range(12)], [float(20 * W + i) for i in range(12)],
+        [30.0 + i % 6 for i in range(12)], 10,
+    )  # fmt: skip
+    coordinator.add_partial(20 * W, 0, partial)
+    assert_same_columns(service.carry_for_next(), stale)  # the worker hands it on ...
+    (release,) = list(
+        release_ready_windows(
+            coordinator, service.params, LaplaceNoise(), service.ledger, service.carry_for_next
+        )
+    )
+    # ... and the release drops it: its 36 readings are withheld (counted), none in a record
+    # (pooled, they would meet T in one record covering hours 0-20).
+    assert release.window_start == 20 * W
+    assert release.summary["readings_withheld"] == 36 + 12
+    assert release.cells == []
