@@ -296,6 +296,9 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 raise SettingError("vehicle_budget", "needs target_mean_error (per-cell epsilon)")
             if self.vehicle_burst > self.vehicle_budget:
                 raise SettingError("vehicle_budget_burst", "must be <= vehicle_budget")
+            self._check_budget_period()
+        else:
+            self._check_no_budget_knobs()
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
             raise SettingError(
                 "coarsest_resolution",
@@ -315,6 +318,27 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             default = max(0, self.resolution - COARSEST_RESOLUTION_STEPS)
             object.__setattr__(self, "coarsest_resolution", default)
         return self
+
+    def _check_budget_period(self) -> None:
+        """The budget period is a whole number of windows (the ledger sums whole windows)."""
+        period, window = self.budget_period_seconds, self.window_seconds
+        if period < window or period % window:
+            raise SettingError(
+                "budget_period_seconds",
+                f"must be a multiple of window_seconds ({window}) with vehicle_budget, "
+                f"got {period}",
+            )
+
+    def _check_no_budget_knobs(self) -> None:
+        """Pacing and spans belong to vehicle_budget: set without it they would do nothing."""
+        if self.vehicle_budget_burst is not None:
+            raise SettingError("vehicle_budget_burst", "has no effect without vehicle_budget")
+        default = type(self).model_fields["max_span_hours"].default
+        if self.max_span_hours != default:
+            raise SettingError(
+                "max_span_hours",
+                f"has no effect without vehicle_budget (got {self.max_span_hours})",
+            )
 
     @property
     def vehicle_burst(self) -> float:

@@ -78,13 +78,15 @@ def demo_settings(args: argparse.Namespace) -> Settings:
     """The demo's settings: its options, else its defaults (the budget profile); never
     ``require_existing_ledger``, whatever the environment says (its broker starts empty)."""
     overrides = {k: v for k, v in DEMO_DEFAULTS.items() if getattr(args, k, None) is None}
+    fixed = isinstance(args.target_mean_error, str) and args.target_mean_error.lower() == "none"
+    if fixed and args.vehicle_budget is None:
+        # --fixed-cells: no per-cell ε, so no vehicle budget, and no spans (they need one)
+        overrides.pop("vehicle_budget")
+        overrides.pop("max_span_hours", None)
     if args.hours is not None and "max_span_hours" in overrides:
         # A replay of N hours holds no span longer than N: its last window then releases what
         # is still pooling (or withholds it) instead of leaving it pending after the replay.
         overrides["max_span_hours"] = min(int(overrides["max_span_hours"]), args.hours)
-    fixed = isinstance(args.target_mean_error, str) and args.target_mean_error.lower() == "none"
-    if fixed and args.vehicle_budget is None:
-        overrides.pop("vehicle_budget")  # --fixed-cells: no per-cell ε, so no vehicle budget
     return settings_from_args(args, **overrides)
 
 

@@ -55,11 +55,17 @@ class ReleaseParams:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
-        self._check_vehicle_budget()
         try:
             spec = mechanism_spec(self.mean_mechanism)
         except ValueError as exc:
             raise ValueError(f"mean_mechanism: {exc}") from None
+        if self.vehicle_budget is not None and not spec.window_combiner:
+            raise ValueError(
+                "mean_mechanism: vehicle_budget needs mean_mechanism 'clip' (its per-cell "
+                f"epsilon comes from target_mean_error's adaptive cells), got "
+                f"{self.mean_mechanism!r}"
+            )
+        self._check_vehicle_budget()
         if spec.needs_delta and self.delta is None:
             raise ValueError(f"delta: required by mean_mechanism {self.mean_mechanism!r}")
         if self.target_mean_error is not None and not spec.window_combiner:

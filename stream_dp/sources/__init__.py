@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,12 +41,51 @@ class SourceError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
-def open_text(path: str | Path) -> IO[str]:
+def open_text(path: str | Path, errors: str = "strict") -> IO[str]:
     """Open ``path`` as UTF-8 text (minus any BOM), gunzipping it if the name ends in ``.gz``."""
     path = Path(path)
     if path.suffix.lower() == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return path.open("r", encoding="utf-8-sig", newline="")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors=errors, newline="")
+    return path.open("r", encoding="utf-8-sig", errors=errors, newline="")
+
+
+def text_lines(path: str | Path) -> Iterator[str]:
+    """The lines of ``path`` (:func:`open_text`), for the readers of readings.
+
+    Bytes that are not UTF-8 stay in their line as surrogate escapes, so the reader rejects
+    that line alone (:func:`is_utf8`). A file that cannot be read on (truncated or corrupt gzip
+    data, an I/O error) raises a :class:`SourceError` without a line: nothing after it is read.
+    """
+    path = Path(path)
+    read = 0
+    try:
+        with open_text(path, errors="surrogateescape") as stream:
+            for line in stream:
+                read += 1
+                yield line
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        why = "truncated or corrupt gzip data"
+        raise SourceError(path, None, f"cannot read {_after(read)}: {why}") from exc
+    except OSError as exc:
+        raise SourceError(path, None, f"cannot read {_after(read)}: {exc.strerror or exc}") from exc
+
+
+def _after(lines: int) -> str:
+    return f"after line {lines}" if lines else "it"
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a line of :func:`text_lines`) was valid UTF-8: no surrogate escapes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def not_utf8_error(path: str | Path, line: int) -> SourceError:
+    """The bad-row error of a line holding bytes that are not UTF-8."""
+    return SourceError(path, line, "not UTF-8 text", RejectReason.NOT_UTF8)
 
 
 def to_epoch(value: object) -> float:

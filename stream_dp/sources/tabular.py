@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from pathlib import Path
 
 import orjson
@@ -17,8 +18,10 @@ from stream_dp.sources import (
     READING_FIELDS,
     Numbered,
     SourceError,
-    open_text,
+    is_utf8,
+    not_utf8_error,
     raise_on_bad_row,
+    text_lines,
     to_epoch,
 )
 from stream_dp.windows.reject_reasons import RejectReason
@@ -78,35 +81,44 @@ def numbered_jsonl(path: str | Path) -> Iterator[Numbered]:
     """Readings of a JSON Lines file, one object per line, with their line numbers; blank
     lines are skipped, a bad line comes as a :class:`SourceError`."""
     path = Path(path)
-    with open_text(path) as stream:
-        for line_number, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                detail = f"invalid JSON: {exc}"
-                yield line_number, SourceError(path, line_number, detail, RejectReason.NOT_JSON)
-                continue
-            if not isinstance(record, dict):
-                detail, code = "expected a JSON object", RejectReason.NOT_AN_OBJECT
-                yield line_number, SourceError(path, line_number, detail, code)
-                continue
-            yield _parsed(record, path, line_number)
+    with closing(text_lines(path)) as lines:
+        yield from _numbered_json_lines(path, lines)
+
+
+def _numbered_json_lines(path: Path, lines: Iterator[str]) -> Iterator[Numbered]:
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if not is_utf8(line):
+            yield line_number, not_utf8_error(path, line_number)
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            detail = f"invalid JSON: {exc}"
+            yield line_number, SourceError(path, line_number, detail, RejectReason.NOT_JSON)
+            continue
+        if not isinstance(record, dict):
+            detail, code = "expected a JSON object", RejectReason.NOT_AN_OBJECT
+            yield line_number, SourceError(path, line_number, detail, code)
+            continue
+        yield _parsed(record, path, line_number)
 
 
 def numbered_csv(path: str | Path) -> Iterator[Numbered]:
     """Readings of a CSV file whose header names at least the five reading fields, with
     their line numbers; a bad row comes as a :class:`SourceError`, a bad header raises it."""
     path = Path(path)
-    with open_text(path) as stream:
-        reader = csv.DictReader(stream)
+    with closing(text_lines(path)) as lines:
+        reader = csv.DictReader(lines)
         try:
             header = reader.fieldnames
         except csv.Error as exc:
             raise SourceError(path, reader.line_num, f"invalid CSV: {exc}") from None
         if not header:
             raise SourceError(path, 1, "empty file: no CSV header")
+        if not all(is_utf8(name) for name in header):
+            raise SourceError(path, 1, "CSV header is not UTF-8 text")
         reader.fieldnames = [name.strip() for name in header]
         absent = [name for name in READING_FIELDS if name not in reader.fieldnames]
         if absent:
@@ -119,6 +131,9 @@ def numbered_csv(path: str | Path) -> Iterator[Numbered]:
             except csv.Error as exc:
                 line, code = reader.line_num, RejectReason.MALFORMED_ROW
                 yield line, SourceError(path, line, f"invalid CSV: {exc}", code)
+                continue
+            if any(isinstance(value, str) and not is_utf8(value) for value in row.values()):
+                yield reader.line_num, not_utf8_error(path, reader.line_num)
                 continue
             if None in row:
                 line, code = reader.line_num, RejectReason.MALFORMED_ROW

@@ -17,10 +17,11 @@ not after the previous kept fix is skipped as a duplicate. Speeds are not clampe
 from __future__ import annotations
 
 import math
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stream_dp.sources import Numbered, SourceError, open_text
+from stream_dp.sources import Numbered, SourceError, is_utf8, not_utf8_error, text_lines
 from stream_dp.windows.reject_reasons import RejectReason
 
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
@@ -116,10 +117,13 @@ def numbered_traj(path: str | Path) -> list[Numbered]:
     path = Path(path)
     bad: list[Numbered] = []
     readings: list[tuple[int, dict]] = []
-    with open_text(path) as stream:
-        for line_number, line in enumerate(stream, start=1):
+    with closing(text_lines(path)) as lines:
+        for line_number, line in enumerate(lines, start=1):
             line = line.rstrip("\r\n")
             if not line.strip():
+                continue
+            if not is_utf8(line):
+                bad.append((line_number, not_utf8_error(path, line_number)))
                 continue
             try:
                 fixes = _fixes(line.split(","))

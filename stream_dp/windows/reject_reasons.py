@@ -14,6 +14,7 @@ from enum import StrEnum
 class RejectReason(StrEnum):
     """Why one reading (or one line / message holding readings) was skipped."""
 
+    NOT_UTF8 = "not_utf8"
     NOT_JSON = "not_json"
     EMPTY_MESSAGE = "empty_message"
     MALFORMED_ROW = "malformed_row"
@@ -30,6 +31,7 @@ class RejectReason(StrEnum):
 
 #: One line per reason, as the README's table shows it.
 DESCRIPTIONS: dict[RejectReason, str] = {
+    RejectReason.NOT_UTF8: "a line (CSV row, JSON Lines line, `.traj` line) that is not UTF-8",
     RejectReason.NOT_JSON: "a JSON Lines line or a message value that is not JSON",
     RejectReason.EMPTY_MESSAGE: "service: an empty message value or an empty JSON array",
     RejectReason.MALFORMED_ROW: (

@@ -809,6 +809,7 @@ def test_the_ledger_jobs_run_commands_the_cli_accepts() -> None:
     (container,) = pod["containers"]
     command = " ".join(container["args"])
     assert "stream-dp ledger export " in command
+    assert command.startswith("umask 077 && ")  # the backup holds raw readings: owner-only
     assert parser.parse_args(["ledger", "export", "/backups/x.jsonl"]).action == "export"
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert '"/backups/ledger-' in command and mounts["backups"] == "/backups"

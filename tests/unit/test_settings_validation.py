@@ -197,3 +197,50 @@ def test_another_mechanism_asked_for_alone_gets_fixed_cells(monkeypatch) -> None
     monkeypatch.setenv("STREAM_DP_TARGET_MEAN_ERROR", "15")  # explicit from a variable too
     with pytest.raises(ConfigError, match=r"^invalid setting target_mean_error \("):
         checked_settings(load_settings(mean_mechanism="baseline"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--vehicle-budget", "14", "--budget-period-seconds", "5400"], {},
+         "budget_period_seconds (--budget-period-seconds / STREAM_DP_BUDGET_PERIOD_SECONDS): "
+         "must be a multiple of window_seconds (3600) with vehicle_budget, got 5400"),
+        (["--vehicle-budget", "14", "--budget-period-seconds", "1800"], {},
+         "budget_period_seconds (--budget-period-seconds / STREAM_DP_BUDGET_PERIOD_SECONDS): "
+         "must be a multiple of window_seconds (3600) with vehicle_budget, got 1800"),
+        (["--vehicle-budget-burst", "2"], {},
+         "vehicle_budget_burst (--vehicle-budget-burst / STREAM_DP_VEHICLE_BUDGET_BURST): "
+         "has no effect without vehicle_budget"),
+        ([], {"STREAM_DP_MAX_SPAN_HOURS": "4"},
+         "max_span_hours (STREAM_DP_MAX_SPAN_HOURS): has no effect without vehicle_budget"),
+        (["--vehicle-budget", "14", "--mean-mechanism", "cummings", "--delta", "1e-6"], {},
+         "mean_mechanism (--mean-mechanism / STREAM_DP_MEAN_MECHANISM): vehicle_budget needs "
+         "mean_mechanism 'clip'"),
+        (["--vehicle-budget", "14", "--mean-mechanism", "cummings"], {},
+         "mean_mechanism (--mean-mechanism / STREAM_DP_MEAN_MECHANISM): vehicle_budget needs "
+         "mean_mechanism 'clip'"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["release", "serve"])
+def test_budget_settings_that_make_no_sense_are_refused_in_one_line(
+    command: str, argv: list[str], env: dict[str, str], expected: str, monkeypatch, capsys,
+    tmp_path,
+) -> None:  # fmt: skip
+    test_a_bad_flag_or_variable_stops_the_command_in_one_line(
+        command, argv, env, expected, monkeypatch, capsys, tmp_path
+    )
+
+
+def test_the_budget_profile_and_a_budget_with_its_knobs_are_accepted() -> None:
+    from stream_dp.commands.profile import BUDGET_PROFILE
+    from stream_dp.release.params import checked_settings
+
+    profile = checked_settings(load_settings(**BUDGET_PROFILE))
+    assert profile.vehicle_budget == 14.0 and profile.max_span_hours == 9
+    knobs = load_settings(
+        vehicle_budget=14.0, vehicle_budget_burst=3.0, max_span_hours=4,
+        budget_period_seconds=7200, window_seconds=1800,
+    )  # fmt: skip
+    assert checked_settings(knobs).vehicle_burst == 3.0
+    plain = load_settings(max_span_hours=9, budget_period_seconds=5400)  # no budget: inert
+    assert plain.vehicle_budget is None

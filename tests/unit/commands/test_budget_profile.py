@@ -50,6 +50,10 @@ def test_the_demo_runs_the_budget_profile(clean_env):
     assert override.vehicle_budget == 7.0
     fixed = demo.demo_settings(parsed(demo, "--fixed-cells"))
     assert fixed.vehicle_budget is None and fixed.target_mean_error is None
+    short = demo.demo_settings(parsed(demo, "--hours", "6"))
+    assert short.vehicle_budget == 14.0 and short.max_span_hours == 6
+    short_fixed = demo.demo_settings(parsed(demo, "--hours", "6", "--fixed-cells"))
+    assert short_fixed.vehicle_budget is None and short_fixed.max_span_hours == 9  # no spans
 
 
 def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_env):

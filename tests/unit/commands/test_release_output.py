@@ -4,6 +4,7 @@ file with their line and reason, --strict, --overwrite (issue 26, items 1 and 2)
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 import stat
@@ -245,3 +246,76 @@ def test_the_configuration_page_lists_every_reject_reason_once():
     assert len(rows) == len(table)
     assert table == {str(reason): text for reason, text in DESCRIPTIONS.items()}
     assert set(DESCRIPTIONS) == set(RejectReason)
+
+
+def test_a_line_that_is_not_utf8_is_rejected_and_the_rest_released(tmp_path, capsys):
+    source = write_csv(tmp_path / "readings.csv", good_rows())
+    lines = source.read_bytes().split(b"\n")
+    lines[5] = b"\xff\xfe" + lines[5]  # the sixth line: the fifth reading
+    source.write_bytes(b"\n".join(lines))
+    out = tmp_path / "releases.jsonl"
+    assert release(source, out) == 0
+    rejects = [json.loads(line) for line in rejects_path(out).read_text().splitlines()]
+    assert [(r["line"], r["reason"]) for r in rejects] == [(6, "not_utf8")]
+    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len([r for r in records if r["type"] == "window"]) == HOURS
+    assert f"readings accepted {len(readings()) - 1}, rejected 1" in capsys.readouterr().err
+
+    assert release(source, tmp_path / "strict.jsonl", "--strict") == 2
+    assert capsys.readouterr().err.strip() == (
+        f"stream-dp release: error: {source}:6: not_utf8: not UTF-8 text"
+    )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".traj"])
+def test_a_jsonl_or_traj_line_that_is_not_utf8_is_rejected(tmp_path, suffix):
+    if suffix == ".jsonl":
+        rows = [orjson.dumps(r) for r in readings()[:20]]
+    else:
+        header = "*T*,id,terrestrial,2,0,*P*,terrestrial,2,1,1,0"
+        rows = [
+            f"{header},{v},2020-12-01 11:00:00,-74,40.7,{v},2020-12-01 11:00:30,-74,40.7".encode()
+            for v in "abc"
+        ]
+    rows[1] = rows[1][:30] + b"\xc3\x28" + rows[1][30:]  # an invalid two-byte sequence
+    source = tmp_path / f"r{suffix}"
+    source.write_bytes(b"\n".join(rows) + b"\n")
+    rejects = tmp_path / "bad.jsonl"
+    assert release(source, tmp_path / "o.jsonl", "--rejects", str(rejects)) == 0
+    found = [(r["line"], r["reason"]) for r in map(json.loads, rejects.read_text().splitlines())]
+    assert found == [(2, "not_utf8")]
+
+
+def test_a_truncated_gzip_file_is_one_line_and_leaves_the_previous_out(previous, capsys):
+    source, out, before = previous
+    packed = gzip.compress(source.read_bytes())
+    cut = source.parent / "cut.csv.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    assert release(cut, out, "--overwrite") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"stream-dp release: error: {cut}: cannot read after line ")
+    assert err.endswith(": truncated or corrupt gzip data") and "\n" not in err
+    assert listing(out.parent) == before
+    assert release(cut, out, "--overwrite", "--strict") == 2
+    assert listing(out.parent) == before
+
+
+@pytest.mark.parametrize("spoil", ["truncate", "not_utf8"])
+def test_produce_names_an_unreadable_file_in_one_line(tmp_path, spoil):
+    from stream_dp.commands import produce
+    from stream_dp.commands.shared import CliError
+
+    source = write_csv(tmp_path / "readings.csv", good_rows()[:200])
+    if spoil == "truncate":
+        packed = gzip.compress(source.read_bytes())
+        source = tmp_path / "cut.csv.gz"
+        source.write_bytes(packed[: len(packed) // 2])
+        expected = "truncated or corrupt gzip data"
+    else:
+        source.write_bytes(source.read_bytes().replace(b"\n", b"\n\xff", 1))
+        expected = f"{source}:2: not UTF-8 text"
+    readings, _total = produce._iter_readings(str(source))  # what `produce` sends, lazily
+    with pytest.raises(CliError) as info:
+        list(readings)
+    message = str(info.value)
+    assert message.startswith("FILE: ") and message.endswith(expected) and "\n" not in message

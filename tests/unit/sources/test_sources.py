@@ -250,3 +250,36 @@ def test_an_upper_case_gz_suffix_is_gunzipped(tmp_path: Path) -> None:
         stream.write(line * 3)
     readings = list(iter_readings(path))
     assert [r["speed"] for r in readings] == [3.5] * 3
+
+
+@pytest.mark.parametrize("name", ["r.csv.gz", "r.jsonl.gz", "r.traj.gz"])
+def test_a_truncated_gzip_file_raises_one_source_error(tmp_path: Path, name: str) -> None:
+    if name.startswith("r.csv"):
+        text = "vehicle_id,ts,lat,lon,speed\n" + "v1,100,52.5,13.4,30\n" * 5000
+    elif name.startswith("r.jsonl"):
+        text = '{"vehicle_id":"v1","ts":100,"lat":52.5,"lon":13.4,"speed":30}\n' * 5000
+    else:
+        fixes = [("1", "2020-12-01 11:31:39", -74, 40), ("1", "2020-12-01 11:32:39", -74, 40)]
+        text = traj_line(fixes) * 3000
+    packed = gzip.compress(text.encode(), mtime=0)
+    path = tmp_path / name
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(SourceError, match="truncated or corrupt gzip data$") as info:
+        list(iter_readings(path))
+    assert info.value.line is None and info.value.code is None
+
+
+def test_a_line_that_is_not_utf8_is_a_bad_row(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_bytes(
+        b"vehicle_id,ts,lat,lon,speed\nv1,100,52.5,13.4,30\n\xff\xfe,100,52.5,13.4,30\n"
+    )
+    from stream_dp.sources import numbered_readings
+
+    numbered = list(numbered_readings(path))
+    assert numbered[0] == (
+        2,
+        {"vehicle_id": "v1", "ts": 100.0, "lat": 52.5, "lon": 13.4, "speed": 30.0},
+    )
+    line, error = numbered[1]
+    assert line == 3 and isinstance(error, SourceError) and error.code == "not_utf8"
