@@ -79,7 +79,8 @@ def _option_help(parser: argparse.ArgumentParser, option: str) -> str:
 
 
 def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> None:
-    """The demo runs the settings' defaults (the recommended targeted mode), as serve does."""
+    """serve and release show the settings' defaults (the recommended targeted mode); the demo
+    shows its own, the per-vehicle budget profile (T 10, B 14 per 7 days, spans of 9 h)."""
     parsers = {p.prog.split()[-1]: p for p in _all_parsers(cli.build_parser())}
     expected = {
         "--target-mean-error": "(default 15)",
@@ -88,8 +89,16 @@ def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> Non
         "--epsilon": "(default 1)",
         "--resolution": "(default 8)",
     }
-    for command in ("demo", "serve", "release"):
-        for option, default in expected.items():
+    demo = {
+        **expected,
+        "--target-mean-error": "(default 10)",
+        "--coarsest-resolution": "(default 3)",
+        "--vehicle-budget": "(default 14)",
+        "--max-span-hours": "(default 9)",
+        "--budget-period-seconds": "(default 604800)",
+    }
+    for command, defaults in (("demo", demo), ("serve", expected), ("release", expected)):
+        for option, default in defaults.items():
             assert _option_help(parsers[command], option).endswith(default), (command, option)
         assert "fixed cells" in _option_help(parsers[command], "--fixed-cells")
 
