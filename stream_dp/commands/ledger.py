@@ -17,8 +17,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stream_dp.commands.shared import CliError, cannot_read, plain_text
-from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.commands.shared import CliError, cannot_read, plain_text, settings_with_bootstrap
+from stream_dp.config import Settings
 
 if TYPE_CHECKING:
     from stream_dp.kafka.connection import KafkaConnection
@@ -46,12 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(kafka_bootstrap=args.bootstrap)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-    if not settings.kafka_bootstrap:
-        raise CliError("needs --bootstrap (or STREAM_DP_KAFKA_BOOTSTRAP)")
+    settings = settings_with_bootstrap(args.bootstrap, needed_by="needs --bootstrap")
     from aiokafka.errors import KafkaError
 
     from stream_dp.worker.ledger_file import LedgerFileError

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 
 class CliError(Exception):
@@ -66,6 +67,20 @@ def parse_int_option(name: str, text: str, minimum: int) -> int:
 
 _ROLE = re.compile(r":[a-z]+:`\.?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``|`([^`]+)`")
+
+
+def settings_with_bootstrap(bootstrap: str | None, needed_by: str | None = None) -> Any:
+    """The settings with ``--bootstrap`` over ``STREAM_DP_KAFKA_BOOTSTRAP``; a CliError for a bad
+    setting, or, when ``needed_by`` names what needs a broker, for none given."""
+    from stream_dp.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(kafka_bootstrap=bootstrap)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    if needed_by is not None and not settings.kafka_bootstrap:
+        raise CliError(f"{needed_by} (or STREAM_DP_KAFKA_BOOTSTRAP)")
+    return settings
 
 
 def plain_text(doc: str | None) -> str:

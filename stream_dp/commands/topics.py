@@ -15,8 +15,8 @@ import asyncio
 import json
 from typing import Any
 
-from stream_dp.commands.shared import CliError, plain_text
-from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.commands.shared import plain_text, settings_with_bootstrap
+from stream_dp.config import Settings
 from stream_dp.kafka.topics import TopicSpec
 
 
@@ -33,12 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(kafka_bootstrap=args.bootstrap)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-    if args.create and not settings.kafka_bootstrap:
-        raise CliError("--create needs --bootstrap (or STREAM_DP_KAFKA_BOOTSTRAP)")
+    needed_by = "--create needs --bootstrap" if args.create else None
+    settings = settings_with_bootstrap(args.bootstrap, needed_by)
     specs, found = asyncio.run(_plan(settings, args.create))
     # Unconnected and unset, the replication factor (and the min.insync.replicas derived
     # from it) depends on the cluster: shown as null / "min(3, brokers)".

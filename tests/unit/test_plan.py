@@ -259,3 +259,15 @@ def test_the_plan_gives_the_release_s_k_and_error_bars(
     assert set(released) == {record["cell"] for record in release.cells}
     for record in release.cells:
         assert released[record["cell"]]["mean_error"] == record["mean_error"]
+
+
+def test_adaptive_cells_of_ids_that_are_not_h3_cells_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The targeted default regroups H3 cells: other cell ids get one line naming the way out
+    (--fixed-cells), not an H3 traceback."""
+    path = tmp_path / "occ.csv"
+    path.write_text("cell,vehicle,count\ncell00001,a,3\ncell00002,b,4\n")
+    message = plan_error(capsys, str(path), "--epsilon", "1", "--target-mean-error", "15")
+    assert "not an H3 cell of resolution 8" in message and "--fixed-cells" in message
+    assert plan_json(capsys, str(path), "--epsilon", "1")["K"] == 1  # fixed cells plan it
