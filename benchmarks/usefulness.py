@@ -93,14 +93,15 @@ def settings_of(row: dict[str, Any]) -> Any:
 
 
 class Truth:
-    """The week's readings, with each reading's cell at every resolution (vectorised)."""
+    """The week's readings (or ``readings``: another file's), with each reading's cell at every
+    resolution (vectorised)."""
 
-    def __init__(self) -> None:
+    def __init__(self, readings: list[dict[str, Any]] | None = None) -> None:
         import h3
 
         from stream_dp.sources.sample import load_sample
 
-        self.readings = load_sample()
+        self.readings = load_sample() if readings is None else readings
         self.ts = np.array([float(r["ts"]) for r in self.readings])
         self.window = (self.ts // 3600).astype(np.int64) * 3600
         self.value = np.clip([float(r["speed"]) for r in self.readings], 0.0, UPPER)
@@ -171,8 +172,11 @@ def _epoch(stamp: str) -> int:
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
 
 
-def release_week(settings: Any) -> tuple[list[dict[str, Any]], Any]:
-    """The week's cell records and each vessel's loss over the run (RunLosses)."""
+def release_week(
+    settings: Any, readings: list[dict[str, Any]] | None = None
+) -> tuple[list[dict[str, Any]], Any]:
+    """The week's (or ``readings``') cell records and each vessel's loss over the run
+    (RunLosses)."""
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.release.run_losses import RunLosses
@@ -181,7 +185,7 @@ def release_week(settings: Any) -> tuple[list[dict[str, Any]], Any]:
     engine = OfflineEngine(settings, LaplaceNoise())
     records: list[dict[str, Any]] = []
     losses = RunLosses(engine.params)
-    for batch in (engine.feed(load_sample()), engine.finish()):
+    for batch in (engine.feed(load_sample() if readings is None else readings), engine.finish()):
         for release in batch:
             records.extend(release.cells)
             losses.add(release)
@@ -214,7 +218,7 @@ def score(
         holds = (int(np.sum(error[has] <= bounds[has])), int(has.sum())) if has.any() else None
     ends = np.array([_epoch(r["window_end"]) for r in records], dtype=np.int64)
     starts = np.array([_epoch(r["window_start"]) for r in records], dtype=np.int64)
-    in_useful = hit & useful[np.maximum(covering, 0)]
+    in_useful = hit & useful[np.maximum(covering, 0)] if n else hit
     stale = (ends[covering[in_useful]] - truth.ts[in_useful]) / 3600.0
     return {
         "coverage": useful_readings / len(truth.readings),
@@ -304,6 +308,15 @@ def million_window() -> Any:
     return coordinator.merged(WINDOW_START)
 
 
+#: The table's header and rule (:func:`print_row` prints its rows).
+HEADER = (
+    "| row | useful coverage | median abs error | means at 0 or U | mean_error holds "
+    "| busiest vessel eps (basic / PLD) | cells per resolution | useful in cells finer "
+    "than R0 | median staleness h | records per span (h) | 1M-window release s |\n"
+    + "|---" * 11
+    + "|"
+)
+
 #: Each printed row's medians (the plot reads them).
 SUMMARY: dict[str, dict[str, float]] = {}
 
@@ -356,13 +369,7 @@ def main() -> int:
         f"AIS week: {len(truth.readings):,} readings, {len(set(truth.vehicle))} vessels; "
         f"{args.runs} runs per row (median over runs)"
     )
-    header = (
-        "| row | useful coverage | median abs error | means at 0 or U | mean_error holds "
-        "| busiest vessel eps (basic / PLD) | cells per resolution | useful in cells finer "
-        "than R0 | median staleness h | records per span (h) | 1M-window release s |"
-    )
-    print(header)
-    print("|" + "---|" * 11)
+    print(HEADER)
     targeted_records: list[dict[str, Any]] | None = None
     targeted_k = 1
     for name in names:
