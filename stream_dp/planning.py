@@ -115,8 +115,10 @@ class Plan:
 
     @property
     def cells_over_bound(self) -> int:
-        """Cells whose error after CLIP-USER exceeds E (possible only with a tight bound)."""
-        return sum(grid.error > self.error_bound * (1 + 1e-12) for grid in self.grids)
+        """Cells whose error after CLIP-USER exceeds E (possible only with a tight bound; not
+        the cells a vehicle budget gives no ε, whose error is infinite)."""
+        bound = self.error_bound * (1 + 1e-12)
+        return sum(bound < grid.error < math.inf for grid in self.grids)
 
 
 def occupancy_columns(occupancy: Occupancy) -> WindowColumns:

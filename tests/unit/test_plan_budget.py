@@ -72,6 +72,7 @@ def test_plan_and_release_agree_under_a_vehicle_budget(
     assert plan["vehicles_sat_out"] == summary["vehicles_budget_limited"]
     assert plan["K"] == summary["K"] and plan["G1"] == summary["G1"]
     assert plan["vehicle_budget"] == 14.0 and plan["vehicle_burst"] == pytest.approx(14 / 6)
+    assert plan["cells_over_error_bound"] == 0  # a cell given no ε is not "over E"
 
 
 def test_the_text_plan_names_the_budget_figures(
