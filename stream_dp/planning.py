@@ -5,12 +5,16 @@ adaptive regrouping, selection, CLIP-USER, the cap, the error bars and the withh
 docs/math.md §9) without noise on an occupancy (read by :mod:`stream_dp.sources.occupancy_csv`),
 so it shows the K and the error bars ``release`` gives that window; ``plan_to_json`` and
 ``format_plan`` render the result. A bad parameter raises ``PlanInputError`` with a one-line
-message.
+message. Under a vehicle budget (docs/math.md §13) the stages are the release's budget mode
+with no ledger: each vehicle's room is the burst (a vehicle's first window, or one whose
+allowance has refilled), so the plan states each cell's own ε, the vehicles that sit out and
+the largest per-vehicle loss, as the release of that window publishes them.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +60,11 @@ class GridPlan:
     mean_error: float
     #: Whether the release releases the cell (adaptive cells: its mean_error meets T).
     released: bool
+    #: The cell's ε (the record's ``epsilon``); under a vehicle budget None where the plan
+    #: gives the cell none (held for a span, or dropped: not released).
+    epsilon: float | None = None
+    #: Under a vehicle budget: vehicles of the cell that sit out its release.
+    sat_out: int = 0
 
     @property
     def growth(self) -> float:
@@ -64,7 +73,11 @@ class GridPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the release's stages do to one window's occupancy (K: over the released cells)."""
+    """What the release's stages do to one window's occupancy (K: over the released cells).
+    ``epsilon``: every cell's, or under a vehicle budget the largest of the released cells'
+    (the window summary's); ``privacy_loss_before``/``_after``: the largest per-vehicle loss
+    with every pair read (G1·ε) and as the release reads them (K·ε, or under a vehicle
+    budget the summed ε of the cells a vehicle is read in, after the sit-outs)."""
 
     epsilon: float
     upper: float
@@ -76,16 +89,17 @@ class Plan:
     n_vehicles: int
     n_entries: int
     pseudo_user: bool
+    #: The (cell, vehicle) pairs not read: CLIP-USER's, or the vehicle budget's sit-outs.
     suppressed: tuple[tuple[str, str], ...]
     grids: tuple[GridPlan, ...]
-
-    @property
-    def privacy_loss_before(self) -> float:
-        return self.g1 * self.epsilon
-
-    @property
-    def privacy_loss_after(self) -> float:
-        return self.k * self.epsilon
+    privacy_loss_before: float
+    privacy_loss_after: float
+    #: Under a vehicle budget: B, the burst (each vehicle's room here) and the period.
+    vehicle_budget: float | None = None
+    vehicle_burst: float | None = None
+    budget_period_seconds: int | None = None
+    #: Under a vehicle budget: the vehicles that sit out some cell.
+    vehicles_sat_out: int = 0
 
     @property
     def initial_max_error(self) -> float:
@@ -101,8 +115,10 @@ class Plan:
 
     @property
     def cells_over_bound(self) -> int:
-        """Cells whose error after CLIP-USER exceeds E (possible only with a tight bound)."""
-        return sum(grid.error > self.error_bound * (1 + 1e-12) for grid in self.grids)
+        """Cells whose error after CLIP-USER exceeds E (possible only with a tight bound; not
+        the cells a vehicle budget gives no ε, whose error is infinite)."""
+        bound = self.error_bound * (1 + 1e-12)
+        return sum(bound < grid.error < math.inf for grid in self.grids)
 
 
 def occupancy_columns(occupancy: Occupancy) -> WindowColumns:
@@ -146,6 +162,10 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
         chosen.cell_index, weights=np.asarray(clip.kept, dtype=np.int64), minlength=n_cells
     )
     readings = chosen.total_per_cell()
+    budget = _budget_view(state)
+    epsilons = budget.epsilons if budget else [params.epsilon] * n_cells
+    sat_out = budget.sat_out if budget else [0] * n_cells
+    suppressed = clip.suppressed if budget is None else budget.sat_out_pairs
     grids = tuple(
         GridPlan(
             cell=cell,
@@ -158,11 +178,19 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
             error_after_cap=float(capped.error[g]),
             mean_error=float(capped_error(float(bars.mean[g]), params.upper)),
             released=bool(state.released[g]),
+            epsilon=epsilons[g],
+            sat_out=sat_out[g],
         )
         for g, cell in enumerate(chosen.cells)
     )
+    accountant = state.accountant
+    before, after = (
+        budget.losses
+        if budget
+        else (accountant.privacy_loss(report.g1), accountant.privacy_loss(report.k))
+    )
     return Plan(
-        epsilon=params.epsilon,
+        epsilon=accountant.window_epsilon(state.released),
         upper=params.upper,
         variance_share=params.variance_share,
         target_mean_error=params.target_mean_error,
@@ -172,13 +200,57 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
         n_vehicles=len(chosen.vehicles),
         n_entries=chosen.n_entries,
         pseudo_user=params.pseudo_user,
-        suppressed=tuple((str(c), str(v)) for c, v in clip.suppressed),
+        suppressed=tuple((str(c), str(v)) for c, v in suppressed),
         grids=grids,
+        privacy_loss_before=before,
+        privacy_loss_after=after,
+        vehicle_budget=params.vehicle_budget,
+        vehicle_burst=params.vehicle_burst if budget else None,
+        budget_period_seconds=params.budget_period_seconds if budget else None,
+        vehicles_sat_out=report.vehicles_budget_limited,
     )
 
 
+@dataclass(frozen=True)
+class _BudgetView:
+    """What the vehicle budget's plan of the window says, per cell and per vehicle."""
+
+    epsilons: list[float | None]
+    sat_out: list[int]
+    sat_out_pairs: list[tuple[str, str]]
+    #: The largest per-vehicle loss with every pair of the released cells read, and as read.
+    losses: tuple[float, float]
+
+
+def _budget_view(state: WindowState) -> _BudgetView | None:
+    """The budget's per-cell ε, sit-outs and per-vehicle losses (the release's own figures:
+    :meth:`~stream_dp.release.accounting.PrivacyAccountant.released_loss`); None without."""
+    plan, pairs, released = state.budget, state.pairs, state.released
+    if plan is None or pairs is None or released is None:
+        return None
+    occupancy = pairs.occupancy
+    given = np.isfinite(plan.epsilon)
+    epsilons = [float(e) if ok else None for e, ok in zip(plan.epsilon, given, strict=True)]
+    sits = ~plan.kept & given[occupancy.cell_index]
+    sat_out = np.bincount(occupancy.cell_index[sits], minlength=len(occupancy.cells))
+    pairs_out = [
+        (occupancy.cells[c], occupancy.vehicles[v])
+        for c, v in zip(
+            occupancy.cell_index[sits].tolist(),
+            occupancy.vehicle_index[sits].tolist(),
+            strict=True,
+        )
+    ]
+    in_released = released[occupancy.cell_index]
+    accountant = state.accountant
+    every = accountant.released_loss(0, occupancy, None, in_released)[0].max_loss
+    read = accountant.released_loss(0, occupancy, None, plan.kept & in_released)[0].max_loss
+    return _BudgetView(epsilons, sat_out.tolist(), pairs_out, (every, read))
+
+
 def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The plan as one JSON-ready object."""
+    """The plan as one JSON-ready object (an infinite error, of a cell the vehicle budget
+    gives no ε, as null)."""
     return {
         "epsilon": plan.epsilon,
         "upper": plan.upper,
@@ -193,23 +265,30 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "cells_released": sum(grid.released for grid in plan.grids),
         "vehicles": plan.n_vehicles,
         "pairs": plan.n_entries,
-        "initial_max_error": plan.initial_max_error,
-        "max_error": plan.max_error,
-        "max_error_after_cap": plan.max_error_after_cap,
+        "initial_max_error": _finite(plan.initial_max_error),
+        "max_error": _finite(plan.max_error),
+        "max_error_after_cap": _finite(plan.max_error_after_cap),
         "pseudo_user": plan.pseudo_user,
+        "vehicle_budget": plan.vehicle_budget,
+        "vehicle_burst": plan.vehicle_burst,
+        "budget_period_seconds": plan.budget_period_seconds,
+        "vehicles_sat_out": plan.vehicles_sat_out,
+        "max_vehicle_loss": plan.privacy_loss_after,
         "cells_over_error_bound": plan.cells_over_bound,
         "suppressed": [[cell, vehicle] for cell, vehicle in plan.suppressed],
         "grids": {
             grid.cell: {
                 "vehicles": grid.vehicles,
                 "readings": grid.readings,
-                "initial_error": grid.initial_error,
-                "error": grid.error,
+                "initial_error": _finite(grid.initial_error),
+                "error": _finite(grid.error),
                 "kept_vehicles": grid.kept_vehicles,
                 "cap": grid.cap,
-                "error_after_cap": grid.error_after_cap,
+                "error_after_cap": _finite(grid.error_after_cap),
                 "mean_error": grid.mean_error,
                 "released": grid.released,
+                "epsilon": grid.epsilon,
+                "sat_out": grid.sat_out,
             }
             for grid in plan.grids
         },
@@ -218,15 +297,29 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
 
 def format_plan(plan: Plan, label: str, top: int = 5) -> str:
     """A readable summary of the plan."""
-    step = "after the pseudo-user step" if plan.pseudo_user else "(no pseudo-user step)"
+    target = "" if plan.target_mean_error is None else f", target T {plan.target_mean_error:g}"
+    if plan.vehicle_budget is None:
+        per_cell = f"epsilon {plan.epsilon:g} per cell,"
+    else:
+        per_cell = (
+            f"vehicle budget B {plan.vehicle_budget:g} per "
+            f"{(plan.budget_period_seconds or 0) / 86400:g} days, burst {plan.vehicle_burst:g}"
+            " (no ledger: each vehicle's room here),\n "
+        )
     lines = [
         f"occupancy {label}: {_count(len(plan.grids), 'cell')}, "
         f"{_count(plan.n_vehicles, 'vehicle')}, {plan.n_entries} (cell, vehicle) pairs",
-        f"parameters: epsilon {plan.epsilon:g} per cell, upper bound U {plan.upper:g},"
-        f" variance share {plan.variance_share:g}"
-        + ("" if plan.target_mean_error is None else f", target T {plan.target_mean_error:g}"),
+        f"parameters: {per_cell} upper bound U {plan.upper:g},"
+        f" variance share {plan.variance_share:g}{target}",
+    ]
+    if plan.vehicle_budget is not None:
+        return "\n".join(lines + _budget_lines(plan, top))
+    lines.append(
         f"cells released:           {sum(g.released for g in plan.grids)}"
-        f" (largest mean_error {max(g.mean_error for g in plan.grids):.4f})",
+        f" (largest mean_error {max(g.mean_error for g in plan.grids):.4f})"
+    )
+    step = "after the pseudo-user step" if plan.pseudo_user else "(no pseudo-user step)"
+    lines += [
         f"error bound E:            {plan.error_bound:.4f}",
         f"cells per vehicle:        G1 {plan.g1} -> K {plan.k}",
         f"privacy loss per window:  {plan.privacy_loss_before:g} -> {plan.privacy_loss_after:g}"
@@ -246,19 +339,60 @@ def format_plan(plan: Plan, label: str, top: int = 5) -> str:
     if not grown:
         lines.append("no cell's worst-case error grew")
         return "\n".join(lines)
-    width = max(len("cell"), *(len(grid.cell) for grid in grown))
-    lines.append(f"cells whose worst-case error grew most (top {len(grown)}):")
-    lines.append(
-        f"  {'cell':<{width}}  {'before':>12}  {'after':>12}  {'after cap':>12}"
-        f"  {'kept/vehicles':>13}  {'cap':>6}"
-    )
-    for grid in grown:
-        lines.append(
-            f"  {grid.cell:<{width}}  {grid.initial_error:>12.4f}  {grid.error:>12.4f}"
-            f"  {grid.error_after_cap:>12.4f}  {grid.kept_vehicles:>6}/{grid.vehicles:<6}"
-            f"  {grid.cap:>6}"
-        )
+    lines += _cell_table(
+        "cells whose worst-case error grew most", grown,
+        f"{'before':>12}  {'after':>12}  {'after cap':>12}  {'kept/vehicles':>13}  {'cap':>6}",
+        lambda g: f"{g.initial_error:>12.4f}  {g.error:>12.4f}  {g.error_after_cap:>12.4f}"
+        f"  {g.kept_vehicles:>6}/{g.vehicles:<6}  {g.cap:>6}",
+    )  # fmt: skip
     return "\n".join(lines)
+
+
+def _cell_table(
+    title: str, grids: list[GridPlan], header: str, row: Callable[[GridPlan], str]
+) -> list[str]:
+    """``title (top N):``, then a column of cell ids beside ``header`` and each ``row``."""
+    width = max(len("cell"), *(len(grid.cell) for grid in grids))
+    return [
+        f"{title} (top {len(grids)}):",
+        f"  {'cell':<{width}}  {header}",
+        *(f"  {grid.cell:<{width}}  {row(grid)}" for grid in grids),
+    ]
+
+
+def _budget_lines(plan: Plan, top: int) -> list[str]:
+    """The vehicle budget's part of the summary: per-cell ε, sit-outs, per-vehicle loss."""
+    released = [grid for grid in plan.grids if grid.released]
+    epsilons = [grid.epsilon for grid in released if grid.epsilon is not None]
+    spread = f"{min(epsilons):g} to {max(epsilons):g}" if epsilons else "none released"
+    bars = [grid.mean_error for grid in released]
+    largest = f" (largest mean_error {max(bars):.4f})" if bars else ""
+    lines = [
+        f"cells released:           {len(released)} of {len(plan.grids)}{largest}",
+        f"epsilon per released cell: {spread} (each cell's least epsilon meeting T)",
+        f"cells per vehicle:        G1 {plan.g1} -> K {plan.k}",
+        f"largest vehicle loss:     {plan.privacy_loss_before:g} -> "
+        f"{plan.privacy_loss_after:g}  (summed cell epsilons: every pair read -> after "
+        "the sit-outs)",
+        f"sit-outs:                 {_count(plan.vehicles_sat_out, 'vehicle')} in "
+        f"{len(plan.suppressed)} (cell, vehicle) pairs (their readings count in mean_error)",
+    ]
+    if len(released) < len(plan.grids):
+        lines.insert(1, "  (the others miss T, or wait to pool with the next windows: spans)")
+    if not released:
+        return lines
+    shown = sorted(released, key=lambda g: (-(g.epsilon or 0.0), g.cell))[:top]
+    return lines + _cell_table(
+        "released cells with the largest epsilon", shown,
+        f"{'epsilon':>8}  {'mean_error':>10}  {'sat out/vehicles':>16}  {'cap':>6}",
+        lambda g: f"{g.epsilon or 0.0:>8g}  {g.mean_error:>10.4f}"
+        f"  {g.sat_out:>7}/{g.vehicles:<8}  {g.cap:>6}",
+    )  # fmt: skip
+
+
+def _finite(value: float) -> float | None:
+    """A JSON number: None for the infinite error of a cell the vehicle budget gives no ε."""
+    return value if math.isfinite(value) else None
 
 
 def _count(n: int, noun: str) -> str:

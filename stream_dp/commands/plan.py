@@ -14,7 +14,10 @@ the error bars and the withholding) on a public occupancy array with the release
 (the options below and the STREAM_DP_* settings), and report the privacy loss per window
 before and after (G1*eps -> K*eps), the error bound E, the suppressed (cell, vehicle) pairs,
 the worst-case error and the mean's error bar of each cell: the K and error bars `release`
-gives that window. Nothing is released and no noise is drawn: the planner only reads the
+gives that window. With a vehicle budget (--vehicle-budget) it runs the release's budget
+mode as for a vehicle's first window (no ledger: each vehicle's room is the burst) and
+reports each cell's own epsilon, the vehicles that sit out and the largest per-vehicle loss.
+Nothing is released and no noise is drawn: the planner only reads the
 occupancy, which the privacy model treats as public.
 The input is a CSV (or .csv.gz) with a header containing cell, vehicle and count, in any
 order; other columns are ignored and repeated (cell, vehicle) rows are summed. The output
@@ -72,7 +75,12 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
     ("--min-vehicles", "release cells with >= N vehicles"),
     ("--top-cells", "release only the N busiest cells"),
     ("--prefix-limit", "C: stored readings per pair"),
-)
+    ("--vehicle-budget", "B: each vehicle's epsilon over any budget period (the plan: no "
+     "ledger, each vehicle's room is the burst)"),
+    ("--vehicle-budget-burst", "pacing: the most a vehicle spends at once (unset: B/6)"),
+    ("--max-span-hours", "with a vehicle budget: windows a cell may pool"),
+    ("--budget-period-seconds", "the rolling budget period"),
+)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

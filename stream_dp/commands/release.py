@@ -42,25 +42,27 @@ if TYPE_CHECKING:
 
 
 def add_release_options(
-    parser: argparse.ArgumentParser, defaults: Mapping[str, object] | None = None
+    parser: argparse.ArgumentParser,
+    defaults: Mapping[str, object] | None = None,
+    unless_configured: bool = False,
 ) -> None:
     """Options shared with the other commands that run the release (serve, demo).
 
     ``defaults`` are the command's own defaults where they differ from the settings' (the
-    demo's), shown in the help as what the command really uses.
+    demo's, serve's budget profile), shown in the help as what the command really uses;
+    ``unless_configured``: they apply only while no release setting is given (serve), so the
+    help names the settings' default that replaces each once one is.
     """
     from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 
-    shown = {name: field.default for name, field in Settings.model_fields.items()}
-    shown.update(defaults or {})
+    settings = {name: field.default for name, field in Settings.model_fields.items()}
+    shown = {**settings, **(defaults or {})}
 
     def default(name: str) -> str:
-        value = shown[name]
-        if name == "coarsest_resolution" and value is None:
-            return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
-        return (
-            "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-        )
+        own = default_text(name, shown[name])
+        if unless_configured and shown[name] != settings[name]:
+            return f"{own}; {default_text(name, settings[name])} once a release setting is given"
+        return own
 
     group = parser.add_argument_group(
         "release parameters (override STREAM_DP_* settings; 'none' unsets an optional one)"
@@ -99,6 +101,13 @@ def add_release_options(
     )
 
 
+def default_text(name: str, value: object) -> str:
+    """A setting's default as the help shows it."""
+    if name == "coarsest_resolution" and value is None:
+        return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
+    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 #: (setting, type, help) of the numeric release options, in the order of the help.
 _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("epsilon", float, "per-cell budget"),
@@ -127,6 +136,11 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
     ("budget_period_seconds", int, "the rolling budget period"),
 )
+
+
+def release_option_names() -> list[str]:
+    """The settings the numeric release options set, in the order of the help."""
+    return [name for name, _, _ in _NUMERIC_OPTIONS]
 
 
 def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:

@@ -20,14 +20,38 @@ log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("serve", help="run a worker", description=plain_text(__doc__))
+    from stream_dp.commands.profile import BUDGET_PROFILE
+
+    parser = sub.add_parser(
+        "serve",
+        help="run a worker",
+        description=plain_text(__doc__) + "\n\n" + _defaults_note(),
+    )
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
     parser.add_argument("--web-port", type=int, help="HTTP port of /metrics etc. (default 8000)")
     parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default: text)")
-    add_release_options(parser)
+    add_release_options(parser, BUDGET_PROFILE, unless_configured=True)
     parser.set_defaults(run=run)
+
+
+def _defaults_note() -> str:
+    """How serve picks its release defaults, naming the options that do not count."""
+    from stream_dp.commands.profile import RELEASE_SETTINGS
+    from stream_dp.commands.release import release_option_names
+
+    others = [
+        f"--{n.replace('_', '-')}" for n in release_option_names() if n not in RELEASE_SETTINGS
+    ]
+    listed = ", ".join(others[:-1]) + f" and {others[-1]}"
+    return (
+        "Release defaults: the worker runs the recommended per-vehicle budget profile (the "
+        "defaults shown below) while no release setting is given, neither as an option (any "
+        f"below but {listed}) nor as a STREAM_DP_* variable or in the settings file; once one "
+        "is, every other release setting takes the settings' default, the one shown after "
+        "'once a release setting is given' (the defaults of stream-dp release)."
+    )
 
 
 def serve_settings(args: argparse.Namespace) -> Settings:

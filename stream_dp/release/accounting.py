@@ -19,6 +19,10 @@ from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.occupancy import IntArray, Occupancy
 from stream_dp.release.params import ReleaseParams
 
+#: Per (vehicle, cell) pair read under per-cell ε: the occupancy's vehicle names, each read
+#: pair's vehicle index and its cell's ε (the run's PLD per vehicle; never published).
+Reads = tuple[tuple[str, ...], np.ndarray, np.ndarray]
+
 
 @dataclass(frozen=True)
 class PrivacyAccountant:
@@ -96,6 +100,24 @@ class PrivacyAccountant:
         """The loss of a vehicle in ``cells_per_vehicle`` released cells (K·ε for K)."""
         return cells_per_vehicle * self.epsilon
 
+    def window_epsilon(self, released: np.ndarray | None) -> float:
+        """The summary's ``epsilon``: ε of every cell; with a vehicle budget (§13) the largest
+        ε of the ``released`` cells, or with none released (a failed window) the burst, the
+        most any cell of the window could have taken."""
+        params = self.params
+        if params.vehicle_budget is None:
+            return params.epsilon
+        if self.per_cell is None or released is None or not released.any():
+            return params.vehicle_burst
+        return float(self.cell_epsilons(len(self.per_cell))[released].max())
+
+    def window_privacy_loss(self, k: int, loss: WindowLoss | None) -> float:
+        """The summary's ``privacy_loss``: K·ε (Prop. V.1); with per-cell ε (§13), where K·ε
+        does not hold, the largest per-vehicle loss the ledger is charged (``loss``)."""
+        if self.params.vehicle_budget is not None and loss is not None:
+            return loss.max_loss
+        return self.privacy_loss(k)
+
     def pld_loss(self, cells_per_vehicle: int) -> float | None:
         """ε at ``accounting_delta`` of that many cells; None where PLD does not compose the
         mechanism (e.g. an (ε, δ) mean) or without dp-accounting."""
@@ -115,6 +137,22 @@ class PrivacyAccountant:
         if occupancy is None:
             return WindowLoss.from_counts(window_start, self.epsilon, [], [])
         return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, cells)
+
+    def released_loss(
+        self,
+        window_start: int,
+        occupancy: Occupancy | None,
+        grids: IntArray | None,
+        read: np.ndarray | None,
+    ) -> tuple[WindowLoss, Reads | None]:
+        """What a released window charges each vehicle (§8.2): with per-cell ε, the summed ε
+        of the cells it is ``read`` in (:meth:`budget_loss`) and those reads; else its
+        released cells (``grids``) × ε (:meth:`loss`)."""
+        if self.per_cell is None or occupancy is None or read is None:
+            return self.loss(window_start, occupancy, grids), None
+        eps = self.cell_epsilons(len(occupancy.cells))[occupancy.cell_index[read]]
+        reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps)
+        return self.budget_loss(window_start, occupancy, read), reads
 
     def budget_loss(self, window_start: int, occupancy: Occupancy, read: np.ndarray) -> WindowLoss:
         """With per-cell ε (§13): per vehicle, the summed ε of the cells it is ``read`` in

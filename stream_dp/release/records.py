@@ -186,23 +186,28 @@ def window_summary(
     nonce: str,
     cells_released: int = 0,
     error: BaseException | None = None,
+    loss: WindowLoss | None = None,
+    released: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The window's summary record (docs/math.md §9.5), released or failed (``error``: the
     exception whose class a failed window names): what each stage reported (the bounds, the
-    cells withheld, K over the released cells), the accountant's K·ε, G1·ε and PLD figure,
-    the window's public counts and the budget fields. Both kinds have the same fields; a
-    failed window's data fields are None."""
+    cells withheld, K over the released cells), the accountant's ε, K·ε (or the largest
+    per-vehicle ``loss`` charged, with per-cell ε), G1·ε and PLD figure, the window's public
+    counts and the budget fields. Both kinds have the same fields, built here alone; a failed
+    window's data fields are None. ``released``: per cell, whether it is released."""
     params = accountant.params
     counted = columns is not None and error is None
     stated = report if error is None else None  # a failed window states none of its data
+    base = window_base(params, window_start)
+    base["epsilon"] = accountant.window_epsilon(released if error is None else None)
     return {
-        **window_base(params, window_start),
+        **base,
         "type": "window",
         "release_id": release_id(params.app_id, window_start, params.resolution, "*", nonce),
         "status": RELEASED if error is None else FAILED,
         "G1": report.g1,
         "K": report.k,
-        "privacy_loss": accountant.privacy_loss(report.k),
+        "privacy_loss": accountant.window_privacy_loss(report.k, loss),
         "privacy_loss_unclipped": accountant.privacy_loss(report.g1),
         "error_bound": _line(stated, "error_bound"),
         "max_error": _line(stated, "max_error"),
@@ -228,7 +233,7 @@ def window_summary(
             None if params.vehicle_budget is not None else accountant.pld_loss(report.k)
         ),
         "vehicle_budget": params.vehicle_budget,
-        "max_vehicle_loss": None,
+        "max_vehicle_loss": None if loss is None else loss.max_loss,
         "error": None if error is None else type(error).__name__,
     }
 

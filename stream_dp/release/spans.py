@@ -76,10 +76,15 @@ def fresh_carry(
 
 
 def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
-    """Per pair, the start of the window of its first reading (its log holds it)."""
+    """Per pair, the start of the window of its first reading (its log holds it); a pair
+    with no reading logged (``plan``'s occupancy of counts alone) has no earlier window: the
+    largest int64, so it counts as the current window's."""
     first = np.full(len(columns), np.inf)
     np.minimum.at(first, columns.reading_pair, columns.reading_ts)
-    return (np.floor(first / window_seconds) * window_seconds).astype(np.int64)
+    logged = np.isfinite(first)
+    start = np.full(len(columns), np.iinfo(np.int64).max, dtype=np.int64)
+    start[logged] = np.floor(first[logged] / window_seconds) * window_seconds
+    return start
 
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:

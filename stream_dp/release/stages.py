@@ -7,7 +7,8 @@ that it runs beside CLIP-USER (benchmarks/release.py). In order:
 
 regroup (adaptive cells, §12) → select (§9.1) → mask (the ledger, §8.4) → CLIP-USER → cap
 (§9.2) → statistics (§9.3) → error bars and withhold (§10, §12) → noise (§9.4) → records
-(§9.5). Everything published is computed from the public occupancy array and noised values
+→ the ledger's charge and the summary (§9.5), the last also for a window with no cell
+chosen. Everything published is computed from the public occupancy array and noised values
 (composition paper Sec. V-B2). Pure: no I/O.
 """
 
@@ -70,7 +71,8 @@ class Regroup(Stage):
         state.columns, state.adaptive, withheld = adaptive_columns(
             state.columns, state.params, mean_epsilon
         )
-        state.report.cells_withheld, state.report.readings_withheld = withheld
+        state.report.cells_withheld += withheld[0]  # after a stale carry's (§13.3)
+        state.report.readings_withheld += withheld[1]
 
 
 class Select(Stage):
@@ -234,8 +236,7 @@ class Noise(Stage):
 
 @dataclass
 class Records(Stage):
-    """One record per released cell and the window's summary (§9.5); the release ids are
-    hashed beside CLIP-USER."""
+    """One record per released cell (§9.5); the release ids are hashed beside CLIP-USER."""
 
     name = "records"
     _ids: Future[list[str]] | None = None
@@ -268,14 +269,34 @@ class Records(Stage):
             for record, g in zip(state.cells, released, strict=True):
                 record["epsilon"] = float(epsilons[g])
                 record["window_start"] = rfc3339(starts[g])
+
+
+class Summary(Stage):
+    """The ledger's charge (:meth:`~stream_dp.release.accounting.PrivacyAccountant.
+    released_loss`, §8.2) and the window's summary (§9.5), also of a window with no cell
+    chosen: the one place a released window's budget fields are set."""
+
+    name = "summary"
+
+    def run(self, state: WindowState) -> None:
+        if state.ledger is not None:
+            occupancy, read = None, None
+            if state.pairs is not None and not state.empty:
+                occupancy = state.pairs.occupancy
+                if state.budget is not None and state.released is not None:
+                    read = state.budget.kept & state.released[occupancy.cell_index]
+            state.loss, state.reads = state.accountant.released_loss(
+                state.window_start, occupancy, state.grids, read
+            )
         state.summary = summary_of(state)
 
 
 def summary_of(state: WindowState, error: BaseException | None = None) -> dict[str, Any]:
-    """The window's summary from its state (released, empty or failed)."""
+    """The window's summary from its state (released, empty or failed: ``error``), with the
+    loss charged to the ledger (``state.loss``)."""
     return window_summary(
         state.accountant, state.window_start, state.report, state.observed,
-        state.late_readings, state.nonce, len(state.cells), error,
+        state.late_readings, state.nonce, len(state.cells), error, state.loss, state.released,
     )  # fmt: skip
 
 
@@ -307,23 +328,30 @@ def release_stages(noise: LaplaceNoise) -> list[Stage]:
     return [ClipUser(), Cap(), Statistics(), Withhold(), Noise(noise), Records()]
 
 
+def release_pipeline(noise: LaplaceNoise) -> Pipeline:
+    """A window's whole release: the choice, :func:`release_stages`, then its summary."""
+    return Pipeline(release_stages(noise), closing=[Summary()])
+
+
 @dataclass
 class Pipeline:
-    """The stages that choose a window's pairs, then ``after_choice`` in order. A window with
-    no pair chosen stops after the choice; otherwise each later stage may first begin its
-    background work, which then runs beside CLIP-USER."""
+    """The stages that choose a window's pairs, then ``after_choice`` in order, then
+    ``closing``. A window with no pair chosen skips ``after_choice``; otherwise each of those
+    stages may first begin its background work, which then runs beside CLIP-USER."""
 
     after_choice: Sequence[Stage] = ()
     choice: Sequence[Stage] = field(default_factory=choose_stages)
+    closing: Sequence[Stage] = ()
 
     def run(self, state: WindowState) -> WindowState:
         for stage in self.choice:
             stage.run(state)
-        if state.empty:
-            return state
-        for stage in self.after_choice:
-            stage.begin(state)
-        for stage in self.after_choice:
+        if not state.empty:
+            for stage in self.after_choice:
+                stage.begin(state)
+            for stage in self.after_choice:
+                stage.run(state)
+        for stage in self.closing:
             stage.run(state)
         return state
 

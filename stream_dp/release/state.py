@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stream_dp.dp.budget_ledger import BudgetLedger
-from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
+from stream_dp.release.accounting import PrivacyAccountant, Reads
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.report import WindowReport
 from stream_dp.windows.columns import WindowColumns
@@ -52,6 +52,9 @@ class WindowState:
     #: The records: one per released cell, then the summary.
     cells: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: With a ledger: what the release charges each vehicle, and its reads (per-cell ε).
+    loss: WindowLoss | None = None
+    reads: Reads | None = None
     #: Entries deferred by earlier windows (spans, §13), and those this release defers.
     carry_in: WindowColumns | None = None
     carry_out: WindowColumns | None = None

@@ -31,7 +31,6 @@ import gc
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -43,7 +42,7 @@ from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
 from stream_dp.release.spans import deferred, fresh_carry, pooled
-from stream_dp.release.stages import Pipeline, release_stages, summary_of
+from stream_dp.release.stages import Pipeline, release_pipeline, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -74,49 +73,22 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
-        stale = 0
         if params.vehicle_budget is not None:  # spans (§13.3)
             carry, stale = fresh_carry(carry, window_start, params)
             state.columns = pooled(columns, carry, params.prefix_limit)
+            state.report.readings_withheld = stale  # a stale carry is withheld
         state.carry_in = carry
         pooled_columns = state.columns
-        Pipeline(release_stages(noise)).run(state)
+        release_pipeline(noise).run(state)
         if params.vehicle_budget is not None and params.max_span_hours > 1:
             state.carry_out = deferred(state, pooled_columns)
     finally:
         if collecting:
             gc.enable()
-    state.report.readings_withheld += stale  # a stale carry is withheld (§13.3)
-    if not state.summary:  # nothing chosen: the stages stopped after the mask
-        state.summary = summary_of(state)
-    elif stale:
-        state.summary["readings_withheld"] = state.report.readings_withheld
-    loss, reads = None, None
-    if ledger is not None:
-        occupancy = None if state.pairs is None or state.empty else state.pairs.occupancy
-        if state.budget is not None and occupancy is not None and state.released is not None:
-            read = state.budget.kept & state.released[occupancy.cell_index]
-            loss = state.accountant.budget_loss(window_start, occupancy, read)
-            eps = state.accountant.cell_epsilons(len(occupancy.cells))
-            reads = (occupancy.vehicles, occupancy.vehicle_index[read],
-                     eps[occupancy.cell_index[read]])  # fmt: skip
-        else:
-            loss = state.accountant.loss(window_start, occupancy, state.grids)
-        state.summary["max_vehicle_loss"] = loss.max_loss
-        if params.vehicle_budget is not None:  # K·ε does not hold with per-cell ε
-            state.summary["privacy_loss"] = loss.max_loss
-    if params.vehicle_budget is not None:
-        state.summary["epsilon"] = summary_epsilon(params, state.cells)
     return WindowRelease(
-        window_start, state.cells, state.summary, loss, carry=state.carry_out, reads=reads
-    )
-
-
-def summary_epsilon(params: ReleaseParams, cells: list[dict[str, Any]]) -> float:
-    """A window summary's ``epsilon`` under a vehicle budget (§13, docs/output.md): the
-    largest per-cell ε of its released cells; with none released (or a failed window), the
-    burst, the most any cell of it could have taken."""
-    return max((float(c["epsilon"]) for c in cells), default=params.vehicle_burst)
+        window_start, state.cells, state.summary, state.loss, carry=state.carry_out,
+        reads=state.reads,
+    )  # fmt: skip
 
 
 def _state(
@@ -210,17 +182,12 @@ def failed_release(
         if columns is not None:
             columns = pooled(columns, carried, params.prefix_limit)
     state = _state(window_start, columns, params, ledger, late_readings)
-    loss = None
     if ledger is not None:
-        loss = _charged_loss(state, columns is not None, partials, carried)
-    most_cells = int(loss.cells.max(initial=0)) if loss is not None else 0
+        state.loss = _charged_loss(state, columns is not None, partials, carried)
+    most_cells = int(state.loss.cells.max(initial=0)) if state.loss is not None else 0
     state.report.g1 = state.report.k = most_cells
     summary = summary_of(state, error)
-    if params.vehicle_budget is not None:
-        summary["epsilon"] = summary_epsilon(params, [])
-        if loss is not None:
-            summary["max_vehicle_loss"] = summary["privacy_loss"] = loss.max_loss
-    return WindowRelease(window_start, [], summary, loss, error_site=_site(error))
+    return WindowRelease(window_start, [], summary, state.loss, error_site=_site(error))
 
 
 def _charged_loss(

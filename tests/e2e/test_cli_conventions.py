@@ -79,8 +79,9 @@ def _option_help(parser: argparse.ArgumentParser, option: str) -> str:
 
 
 def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> None:
-    """serve and release show the settings' defaults (the recommended targeted mode); the demo
-    shows its own, the per-vehicle budget profile (T 10, B 14 per 7 days, spans of 9 h)."""
+    """release shows the settings' defaults (the recommended targeted mode); the demo shows
+    its own, the per-vehicle budget profile (T 10, B 14 per 7 days, spans of 9 h); serve the
+    profile, and the settings' default that replaces it once a release setting is given."""
     parsers = {p.prog.split()[-1]: p for p in _all_parsers(cli.build_parser())}
     expected = {
         "--target-mean-error": "(default 15)",
@@ -97,7 +98,15 @@ def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> Non
         "--max-span-hours": "(default 9)",
         "--budget-period-seconds": "(default 604800)",
     }
-    for command, defaults in (("demo", demo), ("serve", expected), ("release", expected)):
+    once = "once a release setting is given)"
+    serve = {
+        **expected,
+        "--target-mean-error": f"(default 10; 15 {once}",
+        "--coarsest-resolution": f"(default 3; max(0, resolution - 5) {once}",
+        "--vehicle-budget": f"(default 14; unset {once}",
+        "--budget-period-seconds": f"(default 604800; 86400 {once}",
+    }
+    for command, defaults in (("demo", demo), ("serve", serve), ("release", expected)):
         for option, default in defaults.items():
             assert _option_help(parsers[command], option).endswith(default), (command, option)
         assert "fixed cells" in _option_help(parsers[command], "--fixed-cells")
