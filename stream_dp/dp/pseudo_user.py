@@ -99,7 +99,7 @@ def pseudo_user_step(
         return _result(clip, upper, epsilon, cap, capped_kept_sum)
     kept = np.flatnonzero(gamma > 0)
     cell, count = occ.cell_index[kept], gamma[kept]
-    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+    from stream_dp.dp.ordering import order_by_pair
 
     order = order_by_pair(cell, count, n_cells, int(count.max(initial=0)) + 1)
     cell, count = cell[order], count[order]

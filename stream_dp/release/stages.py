@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from stream_dp.dp.error_bars import LN20
-from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
 from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
@@ -44,6 +43,9 @@ from stream_dp.release.statistics import (
     start_prefix_sums,
 )
 from stream_dp.windows import background
+
+if TYPE_CHECKING:  # the noise's module loads its compiled sampler: ``plan`` draws none
+    from stream_dp.dp.noise import LaplaceNoise
 
 
 class Stage:
