@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from stream_dp.dp.cell_error import cell_error
 from stream_dp.dp.clip_user import ClipUserRun
 from stream_dp.dp.grid_error import grid_error
+from stream_dp.dp.ordering import sorted_distinct
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -231,7 +232,7 @@ class UncompiledRun(ClipUserRun):
         self.grids[vehicles] -= 1
         self.order.extend(entries.tolist())
         hit = (self.top3[cells] == pos[:, None]).any(axis=1)
-        self._refill_many(np.unique(cells[hit]))
+        self._refill_many(sorted_distinct(cells[hit]))
 
     def _refill_many(self, cells: IntArray, reach: int = 16) -> None:
         """Vectorised :meth:`_refill` looking ``reach`` positions past the old third kept
@@ -324,7 +325,7 @@ class _Candidates:
         self.is_spec[old] = False
         self.weight[new] = self.count[new]
         self.is_spec[new] = True
-        self.touched = np.unique(np.concatenate((self.cell[old], self.cell[new])))
+        self.touched = sorted_distinct(np.concatenate((self.cell[old], self.cell[new])))
 
     def runs_of(self, cells: IntArray) -> IntArray:
         """Indices of the cell runs of ``cells`` (each is a candidate cell)."""

@@ -1,4 +1,5 @@
-"""Stable orders by small integer keys, for grouping a window's pairs (by cell, by vehicle).
+"""Stable orders by small integer keys, for grouping a window's pairs (by cell, by vehicle),
+and the distinct values of an integer array.
 
 :func:`stable_order` is the compiled counting sort
 (:func:`stream_dp.dp.array_kernels.stable_order_by`, O(n + keys)) or, where
@@ -42,3 +43,16 @@ def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: i
     by_minor = stable_order(minor.astype(np.int64, copy=False), n_minor)
     major_by_minor = np.take(major, by_minor).astype(np.int64, copy=False)
     return np.take(by_minor, stable_order(major_by_minor, n_major))
+
+
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array (``np.unique(values)``).
+
+    Performance (benchmarks/plan_startup.py): numpy 2's ``np.unique`` hashes integer keys,
+    several times slower than one sort on the (cell, cap) keys of the pseudo-user step (50,000
+    keys: 22 → 4 ms), and its first call imports ``numpy.ma`` (~10 ms of a plan's start-up)."""
+    ordered = np.sort(values)
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first]

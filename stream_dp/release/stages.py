@@ -23,18 +23,9 @@ import numpy as np
 from stream_dp.dp.error_bars import LN20
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
-from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.records import (
-    cell_records,
-    release_ids,
-    rfc3339,
-    window_base,
-    window_summary,
-)
 from stream_dp.release.selection import occupancy_of, select_cells
-from stream_dp.release.spans import span_starts
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -44,7 +35,10 @@ from stream_dp.release.statistics import (
 )
 from stream_dp.windows import background
 
-if TYPE_CHECKING:  # the noise's module loads its compiled sampler: ``plan`` draws none
+# The modules of the stages ``plan`` does not run (noise, records, spans, the vehicle budget)
+# are imported where those stages run: a plan's start-up loads none of them, nor numba
+# (benchmarks/plan_startup.py).
+if TYPE_CHECKING:
     from stream_dp.dp.noise import LaplaceNoise
 
 
@@ -111,6 +105,8 @@ class VehicleBudget(Stage):
         pairs = _pairs(state)
         if not len(pairs.chosen):
             return
+        from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
+
         plan = budget_plan(state, pairs.occupancy)
         state.report.vehicles_budget_limited = sat_out_vehicles(pairs.occupancy, plan)
         state.pairs = planned_pairs(pairs, plan, params)
@@ -243,6 +239,8 @@ class Records(Stage):
     _ids: Future[list[str]] | None = None
 
     def begin(self, state: WindowState) -> None:
+        from stream_dp.release.records import release_ids
+
         params = state.params
         self._ids = background.submit(
             release_ids, params.app_id, state.window_start, params.resolution,
@@ -253,6 +251,9 @@ class Records(Stage):
         pairs, stats, bars, noisy = _pairs(state), state.stats, state.bars, state.noisy
         assert pairs.capped is not None and stats is not None and bars is not None
         assert noisy is not None and state.released is not None and self._ids is not None
+        from stream_dp.release.records import cell_records, rfc3339, window_base
+        from stream_dp.release.spans import span_starts
+
         params, occupancy = state.params, pairs.occupancy
         variance_errors = (
             [None] * len(state.released) if bars.variance is None else bars.variance.tolist()
@@ -275,6 +276,8 @@ class Records(Stage):
 
 def summary_of(state: WindowState, error: BaseException | None = None) -> dict[str, Any]:
     """The window's summary from its state (released, empty or failed)."""
+    from stream_dp.release.records import window_summary
+
     return window_summary(
         state.accountant, state.window_start, state.report, state.observed,
         state.late_readings, state.nonce, len(state.cells), error,

@@ -16,7 +16,7 @@ from stream_dp.dp.array_kernels import stable_order_by
 from stream_dp.dp.clip_user import clip_user
 from stream_dp.dp.grid_error import ErrorModel, composed_error
 from stream_dp.dp.grid_error_kernel import cell_errors_into
-from stream_dp.dp.ordering import stable_order
+from stream_dp.dp.ordering import sorted_distinct, stable_order
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.synthetic import city_occupancy
 
@@ -99,3 +99,10 @@ def test_clip_user_and_the_cap_without_kernels_equal_the_kernels(
     np.testing.assert_array_equal(uncompiled_cap.cap, compiled_cap.cap)
     np.testing.assert_array_equal(uncompiled_cap.kept_count, compiled_cap.kept_count)
     assert uncompiled_cap.error.tobytes() == compiled_cap.error.tobytes()
+
+
+@given(st.lists(st.integers(-(2**40), 2**40) | st.integers(0, 5), max_size=300))
+@settings(max_examples=150, deadline=None)
+def test_sorted_distinct_is_np_unique(values: list[int]) -> None:
+    array = np.array(values, dtype=np.int64)
+    assert np.array_equal(sorted_distinct(array), np.unique(array))
