@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 from typing import Any
 
-from stream_dp.commands.shared import CliError
+from stream_dp.commands.shared import CliError, collector_paused
 
 DESCRIPTION = """\
 Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,
@@ -77,19 +76,11 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
 
 
 def run(args: argparse.Namespace) -> int:
-    # Performance (benchmarks/plan_startup.py): a plan is one short computation that makes no
-    # reference cycles; pausing the cyclic collector spares its passes over the objects the
-    # imports below and the stages create (about a tenth of the command's CPU time).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _run(args)
-    finally:
-        if collecting:
-            gc.enable()
+    with collector_paused():  # a plan is one short computation (start-up included)
+        return _plan(args)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace) -> int:
     # Imported here so that `stream-dp --help` does not pay for the numerics.
     from stream_dp.planning import (
         PlanInputError,
