@@ -146,21 +146,29 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
         chosen.cell_index, weights=np.asarray(clip.kept, dtype=np.int64), minlength=n_cells
     )
     readings = chosen.total_per_cell()
+    columns = (  # per cell, as Python numbers (indexing numpy arrays cell by cell is slower)
+        chosen.cells, vehicles.tolist(), readings.tolist(), clip.initial_error.tolist(),
+        clip.error.tolist(), kept.astype(np.int64).tolist(), capped.cap.tolist(),
+        capped.error.tolist(), bars.mean.tolist(), state.released.tolist(),
+    )  # fmt: skip
     grids = tuple(
         GridPlan(
             cell=cell,
-            vehicles=int(vehicles[g]),
-            readings=int(readings[g]),
-            initial_error=float(clip.initial_error[g]),
-            error=float(clip.error[g]),
-            kept_vehicles=int(kept[g]),
-            cap=int(capped.cap[g]),
-            error_after_cap=float(capped.error[g]),
-            mean_error=float(capped_error(float(bars.mean[g]), params.upper)),
-            released=bool(state.released[g]),
+            vehicles=n_vehicles,
+            readings=n_readings,
+            initial_error=initial_error,
+            error=error,
+            kept_vehicles=kept_vehicles,
+            cap=cap,
+            error_after_cap=error_after_cap,
+            mean_error=float(capped_error(mean_bar, params.upper)),
+            released=released,
         )
-        for g, cell in enumerate(chosen.cells)
-    )
+        for (
+            cell, n_vehicles, n_readings, initial_error, error, kept_vehicles, cap,
+            error_after_cap, mean_bar, released,
+        ) in zip(*columns, strict=True)
+    )  # fmt: skip
     return Plan(
         epsilon=params.epsilon,
         upper=params.upper,
@@ -172,7 +180,7 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
         n_vehicles=len(chosen.vehicles),
         n_entries=chosen.n_entries,
         pseudo_user=params.pseudo_user,
-        suppressed=tuple((str(c), str(v)) for c, v in clip.suppressed),
+        suppressed=clip.suppressed,
         grids=grids,
     )
 
