@@ -37,13 +37,12 @@ def require_extra(module: str, extra: str) -> None:
         raise MissingExtraError(module, extra) from None
 
 
+# Performance (benchmarks/plan_startup.py): imports (pydantic's settings, a command's
+# numerics) and a plan's stages create many objects and no cycles worth collecting; the
+# collector's repeated passes over them cost about a tenth of ``stream-dp plan``.
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused inside the block (restored after it).
-
-    Performance (benchmarks/plan_startup.py): imports (pydantic's settings, a command's
-    numerics) and a plan's stages create many objects and no cycles worth collecting; the
-    collector's repeated passes over them cost about a tenth of ``stream-dp plan``."""
+    """Python's cyclic garbage collector paused inside the block (restored after it)."""
     collecting = gc.isenabled()
     gc.disable()
     try:

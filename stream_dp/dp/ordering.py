@@ -45,12 +45,11 @@ def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: i
     return np.take(by_minor, stable_order(major_by_minor, n_major))
 
 
+# Performance (benchmarks/plan_startup.py): numpy 2's ``np.unique`` hashes integer keys,
+# several times slower than one sort on keys like the pseudo-user step's (cell, cap) pairs
+# (50,000 keys: 22 → 4 ms), and its first call imports ``numpy.ma`` (~10 ms of a plan).
 def sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of an integer array (``np.unique(values)``).
-
-    Performance (benchmarks/plan_startup.py): numpy 2's ``np.unique`` hashes integer keys,
-    several times slower than one sort on the (cell, cap) keys of the pseudo-user step (50,000
-    keys: 22 → 4 ms), and its first call imports ``numpy.ma`` (~10 ms of a plan's start-up)."""
+    """The sorted distinct values of an integer array (``np.unique(values)``)."""
     ordered = np.sort(values)
     first = np.empty(len(ordered), dtype=bool)
     first[:1] = True
