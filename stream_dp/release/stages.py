@@ -25,7 +25,15 @@ from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_c
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.records import (
+    cell_records,
+    release_ids,
+    rfc3339,
+    window_base,
+    window_summary,
+)
 from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.spans import span_starts
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -35,9 +43,9 @@ from stream_dp.release.statistics import (
 )
 from stream_dp.windows import background
 
-# The modules of the stages ``plan`` does not run (noise, records, spans, the vehicle budget)
-# are imported where those stages run: a plan's start-up loads none of them, nor numba
-# (benchmarks/plan_startup.py).
+# The noise's module (it loads numba for its sampler) and the vehicle budget's are imported
+# where their stages need them: a plan draws no noise and, without a vehicle budget, plans
+# none (start-up, benchmarks/plan_startup.py).
 if TYPE_CHECKING:
     from stream_dp.dp.noise import LaplaceNoise
 
@@ -239,8 +247,6 @@ class Records(Stage):
     _ids: Future[list[str]] | None = None
 
     def begin(self, state: WindowState) -> None:
-        from stream_dp.release.records import release_ids
-
         params = state.params
         self._ids = background.submit(
             release_ids, params.app_id, state.window_start, params.resolution,
@@ -251,9 +257,6 @@ class Records(Stage):
         pairs, stats, bars, noisy = _pairs(state), state.stats, state.bars, state.noisy
         assert pairs.capped is not None and stats is not None and bars is not None
         assert noisy is not None and state.released is not None and self._ids is not None
-        from stream_dp.release.records import cell_records, rfc3339, window_base
-        from stream_dp.release.spans import span_starts
-
         params, occupancy = state.params, pairs.occupancy
         variance_errors = (
             [None] * len(state.released) if bars.variance is None else bars.variance.tolist()
@@ -276,8 +279,6 @@ class Records(Stage):
 
 def summary_of(state: WindowState, error: BaseException | None = None) -> dict[str, Any]:
     """The window's summary from its state (released, empty or failed)."""
-    from stream_dp.release.records import window_summary
-
     return window_summary(
         state.accountant, state.window_start, state.report, state.observed,
         state.late_readings, state.nonce, len(state.cells), error,
