@@ -88,8 +88,8 @@ import time
 from stream_dp.dp.occupancy import Occupancy
 occ = Occupancy.from_triples([("a", "1", 1), ("b", "1", 2), ("a", "2", 5), ("b", "3", 4)])
 start = time.perf_counter()
-from stream_dp.dp.clip_user import clip_user
-clip_user(occ, 65.0, 0.5)
+from stream_dp.dp.clip_user import ClipUserRun
+ClipUserRun(occ, 65.0, 0.5).run()  # the kernel (clip_user runs numpy rounds without numba)
 first = time.perf_counter() - start
 from stream_dp.dp.clip_user_kernel import run_sequential
 stats = run_sequential.stats

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from stream_dp import __version__
-from stream_dp.commands.shared import CliError
+from stream_dp.commands.shared import CliError, collector_paused
 
 #: Every command: (name, module whose ``register(subparsers)`` declares its options, one-line
 #: help listed by ``stream-dp --help``), in the order listed.
@@ -76,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser_for(argv).parse_args(argv)
     try:
-        _check_environment()
+        with collector_paused():  # start-up: the settings' import (pydantic)
+            _check_environment()
         return int(args.run(args) or 0)
     except CliError as exc:
         print(f"stream-dp {args.command}: error: {exc}", file=sys.stderr)

@@ -165,24 +165,32 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
     budget = _budget_view(state)
     epsilons = budget.epsilons if budget else [params.epsilon] * n_cells
     sat_out = budget.sat_out if budget else [0] * n_cells
-    suppressed = clip.suppressed if budget is None else budget.sat_out_pairs
+    suppressed = clip.suppressed if budget is None else tuple(budget.sat_out_pairs)
+    columns = (  # per cell, as Python numbers (indexing numpy arrays cell by cell is slower)
+        chosen.cells, vehicles.tolist(), readings.tolist(), clip.initial_error.tolist(),
+        clip.error.tolist(), kept.astype(np.int64).tolist(), capped.cap.tolist(),
+        capped.error.tolist(), bars.mean.tolist(), state.released.tolist(), epsilons, sat_out,
+    )  # fmt: skip
     grids = tuple(
         GridPlan(
             cell=cell,
-            vehicles=int(vehicles[g]),
-            readings=int(readings[g]),
-            initial_error=float(clip.initial_error[g]),
-            error=float(clip.error[g]),
-            kept_vehicles=int(kept[g]),
-            cap=int(capped.cap[g]),
-            error_after_cap=float(capped.error[g]),
-            mean_error=float(capped_error(float(bars.mean[g]), params.upper)),
-            released=bool(state.released[g]),
-            epsilon=epsilons[g],
-            sat_out=sat_out[g],
+            vehicles=n_vehicles,
+            readings=n_readings,
+            initial_error=initial_error,
+            error=error,
+            kept_vehicles=kept_vehicles,
+            cap=cap,
+            error_after_cap=error_after_cap,
+            mean_error=float(capped_error(mean_bar, params.upper)),
+            released=released,
+            epsilon=cell_epsilon,
+            sat_out=cell_sat_out,
         )
-        for g, cell in enumerate(chosen.cells)
-    )
+        for (
+            cell, n_vehicles, n_readings, initial_error, error, kept_vehicles, cap,
+            error_after_cap, mean_bar, released, cell_epsilon, cell_sat_out,
+        ) in zip(*columns, strict=True)
+    )  # fmt: skip
     accountant = state.accountant
     before, after = (
         budget.losses
@@ -200,7 +208,7 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
         n_vehicles=len(chosen.vehicles),
         n_entries=chosen.n_entries,
         pseudo_user=params.pseudo_user,
-        suppressed=tuple((str(c), str(v)) for c, v in suppressed),
+        suppressed=suppressed,
         grids=grids,
         privacy_loss_before=before,
         privacy_loss_after=after,

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from stream_dp.commands.shared import CliError
+from stream_dp.commands.shared import CliError, collector_paused
 
 DESCRIPTION = """\
 Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,
@@ -84,6 +84,11 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
 
 
 def run(args: argparse.Namespace) -> int:
+    with collector_paused():  # a plan is one short computation (start-up included)
+        return _plan(args)
+
+
+def _plan(args: argparse.Namespace) -> int:
     # Imported here so that `stream-dp --help` does not pay for the numerics.
     from stream_dp.planning import (
         PlanInputError,

@@ -80,7 +80,7 @@ def best_cap_mean_error(
     if len(unit) == 0:
         return out
     from stream_dp.dp.adaptive_kernel import best_cap_scan  # numba: imported on first use
-    from stream_dp.dp.array_kernels import order_by_pair
+    from stream_dp.dp.ordering import order_by_pair
 
     unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
     order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
@@ -137,7 +137,7 @@ def pair_groups(
 ) -> tuple[IntArray, IntArray, IntArray]:
     """The distinct ``(major, minor)`` pairs in ascending order and each input's index into
     them (``np.unique`` of the pairs with ``return_inverse``, by counting sorts)."""
-    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+    from stream_dp.dp.ordering import order_by_pair
 
     major = major.astype(np.int64, copy=False)
     minor = minor.astype(np.int64, copy=False)

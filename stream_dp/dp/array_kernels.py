@@ -1,8 +1,8 @@
 """Compiled (numba) array steps of the release path that numpy can only do by sorting.
 
 - :func:`stable_order_by`: a counting sort (O(n + keys)) for small integer keys, so grouping
-  a window's pairs by cell is one linear pass instead of an O(n log n) sort;
-  :func:`order_by_pair` orders by two such keys, in one pass when their product is small;
+  a window's pairs by cell is one linear pass instead of an O(n log n) sort (called through
+  :mod:`stream_dp.dp.ordering`, which also orders by two such keys);
 - :func:`pair_prefix_sums`: per pair, the running sums and sums of squares of its stored
   readings in (event time, value) order, from which the kept readings of a capped pair
   (pseudo-user step, composition paper Sec. V-B3) are read off without sorting the whole
@@ -33,27 +33,6 @@ def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no 
         order[start[k]] = i
         start[k] += 1
     return order
-
-
-def counting_sort_fits(n: int, n_keys: int) -> bool:
-    """Whether a counting sort of ``n`` items over ``n_keys`` keys is linear in ``n`` (its
-    count array is at most a few times the input)."""
-    return n_keys <= 4 * n + 65_536
-
-
-def order_by_pair(major: np.ndarray, minor: np.ndarray, n_major: int, n_minor: int) -> np.ndarray:
-    """The stable order by ``(major, minor)`` (integers in ``[0, n_major)``, ``[0, n_minor)``),
-    i.e. ``np.lexsort((minor, major))``: one counting sort of ``major * n_minor + minor`` when
-    that key range is small, else two (minor first, then major), else ``lexsort`` itself."""
-    n = len(major)
-    if counting_sort_fits(n, n_major * n_minor):
-        key = major.astype(np.int64) * n_minor + minor
-        return stable_order_by(key, n_major * n_minor)
-    if not (counting_sort_fits(n, n_major) and counting_sort_fits(n, n_minor)):
-        return np.lexsort((minor, major))
-    by_minor = stable_order_by(minor.astype(np.int64, copy=False), n_minor)
-    major_by_minor = np.take(major, by_minor).astype(np.int64, copy=False)
-    return np.take(by_minor, stable_order_by(major_by_minor, n_major))
 
 
 @njit(cache=True, nogil=True)

@@ -8,10 +8,11 @@ Per cell we keep ``M``, ``S`` and its entries sorted by count (descending) with 
 the first three kept ones, so "largest kept count without vehicle ``l``" is O(1) and a candidate
 ``E_g(l)`` is O(1) (no grid is recomputed from scratch). :class:`ClipUserRun` builds that state
 and runs the exact sequential algorithm as one numba kernel over it
-(:mod:`stream_dp.dp.clip_user_kernel`). The uncompiled evaluation schemes it replaced (batched
-numpy rounds, a plain Python loop) live on in :mod:`stream_dp.testing.clip_user_strategies` as
-references over the same state, with the plain transcription
-:mod:`stream_dp.testing.clip_user_reference`; the tests check that all give identical results.
+(:mod:`stream_dp.dp.clip_user_kernel`). A process without numba runs one window's occupancy
+by the uncompiled schemes of :mod:`stream_dp.dp.clip_user_rounds` instead (batched numpy
+rounds and a plain Python loop over the same state; :mod:`stream_dp.dp.kernel_choice`); the
+tests check that they, and the plain transcription
+:mod:`stream_dp.testing.clip_user_reference`, give identical results.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp import kernel_choice
 from stream_dp.dp.grid_error import ErrorModel, grid_error
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.ordering import counting_sort_fits, order_by_pair, stable_order
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -133,39 +136,39 @@ def clip_user(
     ``model``: the error function (default eq. 13 with ``eps/2`` per statistic; see
     :class:`~stream_dp.dp.grid_error.ErrorModel`).
     """
-    run = ClipUserRun(occupancy, upper, epsilon, error_bound, model)
-    run.run()
-    return run.result()
+    if kernel_choice.use_kernels(occupancy.n_entries):
+        run = ClipUserRun(occupancy, upper, epsilon, error_bound, model)
+        run.run()
+        return run.result()
+    from stream_dp.dp.clip_user_rounds import UncompiledRun  # no numba: its numpy rounds
+
+    uncompiled = UncompiledRun(occupancy, upper, epsilon, error_bound, model)
+    uncompiled.run_strategy("numpy")
+    return uncompiled.result()
 
 
 def _by_cell_then_count_descending(occ: Occupancy) -> IntArray:
     """Entry order by cell, then count descending, then entry order (entries are grouped by
     cell)."""
-    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
-
     top = int(occ.count.max(initial=0))
     return order_by_pair(occ.cell_index, top - occ.count, len(occ.cells), top + 1)
 
 
 def _by_vehicle(occ: Occupancy) -> IntArray:
     """Entry order by vehicle (stable: then by cell)."""
-    from stream_dp.dp.array_kernels import stable_order_by
-
-    return stable_order_by(occ.vehicle_index, len(occ.vehicles))
+    return stable_order(occ.vehicle_index, len(occ.vehicles))
 
 
 def _by_grids_descending(grids: IntArray) -> IntArray:
     """Vehicles by ``G_l`` descending, ties in ascending vehicle order."""
-    from stream_dp.dp.array_kernels import stable_order_by
-
     top = int(grids.max(initial=0))
-    return stable_order_by(top - grids, top + 1)
+    return stable_order(top - grids, top + 1)
 
 
 class ClipUserRun:
     """Mutable state of one CLIP-USER run (docs/math.md §5.1); :meth:`run` is the compiled
-    algorithm. The attributes are public so the reference strategies of
-    :mod:`stream_dp.testing.clip_user_strategies` can run over the same state.
+    algorithm. The attributes are public so the uncompiled schemes of
+    :mod:`stream_dp.dp.clip_user_rounds` can run over the same state.
 
     Entry ``n`` (one past the last) is a sentinel: never kept, count 0, at position ``n``.
     ``by_vehicle[vehicle_start[v]:vehicle_start[v + 1]]`` are vehicle ``v``'s entries in
@@ -206,9 +209,7 @@ class ClipUserRun:
         #: Per-slot (``by_vehicle`` order) cell, count and position, when already built.
         self.slots: tuple[IntArray, IntArray, IntArray] | None = None
         top = int(occ.count.max(initial=0))
-        from stream_dp.dp.array_kernels import counting_sort_fits
-
-        if n and counting_sort_fits(n, n_cells * (top + 1)):
+        if n and kernel_choice.use_kernels(n) and counting_sort_fits(n, n_cells * (top + 1)):
             from stream_dp.dp.clip_user_kernel import suppressor_layout
 
             (self.grids, self.vehicle_start, self.by_vehicle, self.by_cell, self.position,

@@ -20,8 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from stream_dp.dp import kernel_choice
+
 __all__ = [
     "ErrorModel",
+    "composed_error",
     "grid_error",
     "mean_bias",
     "mean_sensitivity",
@@ -137,16 +140,20 @@ def grid_error(
 
     ``model`` defaults to ``ErrorModel.split(epsilon)``, the paper's
     ``E_g = bias_mu + bias_var + 2 D_mu / eps + 2 D_var / eps`` (``E|Lap(b)| = b``, each
-    statistic gets ``eps/2``); with a ``model``, ``epsilon`` is unused.
+    statistic gets ``eps/2``); with a ``model``, ``epsilon`` is unused. Runs the compiled
+    loop of ``cell_error`` or, where :mod:`~stream_dp.dp.kernel_choice` picks numpy,
+    :func:`composed_error` (the same value, bit for bit).
     """
-    # numba: loaded by the first evaluation, so importing the closed forms stays light.
-    from stream_dp.dp.grid_error_kernel import cell_errors_into
-
     if model is None:
         model = ErrorModel.split(epsilon)
     shape = np.broadcast_shapes(np.shape(top), np.shape(kept), np.shape(total))
     counts = np.empty((3, *shape), dtype=np.int64)  # one contiguous, writeable layout
     counts[0], counts[1], counts[2] = top, kept, total
+    if not kernel_choice.use_kernels(counts[0].size):
+        return composed_error(upper, model, counts[0], counts[1], counts[2])
+    # numba: loaded by the first compiled evaluation, so importing the closed forms stays light.
+    from stream_dp.dp.grid_error_kernel import cell_errors_into
+
     out = np.empty(shape, dtype=np.float64)
     upper_f = float(upper)
     cell_errors_into(
@@ -154,3 +161,25 @@ def grid_error(
         counts[0].reshape(-1), counts[1].reshape(-1), counts[2].reshape(-1),
     )  # fmt: skip
     return out
+
+
+def composed_error(
+    upper: float, model: ErrorModel, top: ArrayLike, kept: ArrayLike, total: ArrayLike
+) -> FloatArray:
+    """:func:`grid_error` in numpy: the four named terms composed as
+    :func:`~stream_dp.dp.cell_error.cell_error` composes them (docs/math.md §3.4), the same
+    floating-point operations in the same order, so the same value bit for bit. Without the
+    variance (``w = 0``) its two terms are left out: where ``S > 0`` they are finite, so they
+    add exactly ``+0.0`` to non-negative sums."""
+    eps_m, eps_v, weight, q = model.kernel_args()
+    with np.errstate(divide="ignore", invalid="ignore"):  # S == 0: +inf below
+        if weight == 0.0:
+            error = mean_bias(upper, kept, total) + q * mean_sensitivity(upper, top, kept) / eps_m
+        else:
+            error = (
+                mean_bias(upper, kept, total)
+                + weight * variance_bias(upper, kept, total)
+                + q * mean_sensitivity(upper, top, kept) / eps_m
+                + weight * (q * variance_sensitivity(upper, top, kept) / eps_v)
+            )
+    return np.where(np.asarray(kept) > 0, error, np.inf)

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.grid_error import ErrorModel, grid_error, variance_sensitivity
+from stream_dp.dp.ordering import order_by_pair, sorted_distinct
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -99,8 +100,6 @@ def pseudo_user_step(
         return _result(clip, upper, epsilon, cap, capped_kept_sum)
     kept = np.flatnonzero(gamma > 0)
     cell, count = occ.cell_index[kept], gamma[kept]
-    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
-
     order = order_by_pair(cell, count, n_cells, int(count.max(initial=0)) + 1)
     cell, count = cell[order], count[order]
     cell_start = np.searchsorted(cell, np.arange(n_cells + 1))
@@ -124,7 +123,7 @@ def pseudo_user_step(
     if prefix_limit is not None:
         allowed &= (cand_cap <= prefix_limit) | (cand_cap == highest[cand_cell])
     cand_cell, cand_cap = cand_cell[allowed], cand_cap[allowed]
-    uniq = np.unique(cand_cell.astype(np.int64) << 32 | cand_cap)  # sorted by (cell, cap)
+    uniq = sorted_distinct(cand_cell.astype(np.int64) << 32 | cand_cap)  # sorted by (cell, cap)
     cand_cell, cand_cap = uniq >> 32, uniq & 0xFFFFFFFF
 
     capped_sum = _capped_sum(cell, count, cell_start, prefix, cand_cell, cand_cap)

@@ -9,18 +9,20 @@ of the window (the ``clip`` mean mechanism is the same code for one cell)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums
 from stream_dp.dp.error_bars import mechanism_mean_error, variance_error
 from stream_dp.dp.grid_error import variance_bias
-from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.pseudo_user import PseudoUserResult
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.statistics import CellStatistics
 from stream_dp.windows.columns import WindowColumns
+
+if TYPE_CHECKING:  # the noise's module loads its compiled sampler: ``plan`` draws none
+    from stream_dp.dp.noise import LaplaceNoise
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stream_dp.dp.array_kernels import stable_order_by
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.ordering import stable_order
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -65,7 +65,7 @@ def occupancy_of(
             if len(used_vehicles) == len(names)
             else tuple(names[v] for v in used_vehicles.tolist())
         )
-    order = stable_order_by(cell_index.astype(np.int64, copy=False), len(chosen))
+    order = stable_order(cell_index.astype(np.int64, copy=False), len(chosen))
     entry_of = order if entries is None else np.take(entries, order)
     # Ordered by cell, the cell column is each cell's index repeated (no gather).
     per_cell = np.bincount(cell_index, minlength=len(chosen))

@@ -17,15 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from stream_dp.dp.error_bars import LN20
-from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
-from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import (
@@ -45,6 +43,12 @@ from stream_dp.release.statistics import (
     start_prefix_sums,
 )
 from stream_dp.windows import background
+
+# The noise's module (it loads numba for its sampler) and the vehicle budget's are imported
+# where their stages need them: a plan draws no noise and, without a vehicle budget, plans
+# none (start-up, benchmarks/plan_startup.py).
+if TYPE_CHECKING:
+    from stream_dp.dp.noise import LaplaceNoise
 
 
 class Stage:
@@ -111,6 +115,8 @@ class VehicleBudget(Stage):
         pairs = _pairs(state)
         if not len(pairs.chosen):
             return
+        from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
+
         plan = budget_plan(state, pairs.occupancy)
         state.report.vehicles_budget_limited = sat_out_vehicles(pairs.occupancy, plan)
         state.pairs = planned_pairs(pairs, plan, params)

@@ -9,12 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_dp.dp.array_kernels import (
-    gather_pair_totals,
-    kept_cell_totals,
-    kept_entry_sums,
-    pair_prefix_sums,
-)
 from stream_dp.dp.clip_mean import clipped_means
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.windows import background
@@ -34,6 +28,8 @@ def kept_sums(
     ``prefix_sums`` and ``entry_totals``: :func:`start_prefix_sums` and
     :func:`start_entry_totals` of these columns and entries, if started earlier; ``count``:
     ``columns.count[entries]``, if at hand (the occupancy's counts)."""
+    from stream_dp.dp.array_kernels import kept_entry_sums
+
     entries = entries.astype(np.int64, copy=False)
     kept_count = kept_count.astype(np.int64, copy=False)
     count = np.take(columns.count, entries) if count is None else count
@@ -57,6 +53,8 @@ def start_entry_totals(
 ) -> Future[tuple[np.ndarray, np.ndarray]]:
     """Start gathering the chosen entries' totals and totals of squares (in entry order) on the
     background thread: random reads over the window's pairs, done while CLIP-USER runs."""
+    from stream_dp.dp.array_kernels import gather_pair_totals
+
     return background.submit(
         gather_pair_totals,
         entries.astype(np.int64, copy=False),
@@ -68,6 +66,8 @@ def start_entry_totals(
 def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
     """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
     on the background thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
+    from stream_dp.dp.array_kernels import pair_prefix_sums
+
     return background.submit(
         pair_prefix_sums,
         columns.reading_pair.astype(np.int64, copy=False),
@@ -100,6 +100,8 @@ def cell_statistics(
     entry_totals: Future[tuple[np.ndarray, np.ndarray]],
 ) -> CellStatistics:
     """:class:`CellStatistics` of the kept readings (``kept_count`` per occupancy entry)."""
+    from stream_dp.dp.array_kernels import kept_cell_totals
+
     total, total_sq = kept_sums(
         columns, entry_of, kept_count, prefix_sums, occupancy.count, entry_totals
     )
@@ -122,12 +124,12 @@ def cell_statistics(
 
 def cell_counts(occupancy: Occupancy, kept_count: np.ndarray) -> CellStatistics:
     """:class:`CellStatistics` of the counts alone (an occupancy without readings, as ``plan``
-    reads): the kept readings per cell exactly as :func:`cell_statistics` counts them; no sums,
-    means or variances (NaN)."""
-    zeros = np.zeros(len(kept_count), dtype=np.float64)
-    kept_readings, n_kept_vehicles, _, _ = kept_cell_totals(
-        occupancy.cell_index, len(occupancy.cells), kept_count, zeros, zeros
-    )
+    reads): the kept readings per cell and the vehicles with a kept reading, the counts
+    :func:`cell_statistics` takes (in numpy: the plan loads no compiled kernel for them); no
+    sums, means or variances (NaN)."""
+    cell, n_cells = occupancy.cell_index, len(occupancy.cells)
+    kept_readings = np.bincount(cell, weights=kept_count, minlength=n_cells).astype(np.int64)
+    n_kept_vehicles = np.bincount(cell[kept_count > 0], minlength=n_cells).astype(np.int64)
     unknown = np.full(len(occupancy.cells), np.nan)
     return CellStatistics(
         kept_readings,

@@ -90,3 +90,38 @@ def test_help_imports_no_heavy_module_and_no_other_commands(
         if name.startswith("stream_dp.commands.") and name != "stream_dp.commands.shared"
     }
     assert commands == command_modules
+
+
+def test_plan_loads_no_compiled_kernel_and_plans_as_the_kernels_do(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """``stream-dp plan`` on one window's occupancy runs the numpy forms of the kernels
+    (numba's import and cache cost more than the whole plan, benchmarks/plan_startup.py), on
+    data where CLIP-USER suppresses pairs, and prints the plan the compiled kernels give."""
+    from stream_dp.cli import main
+    from stream_dp.dp import kernel_choice
+    from tests.unit.test_plan import write_occupancy
+
+    path = write_occupancy(tmp_path / "occupancy.csv")
+    args = ["plan", str(path), "--epsilon", "0.8", "--fixed-cells", "--json"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_DP_")}
+    done = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES_AT_EXIT, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    imported = set(done.stderr.split())
+    assert "stream_dp.dp.clip_user" in imported  # the plan ran CLIP-USER
+    heavy = {name for name in imported if name.split(".")[0] in HEAVY}
+    assert not heavy, sorted(heavy)
+    for name in list(os.environ):
+        if name.startswith("STREAM_DP_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: True)
+    assert main(args) == 0
+    compiled = json.loads(capsys.readouterr().out)
+    assert compiled["suppressed"] and compiled["K"] < compiled["G1"]
+    assert json.loads(done.stdout) == compiled

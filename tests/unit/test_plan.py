@@ -271,3 +271,38 @@ def test_adaptive_cells_of_ids_that_are_not_h3_cells_is_one_line(
     message = plan_error(capsys, str(path), "--epsilon", "1", "--target-mean-error", "15")
     assert "not an H3 cell of resolution 8" in message and "--fixed-cells" in message
     assert plan_json(capsys, str(path), "--epsilon", "1")["K"] == 1  # fixed cells plan it
+
+
+def write_occupancy(path: Path, seed: int = 5) -> Path:
+    """A CSV of a city occupancy on which CLIP-USER suppresses pairs (G1 > K)."""
+    import numpy as np
+
+    from stream_dp.dp.synthetic import city_occupancy
+
+    occ = city_occupancy(np.random.default_rng(seed), 2_000, 300, 6.0, 0.05)
+    rows = zip(occ.cell_index.tolist(), occ.vehicle_index.tolist(), occ.count.tolist(), strict=True)
+    path.write_text(
+        "cell,vehicle,count\n"
+        + "".join(f"c{occ.cells[c]},v{occ.vehicles[v]},{n}\n" for c, v, n in rows)
+    )
+    return path
+
+
+@pytest.mark.parametrize("options", [(), ("--variance-share", "0.5"), ("--no-pseudo-user",)])
+def test_the_plan_without_compiled_kernels_is_the_plan_with_them(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    options: tuple[str, ...],
+) -> None:
+    """A process without numba plans with the numpy forms (``plan`` never loads it): the same
+    plan, to the last bit of every error, as with the compiled kernels."""
+    from stream_dp.dp import kernel_choice
+
+    path = write_occupancy(tmp_path / "occupancy.csv")
+    args = (str(path), "--epsilon", "0.8", *options)
+    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: True)
+    compiled = plan_json(capsys, *args)
+    assert compiled["suppressed"] and compiled["K"] < compiled["G1"]
+    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: False)
+    assert plan_json(capsys, *args) == compiled

@@ -10,10 +10,10 @@ from stream_dp.dp.array_kernels import (
     gather_pair_totals,
     kept_cell_totals,
     kept_entry_sums,
-    order_by_pair,
     pair_prefix_sums,
     stable_order_by,
 )
+from stream_dp.dp.ordering import order_by_pair
 
 
 @given(st.lists(st.integers(0, 9), max_size=200))
