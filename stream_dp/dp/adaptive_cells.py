@@ -26,12 +26,15 @@ so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
+
+if TYPE_CHECKING:
+    from stream_dp.dp.occupancy import Occupancy
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -91,7 +94,8 @@ def best_cap_mean_error(
 
 @dataclass(frozen=True)
 class _Rule:
-    """What a unit must meet: predicted mean_error <= target, >= min_vehicles vehicles."""
+    """What a unit must meet: predicted mean_error <= target, >= min_vehicles vehicles; with
+    a ``price``, the ε it needs affordable to its vehicles (:class:`UnitPrice`)."""
 
     n_vehicles: int
     upper: float
@@ -99,6 +103,7 @@ class _Rule:
     prefix_limit: int | None
     target: float
     min_vehicles: int
+    price: UnitPrice | None = None
 
     def passing(
         self,
@@ -115,11 +120,80 @@ class _Rule:
             group, vehicle, count = group[select], vehicle[select], count[select]
         if not unique:
             group, vehicle, count = _aggregate(group, vehicle, count, self.n_vehicles)
+        if self.price is not None:
+            return self.price.passing(group, vehicle, count, n_groups, self)
         err = best_cap_mean_error(
             group, count, n_groups, self.upper, self.mean_epsilon, self.prefix_limit
         )
         n_veh = np.bincount(group, minlength=n_groups)
         return err, (err <= self.target) & (n_veh >= self.min_vehicles)
+
+
+@dataclass(frozen=True)
+class UnitPrice:
+    """The budget-aware pass test (docs/math.md §13.1): under a per-vehicle budget a unit
+    passes when the ε it needs to meet T (:func:`~stream_dp.dp.vehicle_budget.cheapest_epsilon`
+    with every vehicle kept, over ``share``, rounded up) is at most what its vehicles can pay:
+    the reading-weighted ``quantile`` of their ``room`` (indexed by vehicle), at most
+    ``max_epsilon``. Public: counts, configuration and the ledger's rooms only."""
+
+    room: FloatArray
+    share: float
+    max_epsilon: float
+    pseudo_user: bool = True
+    quantile: float = 0.5
+
+    def passing(
+        self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, rule: _Rule
+    ) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """Predicted error (T where the unit passes, +inf elsewhere) and pass flag per group
+        (entries unique per (group, vehicle))."""
+        from stream_dp.dp.vehicle_budget import cheapest_epsilon, round_up
+
+        occupancy = _units_occupancy(group, vehicle, count, n_groups, rule.n_vehicles)
+        kept = np.ones(len(group), dtype=bool)
+        limit = rule.prefix_limit if self.pseudo_user else None
+        needed, _ = cheapest_epsilon(
+            occupancy, kept, rule.target, rule.upper, limit, self.pseudo_user
+        )
+        needed = round_up(needed / self.share)
+        ceiling = np.minimum(self.pay(group, vehicle, count, n_groups), self.max_epsilon)
+        n_veh = np.bincount(group, minlength=n_groups)
+        passes = (needed <= ceiling + 1e-12) & (n_veh >= rule.min_vehicles)
+        return np.where(passes, rule.target, np.inf), passes
+
+    def pay(self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int) -> FloatArray:
+        """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
+        out = np.zeros(n_groups)
+        if not len(group):
+            return out
+        room = self.room[vehicle]
+        order = np.lexsort((room, group))
+        g, r, w = group[order], room[order], count[order].astype(np.float64)
+        cum = np.cumsum(w)
+        start = np.searchsorted(g, np.arange(n_groups))
+        end = np.searchsorted(g, np.arange(n_groups), side="right")
+        has = end > start
+        base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
+        total = cum[np.maximum(end - 1, 0)] - base
+        goal = base + self.quantile * total
+        at = np.searchsorted(cum, goal[has], side="left")
+        out[has] = r[np.minimum(at, end[has] - 1)]
+        return out
+
+
+def _units_occupancy(
+    group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, n_vehicles: int
+) -> Occupancy:
+    """The units' occupancy (entries sorted by unit, as :func:`_aggregate` leaves them)."""
+    from stream_dp.dp.occupancy import Occupancy
+
+    order = np.lexsort((vehicle, group))
+    return Occupancy(
+        cells=tuple(str(u) for u in range(n_groups)),
+        vehicles=tuple(str(v) for v in range(n_vehicles)),
+        cell_index=group[order], vehicle_index=vehicle[order], count=count[order],
+    )  # fmt: skip
 
 
 def _aggregate(
@@ -153,6 +227,13 @@ def pair_groups(
     return a[new], b[new], inverse
 
 
+def _allowed(names: list[str], refused: frozenset[str]) -> NDArray[np.bool_]:
+    """Per unit, whether it may pass (its cell is not ``refused``)."""
+    if not refused:
+        return np.ones(len(names), dtype=bool)
+    return np.array([name not in refused for name in names], dtype=bool)
+
+
 def _parents(names: list[str], resolution: int) -> list[str]:
     import h3
 
@@ -183,6 +264,8 @@ def choose_cells(
     min_vehicles: int = 1,
     shape: Shape = "remainder",
     detail_slack: float = DETAIL_SLACK,
+    price: UnitPrice | None = None,
+    refused: frozenset[str] = frozenset(),
 ) -> AdaptiveCells:
     """Choose the released cells (module docstring). ``cell_names``: the observed cells at
     resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``."""
@@ -192,10 +275,10 @@ def choose_cells(
     pair_vehicle = np.asarray(pair_vehicle, dtype=np.int64)
     pair_count = np.asarray(pair_count, dtype=np.int64)
     n_vehicles = int(pair_vehicle.max(initial=-1)) + 1
-    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
+    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles, price)
     if shape == "compact":
         pairs = (pair_cell, pair_vehicle, pair_count)
-        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest)
+        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest, refused)
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
@@ -211,6 +294,7 @@ def choose_cells(
         unit, vehicle, count = entries
         n_units = len(unit_names)
         error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        passes &= _allowed(unit_names, refused)
         occupied = np.zeros(n_units, dtype=bool)
         occupied[unit] = True
         if level == coarsest:
@@ -293,6 +377,7 @@ def _choose_compact(
     rule: _Rule,
     finest: int,
     coarsest: int,
+    refused: frozenset[str] = frozenset(),
 ) -> AdaptiveCells:
     """The compact shape, bottom-up: a node is *complete* when its selection covers all its
     readings: every occupied child is complete (keep their selections), or else the node as
@@ -309,6 +394,7 @@ def _choose_compact(
     for level in range(finest, coarsest - 1, -1):
         n_nodes = len(node_names)
         error, passes = rule.passing(node_of_cell[cell], vehicle, count, n_nodes)
+        passes &= _allowed(node_names, refused)
         if level == finest:
             node_complete = passes.copy()
             keep_children = np.zeros(n_nodes, dtype=bool)

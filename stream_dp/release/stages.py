@@ -25,6 +25,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
 from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
+from stream_dp.release.budget_cells import budget_regroup
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import (
@@ -67,9 +68,12 @@ class Regroup(Stage):
         if state.params.target_mean_error is None:
             return
         mean_epsilon = state.accountant.regroup_epsilon
-        state.columns, state.adaptive, withheld = adaptive_columns(
-            state.columns, state.params, mean_epsilon
-        )
+        if state.params.vehicle_budget is not None:
+            withheld = budget_regroup(state, mean_epsilon)
+        else:
+            state.columns, state.adaptive, withheld = adaptive_columns(
+                state.columns, state.params, mean_epsilon
+            )
         state.report.cells_withheld, state.report.readings_withheld = withheld
 
 
