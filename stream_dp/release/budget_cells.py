@@ -6,11 +6,14 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 
 1. *Price.* A unit passes when the ε it needs to meet T is at most what its vehicles can pay
    (:class:`~stream_dp.dp.adaptive_cells.UnitPrice`), instead of meeting T at one fixed ε.
-2. *Agree with the plan.* The window's budget plan (:func:`~stream_dp.release.budget.budget_plan`)
-   is computed on the chosen cells; a cell finer than the coarsest resolution that it drops
-   (its vehicles, sharing their room with their other cells, cannot pay it) is refused and
-   the cells are chosen again, so its readings pool into its parent in this window instead
-   of waiting, dropped, until they are withheld. At most ``MAX_CHOICES`` choices.
+2. *Pool rather than wait.* The window's budget plan
+   (:func:`~stream_dp.release.budget.budget_plan`) is computed on the chosen cells; a cell
+   finer than the coarsest resolution that it does not release now (dropped: its vehicles,
+   sharing their room with their other cells, cannot pay it; or held: its span is not full)
+   is refused and the cells are chosen again, so its readings pool into its parent in this
+   window instead of waiting, possibly until they are withheld. Only the coarsest cells wait
+   for a longer span; a finer cell is released on its own when its span is full and its
+   vehicles can pay for it. At most ``MAX_CHOICES`` choices.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         adaptive = state.adaptive
         resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
         fine = np.array([resolution[c] > coarsest for c in occupancy.cells], dtype=bool)
-        drop = np.flatnonzero(plan.dropped & fine)
+        drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
         if not len(drop):
             break
         refused.update(occupancy.cells[g] for g in drop.tolist())
