@@ -88,11 +88,14 @@ class OfflineEngine:
                 pending = 0
         yield from self._flush(batches)
 
-    def finish(self) -> Iterator[WindowRelease]:
-        """Close every open window (end of input, like the idle fallback) and release."""
+    def finish(self, release_held: bool = False) -> Iterator[WindowRelease]:
+        """Close every open window (end of input, like the idle fallback) and release. With
+        ``release_held`` (``stream-dp release``: a file ends) the last window holds no cell
+        back for a longer span (docs/math.md §13.3); without, the windows are released as
+        the service releases them, which never sees an end."""
         for partition, state in enumerate(self.states):
             self.coordinator.accept(close_all_windows(state, partition))
-        yield from self._release_ready(end_of_input=True)
+        yield from self._release_ready(end_of_input=release_held)
 
     def _flush(self, batches: list[ParsedBatch]) -> Iterator[WindowRelease]:
         for partition, (state, batch) in enumerate(zip(self.states, batches, strict=True)):
