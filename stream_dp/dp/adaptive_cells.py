@@ -26,15 +26,12 @@ so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
-
-if TYPE_CHECKING:
-    from stream_dp.dp.occupancy import Occupancy
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -70,7 +67,7 @@ def best_cap_mean_error(
     count: IntArray,
     n_units: int,
     upper: float,
-    mean_epsilon: float,
+    mean_epsilon: float | FloatArray,
     prefix_limit: int | None,
 ) -> FloatArray:
     """Per unit, ``min_c U (1 - S(c)/M) + ln20 U c / (S(c) eps_mean)`` over the caps the
@@ -89,7 +86,9 @@ def best_cap_mean_error(
     order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
     limit = -1 if prefix_limit is None else int(prefix_limit)
     factor = LN20 * (1.0 + SAMPLER_RTOL)
-    return best_cap_scan(unit[order], count[order], n_units, upper, mean_epsilon, limit, factor)
+    eps = np.broadcast_to(np.asarray(mean_epsilon, dtype=np.float64), (n_units,))
+    eps = np.ascontiguousarray(eps)  # per unit (one ε for all, or a price's, §13.1)
+    return best_cap_scan(unit[order], count[order], n_units, upper, eps, limit, factor)
 
 
 @dataclass(frozen=True)
@@ -132,35 +131,30 @@ class _Rule:
 @dataclass(frozen=True)
 class UnitPrice:
     """The budget-aware pass test (docs/math.md §13.1): under a per-vehicle budget a unit
-    passes when the ε it needs to meet T (:func:`~stream_dp.dp.vehicle_budget.cheapest_epsilon`
-    with every vehicle kept, over ``share``, rounded up) is at most what its vehicles can pay:
-    the reading-weighted ``quantile`` of their ``room`` (indexed by vehicle), at most
-    ``max_epsilon``. Public: counts, configuration and the ledger's rooms only."""
+    passes when it meets T at the ε its vehicles can pay: the reading-weighted ``quantile`` of
+    their ``room`` (indexed by vehicle), at most ``max_epsilon``, on the per-cell ε grid
+    (:data:`~stream_dp.dp.vehicle_budget.EPSILON_STEP`), ``share`` of it on the mean.
+    Public: counts, configuration and the ledger's rooms only."""
 
     room: FloatArray
     share: float
     max_epsilon: float
-    pseudo_user: bool = True
     quantile: float = 0.5
 
     def passing(
         self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, rule: _Rule
     ) -> tuple[FloatArray, NDArray[np.bool_]]:
-        """Predicted error (T where the unit passes, +inf elsewhere) and pass flag per group
-        (entries unique per (group, vehicle))."""
-        from stream_dp.dp.vehicle_budget import cheapest_epsilon, round_up
+        """Predicted error (at the price) and pass flag per group (entries unique per
+        (group, vehicle))."""
+        from stream_dp.dp.vehicle_budget import EPSILON_STEP
 
-        occupancy = _units_occupancy(group, vehicle, count, n_groups, rule.n_vehicles)
-        kept = np.ones(len(group), dtype=bool)
-        limit = rule.prefix_limit if self.pseudo_user else None
-        needed, _ = cheapest_epsilon(
-            occupancy, kept, rule.target, rule.upper, limit, self.pseudo_user
-        )
-        needed = round_up(needed / self.share)
         ceiling = np.minimum(self.pay(group, vehicle, count, n_groups), self.max_epsilon)
+        ceiling = np.floor(ceiling / EPSILON_STEP + 1e-9) * EPSILON_STEP
+        mean_eps = np.maximum(ceiling * self.share, 1e-300)  # no room: an error of +inf
+        err = best_cap_mean_error(group, count, n_groups, rule.upper, mean_eps, rule.prefix_limit)
+        err = np.where(ceiling > 0, err, np.inf)
         n_veh = np.bincount(group, minlength=n_groups)
-        passes = (needed <= ceiling + 1e-12) & (n_veh >= rule.min_vehicles)
-        return np.where(passes, rule.target, np.inf), passes
+        return err, (err <= rule.target) & (n_veh >= rule.min_vehicles)
 
     def pay(self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int) -> FloatArray:
         """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
@@ -180,20 +174,6 @@ class UnitPrice:
         at = np.searchsorted(cum, goal[has], side="left")
         out[has] = r[np.minimum(at, end[has] - 1)]
         return out
-
-
-def _units_occupancy(
-    group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, n_vehicles: int
-) -> Occupancy:
-    """The units' occupancy (entries sorted by unit, as :func:`_aggregate` leaves them)."""
-    from stream_dp.dp.occupancy import Occupancy
-
-    order = np.lexsort((vehicle, group))
-    return Occupancy(
-        cells=tuple(str(u) for u in range(n_groups)),
-        vehicles=tuple(str(v) for v in range(n_vehicles)),
-        cell_index=group[order], vehicle_index=vehicle[order], count=count[order],
-    )  # fmt: skip
 
 
 def _aggregate(
@@ -234,6 +214,14 @@ def _allowed(names: list[str], refused: frozenset[str]) -> NDArray[np.bool_]:
     return np.array([name not in refused for name in names], dtype=bool)
 
 
+def _ready(unit_of_cell: IntArray, waiting: NDArray[np.bool_], n_units: int) -> NDArray[np.bool_]:
+    """Per unit, whether one of its observed cells (``unit_of_cell``, -1: none) is not
+    ``waiting``."""
+    ready = np.zeros(n_units, dtype=bool)
+    ready[unit_of_cell[(unit_of_cell >= 0) & ~waiting]] = True
+    return ready
+
+
 def _parents(names: list[str], resolution: int) -> list[str]:
     import h3
 
@@ -266,9 +254,13 @@ def choose_cells(
     detail_slack: float = DETAIL_SLACK,
     price: UnitPrice | None = None,
     refused: frozenset[str] = frozenset(),
+    waiting: NDArray[np.bool_] | None = None,
 ) -> AdaptiveCells:
     """Choose the released cells (module docstring). ``cell_names``: the observed cells at
-    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``."""
+    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``. Under
+    a vehicle budget (docs/math.md §13.1): ``price``, the budget-aware pass test; a unit
+    whose cell is ``refused``, or finer than ``coarsest`` and made only of observed cells
+    ``waiting`` (their readings may wait for a longer span), does not pass."""
     _check_choice(target, finest, coarsest, shape)
     n_cells = len(cell_names)
     pair_cell = np.asarray(pair_cell, dtype=np.int64)
@@ -278,7 +270,8 @@ def choose_cells(
     rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles, price)
     if shape == "compact":
         pairs = (pair_cell, pair_vehicle, pair_count)
-        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest, refused)
+        keep_out = (refused, waiting)
+        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest, keep_out)
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
@@ -295,6 +288,8 @@ def choose_cells(
         n_units = len(unit_names)
         error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
         passes &= _allowed(unit_names, refused)
+        if waiting is not None and level > coarsest:
+            passes &= _ready(unit_of_cell, waiting, n_units)
         occupied = np.zeros(n_units, dtype=bool)
         occupied[unit] = True
         if level == coarsest:
@@ -377,13 +372,15 @@ def _choose_compact(
     rule: _Rule,
     finest: int,
     coarsest: int,
-    refused: frozenset[str] = frozenset(),
+    keep_out: tuple[frozenset[str], NDArray[np.bool_] | None] = (frozenset(), None),
 ) -> AdaptiveCells:
     """The compact shape, bottom-up: a node is *complete* when its selection covers all its
     readings: every occupied child is complete (keep their selections), or else the node as
     a whole passes (release it instead). An incomplete node's readings all move up; an
-    incomplete node at ``R0`` is withheld. No two released cells overlap."""
+    incomplete node at ``R0`` is withheld. No two released cells overlap. ``keep_out``: the
+    refused cells and the waiting observed cells of :func:`choose_cells`."""
     cell, vehicle, count = pairs
+    refused, waiting = keep_out
     n_cells = len(cell_names)
     released: list[tuple[str, int, bool, float]] = []
     selection = np.full(n_cells, -1, dtype=np.int64)  # per observed cell: tentative release
@@ -395,6 +392,8 @@ def _choose_compact(
         n_nodes = len(node_names)
         error, passes = rule.passing(node_of_cell[cell], vehicle, count, n_nodes)
         passes &= _allowed(node_names, refused)
+        if waiting is not None and level > coarsest:
+            passes &= _ready(node_of_cell, waiting, n_nodes)
         if level == finest:
             node_complete = passes.copy()
             keep_children = np.zeros(n_nodes, dtype=bool)

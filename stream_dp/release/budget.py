@@ -49,7 +49,7 @@ def unit_price(state: WindowState) -> UnitPrice | None:
     if params.vehicle_budget is None:
         return None
     room = room_of(params, state.ledger, state.columns.vehicle_names, state.window_start)
-    return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst, params.pseudo_user)
+    return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
 
 
 def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:

@@ -26,6 +26,7 @@ from stream_dp.release.adaptive import adaptive_columns
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.spans import first_window
 
 if TYPE_CHECKING:
     from stream_dp.release.state import WindowState
@@ -44,12 +45,14 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     params = state.params
     columns, price = state.columns, unit_price(state)
     coarsest = params.coarsest
+    waiting = waiting_cells(state)
     refused: set[str] = set()
     withheld = (0, 0)
     for _ in range(MAX_CHOICES):
         state.columns, state.adaptive, withheld = adaptive_columns(
-            columns, params, mean_epsilon, price, frozenset(refused), BUDGET_DETAIL_SLACK
-        )
+            columns, params, mean_epsilon, price, frozenset(refused), BUDGET_DETAIL_SLACK,
+            waiting,
+        )  # fmt: skip
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
         if not len(chosen):
             break
@@ -65,3 +68,16 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         refused.update(occupancy.cells[g] for g in drop.tolist())
     state.pairs = None
     return withheld
+
+
+def waiting_cells(state: WindowState) -> np.ndarray | None:
+    """Per observed cell of ``state.columns``, whether all its pairs may still wait for a
+    longer span (a cell made of such cells alone is held, :func:`held_cells`): finer cells of
+    those are not chosen, without a plan to find out; None when nothing is held."""
+    params, columns = state.params, state.columns
+    if params.max_span_hours < 2 or state.last:
+        return None
+    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
+    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
+    np.minimum.at(start, columns.cell_code, first_window(columns, params.window_seconds))
+    return start >= latest_wait

@@ -66,14 +66,18 @@ def _params(**changes: Any) -> ReleaseParams:
     return ReleaseParams(**values)
 
 
+def _twice(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [pair for pair in pairs for _ in range(2)]
+
+
 def _run(params: ReleaseParams, hours: list[list[tuple[str, str]]]) -> list[WindowRelease]:
-    """Release each hour's readings ((cell, vehicle), two readings each) with ledger and carry."""
+    """Release each hour's readings ((cell, vehicle), one reading each) with ledger and carry."""
     ledger = PrivacyAccountant(params).new_ledger()
     carry, releases = None, []
     for hour, pairs in enumerate(hours):
         start = hour * HOUR
-        cells = [c for c, _ in pairs for _ in range(2)]
-        vehicles = [v for _, v in pairs for _ in range(2)]
+        cells = [c for c, _ in pairs]
+        vehicles = [v for _, v in pairs]
         ts = [float(start + i) for i in range(len(cells))]
         columns = WindowColumns.from_readings(cells, vehicles, ts, [30.0] * len(cells), 64)
         release = release_window(start, columns, params, LaplaceNoise(), 0, ledger, carry)
@@ -95,8 +99,8 @@ def test_a_finer_cell_that_must_wait_pools_into_its_parent_with_older_readings()
     # vessels. At hour 1, B's span is full and it is released on its own; A's must wait, so
     # A pools into the parent with C's hour-0 readings, whose span is full: released with
     # them (without pooling, A would be held and C's readings, two hours old, withheld).
-    hour0 = [(B, f"b{v}") for v in range(20)] + [(C, f"c{v}") for v in range(3)]
-    hour1 = [(A, f"a{v}") for v in range(20)]
+    hour0 = _twice([(B, f"b{v}") for v in range(20)] + [(C, f"c{v}") for v in range(3)])
+    hour1 = _twice([(A, f"a{v}") for v in range(20)])
     releases = _run(_params(), [hour0, hour1])
     assert releases[0].cells == []
     assert _shapes(releases[1]) == sorted(
@@ -105,11 +109,26 @@ def test_a_finer_cell_that_must_wait_pools_into_its_parent_with_older_readings()
     assert releases[1].carry is None  # every reading released once
 
 
+def test_a_finer_cell_the_plan_drops_pools_into_its_parent() -> None:
+    # A (10 vessels × 2 readings, and s0-s4 with one each) passes the price alone (ε 1.56),
+    # but s0-s4 are also in D (elsewhere, ε 0.78) and cannot pay both from the burst 2.33:
+    # they sit out A, which then misses T and is dropped. Refused, A pools into its parent
+    # with C (3 vessels, too few alone): the parent (ε 1.26) is released, s0-s4 pay 2.04.
+    far = h3.latlng_to_cell(40.85, -73.80, 8)
+    assert h3.cell_to_parent(far, 7) != PARENT
+    hour = _twice([(A, f"a{v}") for v in range(10)] + [(C, f"c{v}") for v in range(3)])
+    hour += _twice([(far, f"s{v}") for v in range(5)] + [(far, f"d{v}") for v in range(20)])
+    hour += [(A, f"s{v}") for v in range(5)]  # s0-s4: one reading in A
+    releases = _run(_params(max_span_hours=1), [hour])
+    shapes = [(r["cell"], r["resolution"], r["n_readings"]) for r in releases[0].cells]
+    assert sorted(shapes) == sorted([(far, 8, 50), (PARENT, 7, 31)])
+
+
 def test_a_finer_cell_is_held_until_its_span_is_full() -> None:
     # B's 20 vessels could pay for B in hour 0 alone; it waits for hour 1 (a two-hour span
     # costs each of them less per reading) and is released once, with both hours.
-    hour0 = [(B, f"b{v}") for v in range(20)]
-    hour1 = [(B, f"b{v}") for v in range(20, 40)]
+    hour0 = _twice([(B, f"b{v}") for v in range(20)])
+    hour1 = _twice([(B, f"b{v}") for v in range(20, 40)])
     releases = _run(_params(), [hour0, hour1])
     assert releases[0].cells == []
     assert _shapes(releases[1]) == [(B, 8, "1970-01-01T00:00:00Z", 80)]
