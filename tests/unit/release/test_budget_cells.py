@@ -56,14 +56,16 @@ def test_the_price_is_the_reading_weighted_median_room_of_a_units_vehicles() -> 
     assert price.pay(group, vehicle, np.array([5, 1, 1, 2]), 2).tolist() == [0.5, 2.0]
 
 
+#: B 14 per day (burst 2.33), T 10, resolution 8 merged up to 7, spans of up to 2 hours.
+BUDGET: dict[str, Any] = dict(
+    epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
+    variance_share=0.0, vehicle_budget=14.0, budget_period_seconds=24 * HOUR,
+    max_span_hours=2, app_id="test",
+)  # fmt: skip
+
+
 def _params(**changes: Any) -> ReleaseParams:
-    values: dict[str, Any] = {
-        "epsilon": 1.0, "upper": U, "resolution": 8, "coarsest_resolution": 7,
-        "target_mean_error": T, "variance_share": 0.0, "vehicle_budget": 14.0,
-        "budget_period_seconds": 24 * HOUR, "max_span_hours": 2, "app_id": "test",
-    }  # fmt: skip
-    values.update(changes)
-    return ReleaseParams(**values)
+    return ReleaseParams(**{**BUDGET, **changes})
 
 
 def _twice(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -140,15 +142,9 @@ def test_the_offline_engine_releases_held_cells_at_the_end_of_a_file() -> None:
     from stream_dp.engine import OfflineEngine
 
     lat, lon = h3.cell_to_latlng(CENTRE)
-    readings = [
-        {"vehicle_id": f"v{v}", "ts": 100 * v + i, "lat": lat, "lon": lon, "speed": 30.0}
-        for v in range(20) for i in range(2)
-    ]  # fmt: skip
-    settings = load_settings(
-        app_id="test", upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
-        variance_share=0.0, vehicle_budget=14.0, budget_period_seconds=24 * HOUR,
-        max_span_hours=9, partitions=2,
-    )  # fmt: skip
+    point = {"lat": lat, "lon": lon, "speed": 30.0}
+    readings = [{**point, "vehicle_id": f"v{n // 2}", "ts": 50 * n} for n in range(40)]
+    settings = load_settings(**{**BUDGET, "max_span_hours": 9, "partitions": 2})
     engine = OfflineEngine(settings, LaplaceNoise())
     kept = [r for rel in (*engine.feed(readings), *engine.finish()) for r in rel.cells]
     assert kept == []  # as the service, which never sees an end: the cell waits
