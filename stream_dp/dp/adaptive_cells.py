@@ -176,6 +176,28 @@ class UnitPrice:
         return out
 
 
+@dataclass(frozen=True)
+class BudgetChoice:
+    """What a vehicle budget changes in the choice (docs/math.md §13.1): the ``price`` (the
+    pass test), the ``refused`` cells (they do not pass), and per observed cell whether its
+    readings may all still wait for a longer span (``waiting``: a unit finer than the
+    coarsest resolution made of such cells alone does not pass; None: none waits)."""
+
+    price: UnitPrice
+    refused: frozenset[str] = frozenset()
+    waiting: NDArray[np.bool_] | None = None
+
+    def may_pass(self, names: list[str], unit_of_cell: IntArray, finer: bool) -> NDArray[np.bool_]:
+        """Per unit (``names``; ``unit_of_cell``: each observed cell's unit, -1: none) whether
+        it may pass; ``finer``: the level is finer than the coarsest resolution."""
+        allowed = np.array([name not in self.refused for name in names], dtype=bool)
+        if finer and self.waiting is not None:
+            ready = np.zeros(len(names), dtype=bool)
+            ready[unit_of_cell[(unit_of_cell >= 0) & ~self.waiting]] = True
+            allowed &= ready
+        return allowed
+
+
 def _aggregate(
     group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
@@ -205,21 +227,6 @@ def pair_groups(
     inverse = np.empty(len(order), dtype=np.int64)
     inverse[order] = rank
     return a[new], b[new], inverse
-
-
-def _allowed(names: list[str], refused: frozenset[str]) -> NDArray[np.bool_]:
-    """Per unit, whether it may pass (its cell is not ``refused``)."""
-    if not refused:
-        return np.ones(len(names), dtype=bool)
-    return np.array([name not in refused for name in names], dtype=bool)
-
-
-def _ready(unit_of_cell: IntArray, waiting: NDArray[np.bool_], n_units: int) -> NDArray[np.bool_]:
-    """Per unit, whether one of its observed cells (``unit_of_cell``, -1: none) is not
-    ``waiting``."""
-    ready = np.zeros(n_units, dtype=bool)
-    ready[unit_of_cell[(unit_of_cell >= 0) & ~waiting]] = True
-    return ready
 
 
 def _parents(names: list[str], resolution: int) -> list[str]:
@@ -252,26 +259,37 @@ def choose_cells(
     min_vehicles: int = 1,
     shape: Shape = "remainder",
     detail_slack: float = DETAIL_SLACK,
-    price: UnitPrice | None = None,
-    refused: frozenset[str] = frozenset(),
-    waiting: NDArray[np.bool_] | None = None,
+    budget: BudgetChoice | None = None,
 ) -> AdaptiveCells:
     """Choose the released cells (module docstring). ``cell_names``: the observed cells at
-    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``. Under
-    a vehicle budget (docs/math.md §13.1): ``price``, the budget-aware pass test; a unit
-    whose cell is ``refused``, or finer than ``coarsest`` and made only of observed cells
-    ``waiting`` (their readings may wait for a longer span), does not pass."""
+    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``;
+    ``budget``: under a vehicle budget, its pass test and the cells kept out (§13.1)."""
     _check_choice(target, finest, coarsest, shape)
-    n_cells = len(cell_names)
-    pair_cell = np.asarray(pair_cell, dtype=np.int64)
-    pair_vehicle = np.asarray(pair_vehicle, dtype=np.int64)
-    pair_count = np.asarray(pair_count, dtype=np.int64)
+    pair_cell, pair_vehicle, pair_count = (
+        np.asarray(a, dtype=np.int64) for a in (pair_cell, pair_vehicle, pair_count)
+    )
     n_vehicles = int(pair_vehicle.max(initial=-1)) + 1
+    price = None if budget is None else budget.price
     rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles, price)
+    pairs = (pair_cell, pair_vehicle, pair_count)
     if shape == "compact":
-        pairs = (pair_cell, pair_vehicle, pair_count)
-        keep_out = (refused, waiting)
-        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest, keep_out)
+        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest, budget)
+    levels = (finest, coarsest, detail_slack)
+    return _choose_remainder(list(cell_names), pairs, rule, levels, budget)
+
+
+def _choose_remainder(
+    cell_names: list[str],
+    pairs: tuple[IntArray, IntArray, IntArray],
+    rule: _Rule,
+    levels: tuple[int, int, float],
+    budget: BudgetChoice | None,
+) -> AdaptiveCells:
+    """The remainder shape (module docstring), level by level from ``finest`` to
+    ``coarsest`` (``levels``: those and the detail slack)."""
+    finest, coarsest, detail_slack = levels
+    n_cells = len(cell_names)
+    n_vehicles = rule.n_vehicles
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
@@ -279,7 +297,7 @@ def choose_cells(
     released: list[tuple[str, int, bool, float]] = []
     partial_parent: set[str] = set()  # units some of whose readings were released below
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
-    entries = (pair_cell, pair_vehicle, pair_count)
+    entries = pairs
     for level in range(finest, coarsest - 1, -1):
         alive = unit_of_cell >= 0
         if not alive.any():
@@ -287,9 +305,8 @@ def choose_cells(
         unit, vehicle, count = entries
         n_units = len(unit_names)
         error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
-        passes &= _allowed(unit_names, refused)
-        if waiting is not None and level > coarsest:
-            passes &= _ready(unit_of_cell, waiting, n_units)
+        if budget is not None:
+            passes &= budget.may_pass(unit_names, unit_of_cell, level > coarsest)
         occupied = np.zeros(n_units, dtype=bool)
         occupied[unit] = True
         if level == coarsest:
@@ -372,15 +389,14 @@ def _choose_compact(
     rule: _Rule,
     finest: int,
     coarsest: int,
-    keep_out: tuple[frozenset[str], NDArray[np.bool_] | None] = (frozenset(), None),
+    budget: BudgetChoice | None = None,
 ) -> AdaptiveCells:
     """The compact shape, bottom-up: a node is *complete* when its selection covers all its
     readings: every occupied child is complete (keep their selections), or else the node as
     a whole passes (release it instead). An incomplete node's readings all move up; an
-    incomplete node at ``R0`` is withheld. No two released cells overlap. ``keep_out``: the
-    refused cells and the waiting observed cells of :func:`choose_cells`."""
+    incomplete node at ``R0`` is withheld. No two released cells overlap. ``budget``: as
+    :func:`choose_cells`'s."""
     cell, vehicle, count = pairs
-    refused, waiting = keep_out
     n_cells = len(cell_names)
     released: list[tuple[str, int, bool, float]] = []
     selection = np.full(n_cells, -1, dtype=np.int64)  # per observed cell: tentative release
@@ -391,9 +407,8 @@ def _choose_compact(
     for level in range(finest, coarsest - 1, -1):
         n_nodes = len(node_names)
         error, passes = rule.passing(node_of_cell[cell], vehicle, count, n_nodes)
-        passes &= _allowed(node_names, refused)
-        if waiting is not None and level > coarsest:
-            passes &= _ready(node_of_cell, waiting, n_nodes)
+        if budget is not None:
+            passes &= budget.may_pass(node_names, node_of_cell, level > coarsest)
         if level == finest:
             node_complete = passes.copy()
             keep_children = np.zeros(n_nodes, dtype=bool)

@@ -12,7 +12,7 @@ import numpy as np
 from stream_dp.dp.adaptive_cells import (
     DETAIL_SLACK,
     AdaptiveCells,
-    UnitPrice,
+    BudgetChoice,
     choose_cells,
     pair_groups,
 )
@@ -27,21 +27,18 @@ def adaptive_columns(
     columns: WindowColumns,
     params: ReleaseParams,
     mean_epsilon: float,
-    price: UnitPrice | None = None,
-    refused: frozenset[str] = frozenset(),
+    budget: BudgetChoice | None = None,
     detail_slack: float = DETAIL_SLACK,
-    waiting: np.ndarray | None = None,
 ) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
     """The window regrouped into the adaptive cells chosen from its occupancy
     (:func:`~stream_dp.dp.adaptive_cells.choose_cells`; under a vehicle budget with its
-    ``price``, the ``refused`` and ``waiting`` cells and the budget's ``detail_slack``), and
-    the (cells, readings) withheld."""
+    ``budget`` choice and ``detail_slack``), and the (cells, readings) withheld."""
     chosen = choose_cells(
         columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
         upper=params.upper, mean_epsilon=mean_epsilon, target=float(params.target_mean_error),
         finest=params.resolution, coarsest=params.coarsest, prefix_limit=params.prefix_limit,
-        min_vehicles=params.min_vehicles, shape=params.adaptive_shape, price=price,
-        refused=refused, detail_slack=detail_slack, waiting=waiting,
+        min_vehicles=params.min_vehicles, shape=params.adaptive_shape, detail_slack=detail_slack,
+        budget=budget,
     )  # fmt: skip
     unit = chosen.unit_of_cell[columns.cell_code]
     keep = unit >= 0

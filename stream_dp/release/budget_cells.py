@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.dp.adaptive_cells import BudgetChoice
 from stream_dp.release.adaptive import adaptive_columns
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
@@ -44,14 +45,15 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     docstring); returns the (cells, readings) withheld by the choice."""
     params = state.params
     columns, price = state.columns, unit_price(state)
+    assert price is not None, "budget_regroup runs under a vehicle budget"
     coarsest = params.coarsest
     waiting = waiting_cells(state)
     refused: set[str] = set()
     withheld = (0, 0)
     for _ in range(MAX_CHOICES):
         state.columns, state.adaptive, withheld = adaptive_columns(
-            columns, params, mean_epsilon, price, frozenset(refused), BUDGET_DETAIL_SLACK,
-            waiting,
+            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting),
+            BUDGET_DETAIL_SLACK,
         )  # fmt: skip
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
         if not len(chosen):

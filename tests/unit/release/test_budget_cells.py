@@ -9,7 +9,7 @@ from typing import Any
 import h3
 import numpy as np
 
-from stream_dp.dp.adaptive_cells import UnitPrice, choose_cells
+from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
@@ -30,10 +30,10 @@ def _choose(room: float | None) -> list[tuple[str, int]]:
     cell = np.repeat([0, 1], 10)
     vehicle = np.arange(20)
     count = np.full(20, 4)
-    price = None if room is None else UnitPrice(np.full(20, room), 1.0, 14.0 / 6)
+    budget = None if room is None else BudgetChoice(UnitPrice(np.full(20, room), 1.0, 14.0 / 6))
     chosen = choose_cells(
         names, cell, vehicle, count, upper=U, mean_epsilon=1.0, target=T, finest=8,
-        coarsest=7, prefix_limit=64, price=price,
+        coarsest=7, prefix_limit=64, budget=budget,
     )  # fmt: skip
     return list(zip(chosen.names, chosen.resolution.tolist(), strict=True))
 
