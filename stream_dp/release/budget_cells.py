@@ -74,7 +74,8 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
 
 def waiting_cells(state: WindowState) -> np.ndarray | None:
     """Per observed cell of ``state.columns``, whether all its pairs may still wait for a
-    longer span (a cell made of such cells alone is held, :func:`held_cells`): finer cells of
+    longer span (a cell made of such cells alone is held,
+    :func:`~stream_dp.release.budget.held_cells`): finer cells of
     those are not chosen, without a plan to find out; None when nothing is held."""
     params, columns = state.params, state.columns
     if params.max_span_hours < 2 or state.last:
