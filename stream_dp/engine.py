@@ -88,11 +88,14 @@ class OfflineEngine:
                 pending = 0
         yield from self._flush(batches)
 
-    def finish(self) -> Iterator[WindowRelease]:
-        """Close every open window (end of input, like the idle fallback) and release."""
+    def finish(self, release_held: bool = False) -> Iterator[WindowRelease]:
+        """Close every open window (end of input, like the idle fallback) and release. With
+        ``release_held`` (``stream-dp release``: a file ends) the last window holds no cell
+        back for a longer span (docs/math.md §13.3); without, the windows are released as
+        the service releases them, which never sees an end."""
         for partition, state in enumerate(self.states):
             self.coordinator.accept(close_all_windows(state, partition))
-        yield from self._release_ready()
+        yield from self._release_ready(end_of_input=release_held)
 
     def _flush(self, batches: list[ParsedBatch]) -> Iterator[WindowRelease]:
         for partition, (state, batch) in enumerate(zip(self.states, batches, strict=True)):
@@ -103,12 +106,13 @@ class OfflineEngine:
             self.coordinator.accept(close_due_windows(state, partition))
         yield from self._release_ready()
 
-    def _release_ready(self) -> Iterator[WindowRelease]:
+    def _release_ready(self, end_of_input: bool = False) -> Iterator[WindowRelease]:
         # A window whose computation raises comes back as a failed window (charged to the
         # ledger like a release) and the replay goes on with the next one.
         for release in release_ready_windows(
-            self.coordinator, self.params, self.noise, self.ledger, lambda: self.carry
-        ):
+            self.coordinator, self.params, self.noise, self.ledger, lambda: self.carry,
+            end_of_input,
+        ):  # fmt: skip
             record_stored(self.coordinator, self.ledger, release.window_start, release.loss)
             self.carry = release.carry
             yield release

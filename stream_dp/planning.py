@@ -149,6 +149,7 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
     if params.target_mean_error is not None:
         _check_h3_cells(occupancy, params.resolution)
     state = WindowState(0, occupancy_columns(occupancy), params, PrivacyAccountant(params))
+    state.last = True  # the occupancy is the whole input: no cell waits for a longer span
     Pipeline(plan_stages()).run(state)
     if state.empty:
         raise PlanInputError("no cell of the occupancy is chosen with these settings")

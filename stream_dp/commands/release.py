@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
                 rejected.write(orjson.dumps(reject.as_json()) + b"\n")
 
             readings = engine.feed_numbered(numbered_readings(args.file), on_reject=write_reject)
-            for releases in (readings, engine.finish()):
+            for releases in (readings, engine.finish(release_held=True)):
                 for release in releases:
                     windows += 1
                     cells += len(release.cells)

@@ -67,7 +67,7 @@ def best_cap_mean_error(
     count: IntArray,
     n_units: int,
     upper: float,
-    mean_epsilon: float,
+    mean_epsilon: float | FloatArray,
     prefix_limit: int | None,
 ) -> FloatArray:
     """Per unit, ``min_c U (1 - S(c)/M) + ln20 U c / (S(c) eps_mean)`` over the caps the
@@ -86,12 +86,15 @@ def best_cap_mean_error(
     order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
     limit = -1 if prefix_limit is None else int(prefix_limit)
     factor = LN20 * (1.0 + SAMPLER_RTOL)
-    return best_cap_scan(unit[order], count[order], n_units, upper, mean_epsilon, limit, factor)
+    eps = np.broadcast_to(np.asarray(mean_epsilon, dtype=np.float64), (n_units,))
+    eps = np.ascontiguousarray(eps)  # per unit (one ε for all, or a price's, §13.1)
+    return best_cap_scan(unit[order], count[order], n_units, upper, eps, limit, factor)
 
 
 @dataclass(frozen=True)
 class _Rule:
-    """What a unit must meet: predicted mean_error <= target, >= min_vehicles vehicles."""
+    """What a unit must meet: predicted mean_error <= target, >= min_vehicles vehicles; with
+    a ``price``, the ε it needs affordable to its vehicles (:class:`UnitPrice`)."""
 
     n_vehicles: int
     upper: float
@@ -99,6 +102,7 @@ class _Rule:
     prefix_limit: int | None
     target: float
     min_vehicles: int
+    price: UnitPrice | None = None
 
     def passing(
         self,
@@ -115,11 +119,83 @@ class _Rule:
             group, vehicle, count = group[select], vehicle[select], count[select]
         if not unique:
             group, vehicle, count = _aggregate(group, vehicle, count, self.n_vehicles)
+        if self.price is not None:
+            return self.price.passing(group, vehicle, count, n_groups, self)
         err = best_cap_mean_error(
             group, count, n_groups, self.upper, self.mean_epsilon, self.prefix_limit
         )
         n_veh = np.bincount(group, minlength=n_groups)
         return err, (err <= self.target) & (n_veh >= self.min_vehicles)
+
+
+@dataclass(frozen=True)
+class UnitPrice:
+    """The budget-aware pass test (docs/math.md §13.1): under a per-vehicle budget a unit
+    passes when it meets T at the ε its vehicles can pay: the reading-weighted ``quantile`` of
+    their ``room`` (indexed by vehicle), at most ``max_epsilon``, on the per-cell ε grid
+    (:data:`~stream_dp.dp.vehicle_budget.EPSILON_STEP`), ``share`` of it on the mean.
+    Public: counts, configuration and the ledger's rooms only."""
+
+    room: FloatArray
+    share: float
+    max_epsilon: float
+    quantile: float = 0.5
+
+    def passing(
+        self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, rule: _Rule
+    ) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """Predicted error (at the price) and pass flag per group (entries unique per
+        (group, vehicle))."""
+        from stream_dp.dp.vehicle_budget import EPSILON_STEP
+
+        ceiling = np.minimum(self.pay(group, vehicle, count, n_groups), self.max_epsilon)
+        ceiling = np.floor(ceiling / EPSILON_STEP + 1e-9) * EPSILON_STEP
+        mean_eps = np.maximum(ceiling * self.share, 1e-300)  # no room: an error of +inf
+        err = best_cap_mean_error(group, count, n_groups, rule.upper, mean_eps, rule.prefix_limit)
+        err = np.where(ceiling > 0, err, np.inf)
+        n_veh = np.bincount(group, minlength=n_groups)
+        return err, (err <= rule.target) & (n_veh >= rule.min_vehicles)
+
+    def pay(self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int) -> FloatArray:
+        """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
+        out = np.zeros(n_groups)
+        if not len(group):
+            return out
+        room = self.room[vehicle]
+        order = np.lexsort((room, group))
+        g, r, w = group[order], room[order], count[order].astype(np.float64)
+        cum = np.cumsum(w)
+        start = np.searchsorted(g, np.arange(n_groups))
+        end = np.searchsorted(g, np.arange(n_groups), side="right")
+        has = end > start
+        base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
+        total = cum[np.maximum(end - 1, 0)] - base
+        goal = base + self.quantile * total
+        at = np.searchsorted(cum, goal[has], side="left")
+        out[has] = r[np.minimum(at, end[has] - 1)]
+        return out
+
+
+@dataclass(frozen=True)
+class BudgetChoice:
+    """What a vehicle budget changes in the choice (docs/math.md §13.1): the ``price`` (the
+    pass test), the ``refused`` cells (they do not pass), and per observed cell whether its
+    readings may all still wait for a longer span (``waiting``: a unit finer than the
+    coarsest resolution made of such cells alone does not pass; None: none waits)."""
+
+    price: UnitPrice
+    refused: frozenset[str] = frozenset()
+    waiting: NDArray[np.bool_] | None = None
+
+    def may_pass(self, names: list[str], unit_of_cell: IntArray, finer: bool) -> NDArray[np.bool_]:
+        """Per unit (``names``; ``unit_of_cell``: each observed cell's unit, -1: none) whether
+        it may pass; ``finer``: the level is finer than the coarsest resolution."""
+        allowed = np.array([name not in self.refused for name in names], dtype=bool)
+        if finer and self.waiting is not None:
+            ready = np.zeros(len(names), dtype=bool)
+            ready[unit_of_cell[(unit_of_cell >= 0) & ~self.waiting]] = True
+            allowed &= ready
+        return allowed
 
 
 def _aggregate(
@@ -183,19 +259,37 @@ def choose_cells(
     min_vehicles: int = 1,
     shape: Shape = "remainder",
     detail_slack: float = DETAIL_SLACK,
+    budget: BudgetChoice | None = None,
 ) -> AdaptiveCells:
     """Choose the released cells (module docstring). ``cell_names``: the observed cells at
-    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``."""
+    resolution ``finest``; one entry per observed (cell, vehicle) pair in ``pair_*``;
+    ``budget``: under a vehicle budget, its pass test and the cells kept out (§13.1)."""
     _check_choice(target, finest, coarsest, shape)
-    n_cells = len(cell_names)
-    pair_cell = np.asarray(pair_cell, dtype=np.int64)
-    pair_vehicle = np.asarray(pair_vehicle, dtype=np.int64)
-    pair_count = np.asarray(pair_count, dtype=np.int64)
+    pair_cell, pair_vehicle, pair_count = (
+        np.asarray(a, dtype=np.int64) for a in (pair_cell, pair_vehicle, pair_count)
+    )
     n_vehicles = int(pair_vehicle.max(initial=-1)) + 1
-    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles)
+    price = None if budget is None else budget.price
+    rule = _Rule(n_vehicles, upper, mean_epsilon, prefix_limit, target, min_vehicles, price)
+    pairs = (pair_cell, pair_vehicle, pair_count)
     if shape == "compact":
-        pairs = (pair_cell, pair_vehicle, pair_count)
-        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest)
+        return _choose_compact(list(cell_names), pairs, rule, finest, coarsest, budget)
+    levels = (finest, coarsest, detail_slack)
+    return _choose_remainder(list(cell_names), pairs, rule, levels, budget)
+
+
+def _choose_remainder(
+    cell_names: list[str],
+    pairs: tuple[IntArray, IntArray, IntArray],
+    rule: _Rule,
+    levels: tuple[int, int, float],
+    budget: BudgetChoice | None,
+) -> AdaptiveCells:
+    """The remainder shape (module docstring), level by level from ``finest`` to
+    ``coarsest`` (``levels``: those and the detail slack)."""
+    finest, coarsest, detail_slack = levels
+    n_cells = len(cell_names)
+    n_vehicles = rule.n_vehicles
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
@@ -203,7 +297,7 @@ def choose_cells(
     released: list[tuple[str, int, bool, float]] = []
     partial_parent: set[str] = set()  # units some of whose readings were released below
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
-    entries = (pair_cell, pair_vehicle, pair_count)
+    entries = pairs
     for level in range(finest, coarsest - 1, -1):
         alive = unit_of_cell >= 0
         if not alive.any():
@@ -211,6 +305,8 @@ def choose_cells(
         unit, vehicle, count = entries
         n_units = len(unit_names)
         error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        if budget is not None:
+            passes &= budget.may_pass(unit_names, unit_of_cell, level > coarsest)
         occupied = np.zeros(n_units, dtype=bool)
         occupied[unit] = True
         if level == coarsest:
@@ -293,11 +389,13 @@ def _choose_compact(
     rule: _Rule,
     finest: int,
     coarsest: int,
+    budget: BudgetChoice | None = None,
 ) -> AdaptiveCells:
     """The compact shape, bottom-up: a node is *complete* when its selection covers all its
     readings: every occupied child is complete (keep their selections), or else the node as
     a whole passes (release it instead). An incomplete node's readings all move up; an
-    incomplete node at ``R0`` is withheld. No two released cells overlap."""
+    incomplete node at ``R0`` is withheld. No two released cells overlap. ``budget``: as
+    :func:`choose_cells`'s."""
     cell, vehicle, count = pairs
     n_cells = len(cell_names)
     released: list[tuple[str, int, bool, float]] = []
@@ -309,6 +407,8 @@ def _choose_compact(
     for level in range(finest, coarsest - 1, -1):
         n_nodes = len(node_names)
         error, passes = rule.passing(node_of_cell[cell], vehicle, count, n_nodes)
+        if budget is not None:
+            passes &= budget.may_pass(node_names, node_of_cell, level > coarsest)
         if level == finest:
             node_complete = passes.copy()
             keep_children = np.zeros(n_nodes, dtype=bool)

@@ -12,11 +12,12 @@ def best_cap_scan(
     count: np.ndarray,
     n_units: int,
     upper: float,
-    mean_epsilon: float,
+    mean_epsilon: np.ndarray,
     prefix_limit: int,
     noise_factor: float,
 ) -> np.ndarray:  # pragma: no cover - compiled
-    """Per unit, the least ``U (1 - S(c)/M) + noise_factor U c / (S(c) eps)`` over the caps
+    """Per unit, the least ``U (1 - S(c)/M) + noise_factor U c / (S(c) eps_u)`` (``eps_u``:
+    ``mean_epsilon[u]``) over the caps
     ``c`` that are one of the unit's counts or ``prefix_limit`` (< 0: none), within
     [min, max] and with ``c <= C`` or ``c = max``. Entries sorted by (unit, count)."""
     out = np.full(n_units, np.inf)
@@ -41,7 +42,7 @@ def best_cap_scan(
                 kept = float(below + prefix_limit * (b - i))
                 value = (
                     upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * prefix_limit / kept) / mean_epsilon
+                    + noise_factor * (upper * prefix_limit / kept) / mean_epsilon[u]
                 )
                 best = min(best, value)
                 at_c_done = True
@@ -53,7 +54,7 @@ def best_cap_scan(
                 kept = float(below + c * (b - j))
                 value = (
                     upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * c / kept) / mean_epsilon
+                    + noise_factor * (upper * c / kept) / mean_epsilon[u]
                 )
                 best = min(best, value)
             i = j

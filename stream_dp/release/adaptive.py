@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from stream_dp.dp.adaptive_cells import AdaptiveCells, choose_cells, pair_groups
+from stream_dp.dp.adaptive_cells import (
+    DETAIL_SLACK,
+    AdaptiveCells,
+    BudgetChoice,
+    choose_cells,
+    pair_groups,
+)
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.params import ReleaseParams
@@ -18,15 +24,21 @@ from stream_dp.windows.state import rank_in_runs
 
 
 def adaptive_columns(
-    columns: WindowColumns, params: ReleaseParams, mean_epsilon: float
+    columns: WindowColumns,
+    params: ReleaseParams,
+    mean_epsilon: float,
+    budget: BudgetChoice | None = None,
+    detail_slack: float = DETAIL_SLACK,
 ) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
     """The window regrouped into the adaptive cells chosen from its occupancy
-    (:func:`~stream_dp.dp.adaptive_cells.choose_cells`), and the (cells, readings) withheld."""
+    (:func:`~stream_dp.dp.adaptive_cells.choose_cells`; under a vehicle budget with its
+    ``budget`` choice and ``detail_slack``), and the (cells, readings) withheld."""
     chosen = choose_cells(
         columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
         upper=params.upper, mean_epsilon=mean_epsilon, target=float(params.target_mean_error),
         finest=params.resolution, coarsest=params.coarsest, prefix_limit=params.prefix_limit,
-        min_vehicles=params.min_vehicles, shape=params.adaptive_shape,
+        min_vehicles=params.min_vehicles, shape=params.adaptive_shape, detail_slack=detail_slack,
+        budget=budget,
     )  # fmt: skip
     unit = chosen.unit_of_cell[columns.cell_code]
     keep = unit >= 0

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.dp.adaptive_cells import UnitPrice
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import variance_sensitivity
@@ -41,6 +42,16 @@ def room_of(
     return ledger.budget_room(vehicles, at, budget, burst)
 
 
+def unit_price(state: WindowState) -> UnitPrice | None:
+    """Under a vehicle budget, the adaptive cells' budget-aware pass test (§13.1): a unit
+    passes when its vehicles' rooms (of ``state.columns``' vehicles) can pay the ε it needs."""
+    params = state.params
+    if params.vehicle_budget is None:
+        return None
+    room = room_of(params, state.ledger, state.columns.vehicle_names, state.window_start)
+    return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
+
+
 def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`)."""
     params = state.params
@@ -59,17 +70,16 @@ def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
 
 
 def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
-    """Cells at the coarsest resolution whose pairs may all wait another window (§13.3):
-    held, so that finer cells formed with more windows get the vehicles' allowance first."""
-    params, adaptive = state.params, state.adaptive
-    if adaptive is None or params.max_span_hours < 2:
+    """Cells whose pairs may all wait another window (§13.3), at any resolution: held, so a
+    cell is released when its span is full (``max_span_hours``), where its ε per reading is
+    least, and its vehicles' allowance lasts for more of the period."""
+    params = state.params
+    if state.adaptive is None or params.max_span_hours < 2 or state.last:
         return None
     from stream_dp.release.spans import span_starts
 
-    resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
-    coarsest = np.array([resolution[c] <= params.coarsest for c in occupancy.cells], dtype=bool)
     latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
-    return coarsest & (span_starts(state) >= latest_wait)
+    return span_starts(state) >= latest_wait
 
 
 def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams) -> Contributions:

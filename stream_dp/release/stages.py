@@ -72,9 +72,14 @@ class Regroup(Stage):
         if state.params.target_mean_error is None:
             return
         mean_epsilon = state.accountant.regroup_epsilon
-        state.columns, state.adaptive, withheld = adaptive_columns(
-            state.columns, state.params, mean_epsilon
-        )
+        if state.params.vehicle_budget is not None:
+            from stream_dp.release.budget_cells import budget_regroup
+
+            withheld = budget_regroup(state, mean_epsilon)
+        else:
+            state.columns, state.adaptive, withheld = adaptive_columns(
+                state.columns, state.params, mean_epsilon
+            )
         state.report.cells_withheld += withheld[0]  # after a stale carry's (§13.3)
         state.report.readings_withheld += withheld[1]
 

@@ -58,6 +58,8 @@ class WindowState:
     #: Entries deferred by earlier windows (spans, §13), and those this release defers.
     carry_in: WindowColumns | None = None
     carry_out: WindowColumns | None = None
+    #: The input ends with this window: no cell is held for a longer span (§13.3).
+    last: bool = False
 
     def __post_init__(self) -> None:
         if self.observed is not None:

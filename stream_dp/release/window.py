@@ -60,12 +60,14 @@ def release_window(
     late_readings: int = 0,
     ledger: BudgetLedger | None = None,
     carry: WindowColumns | None = None,
+    last: bool = False,
 ) -> WindowRelease:
     """Run the whole per-window release (pure: no I/O). With a ``ledger`` whose ``cap`` is
     set, each vehicle is first limited to the cells its remaining budget allows; with any
     ledger, the release carries the per-vehicle cells counted (``loss``) for the caller to
     record once the release is stored. ``carry``: the entries earlier windows deferred
-    (spans, docs/math.md §13); the release's own ``carry`` is what it defers in turn."""
+    (spans, docs/math.md §13); the release's own ``carry`` is what it defers in turn.
+    ``last``: the input ends with this window, so no cell is held for a longer span."""
     # Performance (benchmarks/release.py): the stages allocate no reference cycles; pausing
     # the cyclic collector avoids repeated full scans of the window's arrays' owners
     # (measured: up to 40 % of the time).
@@ -73,6 +75,7 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
+        state.last = last
         if params.vehicle_budget is not None:  # spans (§13.3)
             carry, stale = fresh_carry(carry, window_start, params)
             state.columns = pooled(columns, carry, params.prefix_limit)
@@ -110,8 +113,10 @@ def release_ready_window(
     noise: LaplaceNoise,
     ledger: BudgetLedger | None,
     carry: WindowColumns | None = None,
+    last: bool = False,
 ) -> WindowRelease:
-    """Merge the window's partials and release it (with the ``carry`` of the window before);
+    """Merge the window's partials and release it (with the ``carry`` of the window before;
+    ``last``: the end of the input, :func:`release_window`);
     on any exception, its failed outcome (which defers nothing: a carried entry is then
     withheld, never released twice)."""
     partials = coordinator.partials(window_start)
@@ -120,7 +125,7 @@ def release_ready_window(
     try:
         error_point_counted(FAULT_POINT)
         columns = coordinator.merged(window_start)
-        return release_window(window_start, columns, params, noise, late, ledger, carry)
+        return release_window(window_start, columns, params, noise, late, ledger, carry, last)
     except Exception as exc:  # noqa: BLE001 - the point: any failure becomes an outcome
         return failed_release(window_start, exc, params, late, ledger, columns, partials, carry)
 
@@ -131,6 +136,7 @@ def release_ready_windows(
     noise: LaplaceNoise,
     ledger: BudgetLedger | None,
     carry: Callable[[], WindowColumns | None] = lambda: None,
+    end_of_input: bool = False,
 ) -> Iterator[WindowRelease]:
     """Release the coordinator's ready windows, oldest first (docs/math.md §9): the one loop
     of the offline engine and the service releaser. Which windows are ready is read now, on
@@ -139,10 +145,13 @@ def release_ready_windows(
     and calls :func:`record_stored` before asking for the next; a window found stored
     meanwhile (by another releaser, during a leadership change) is skipped. The caller may
     stop asking at any point: nothing is held open. ``carry`` is asked, as each window is
-    computed, for the entries the release stored last deferred (spans, §13)."""
+    computed, for the entries the release stored last deferred (spans, §13); with
+    ``end_of_input`` (the offline engine's last windows) the last ready window holds nothing
+    back for a longer span."""
     ready = coordinator.ready_windows()
+    last = ready[-1] if end_of_input and len(ready) else None
     return (
-        release_ready_window(coordinator, start, params, noise, ledger, carry())
+        release_ready_window(coordinator, start, params, noise, ledger, carry(), start == last)
         for start in ready
         if start not in coordinator.released
     )

@@ -55,6 +55,7 @@ def deferring(original: Any, defer: set[int]) -> Any:
     def release_window(
         window_start: int, columns: WindowColumns, params: Any, noise: Any,
         late_readings: int = 0, ledger: Any = None, carry: WindowColumns | None = None,
+        last: bool = False,
     ) -> Any:  # fmt: skip
         if carry is not None:
             columns = joined(carry, columns, params.prefix_limit)
@@ -62,7 +63,7 @@ def deferring(original: Any, defer: set[int]) -> Any:
             empty = WindowColumns.from_partials([])
             release = original(window_start, empty, params, noise, late_readings, ledger)
             return dataclasses.replace(release, carry=columns)
-        return original(window_start, columns, params, noise, late_readings, ledger)
+        return original(window_start, columns, params, noise, late_readings, ledger, last=last)
 
     return release_window
 

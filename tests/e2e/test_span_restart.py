@@ -106,11 +106,13 @@ def test_a_pending_carry_survives_a_kill_between_windows(
 
 
 def test_a_real_span_pending_at_a_kill_is_released_once_as_offline(kafka, topic_prefix, tmp_path):
-    """The release's own spans (budget profile, busiest 4 AIS hours): the first window defers
-    every entry (no cell meets T in one hour), the worker dies right after publishing it,
-    and the restarted worker releases the span from the stored carry as the offline engine
-    does; every reading in at most one record."""
-    settings = service_settings(topic_prefix, **BUDGET_PROFILE, epsilon=1.0)
+    """The release's own spans (budget profile, busiest 4 AIS hours, spans as long as the
+    replay, as the demo sets them): the first window defers every entry (held until its span
+    is full), the worker dies right after publishing it, and the restarted worker releases
+    the span from the stored carry as the offline engine does; every reading in at most one
+    record."""
+    profile = {**BUDGET_PROFILE, "max_span_hours": 4}
+    settings = service_settings(topic_prefix, **profile, epsilon=1.0)
     create_topics(kafka, settings)
     readings = replayed_readings(4)
     first_hour = min(int(r["ts"]) // HOUR * HOUR for r in readings)

@@ -49,7 +49,7 @@ def test_plan_and_release_agree_under_a_vehicle_budget(
     window = targeted_window(seed)
     ledger = BudgetLedger(params.ledger_period_seconds, None)  # the engine's, fresh
     noise = LaplaceNoise(RandomSource.seeded_for_tests(seed))
-    release = release_window(0, window, params, noise, ledger=ledger)
+    release = release_window(0, window, params, noise, ledger=ledger, last=True)
     assert len(release.cells) >= 3
     epsilons = {record["cell"]: record["epsilon"] for record in release.cells}
     assert len(set(epsilons.values())) > 1 and min(epsilons.values()) < 0.5  # not ε 1

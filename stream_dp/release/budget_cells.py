@@ -1,0 +1,86 @@
+"""Adaptive cells under a vehicle budget (docs/math.md §13.1): the regrouping of §12.4 made
+budget-aware, so that a finer cell is chosen where its vehicles can pay the ε it needs and
+pooled into its parent where they cannot.
+
+Two steps, both functions of the occupancy, the configuration and the ledger only:
+
+1. *Price.* A unit passes when the ε it needs to meet T is at most what its vehicles can pay
+   (:class:`~stream_dp.dp.adaptive_cells.UnitPrice`), instead of meeting T at one fixed ε.
+2. *Pool rather than wait.* The window's budget plan
+   (:func:`~stream_dp.release.budget.budget_plan`) is computed on the chosen cells; a cell
+   finer than the coarsest resolution that it does not release now (dropped: its vehicles,
+   sharing their room with their other cells, cannot pay it; or held: its span is not full)
+   is refused and the cells are chosen again, so its readings pool into its parent in this
+   window instead of waiting, possibly until they are withheld. Only the coarsest cells wait
+   for a longer span; a finer cell is released on its own when its span is full and its
+   vehicles can pay for it. At most ``MAX_CHOICES`` choices.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stream_dp.dp.adaptive_cells import BudgetChoice
+from stream_dp.release.adaptive import adaptive_columns
+from stream_dp.release.bounding import Contributions
+from stream_dp.release.budget import budget_plan, unit_price
+from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.spans import first_window
+
+if TYPE_CHECKING:
+    from stream_dp.release.state import WindowState
+
+#: The most choices of one window's cells (each refuses at least one more cell).
+MAX_CHOICES = 8
+#: Under a budget a parent is split into its finer cells when they cover at least 70 % of
+#: the readings the whole parent would (§12.4's slack 0.2 → 0.3): a held cell is released
+#: once its span is full, so the split's detail is worth a remainder that waits or is withheld.
+BUDGET_DETAIL_SLACK = 0.3
+
+
+def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
+    """Regroup ``state.columns`` into adaptive cells its vehicles can pay for (module
+    docstring); returns the (cells, readings) withheld by the choice."""
+    params = state.params
+    columns, price = state.columns, unit_price(state)
+    assert price is not None, "budget_regroup runs under a vehicle budget"
+    coarsest = params.coarsest
+    waiting = waiting_cells(state)
+    refused: set[str] = set()
+    withheld = (0, 0)
+    for _ in range(MAX_CHOICES):
+        state.columns, state.adaptive, withheld = adaptive_columns(
+            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting),
+            BUDGET_DETAIL_SLACK,
+        )  # fmt: skip
+        chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
+        if not len(chosen):
+            break
+        state.pairs = Contributions(chosen, *occupancy_of(state.columns, chosen))
+        occupancy = state.pairs.occupancy
+        plan = budget_plan(state, occupancy)
+        adaptive = state.adaptive
+        resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
+        fine = np.array([resolution[c] > coarsest for c in occupancy.cells], dtype=bool)
+        drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
+        if not len(drop):
+            break
+        refused.update(occupancy.cells[g] for g in drop.tolist())
+    state.pairs = None
+    return withheld
+
+
+def waiting_cells(state: WindowState) -> np.ndarray | None:
+    """Per observed cell of ``state.columns``, whether all its pairs may still wait for a
+    longer span (a cell made of such cells alone is held,
+    :func:`~stream_dp.release.budget.held_cells`): finer cells of
+    those are not chosen, without a plan to find out; None when nothing is held."""
+    params, columns = state.params, state.columns
+    if params.max_span_hours < 2 or state.last:
+        return None
+    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
+    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
+    np.minimum.at(start, columns.cell_code, first_window(columns, params.window_seconds))
+    return start >= latest_wait
