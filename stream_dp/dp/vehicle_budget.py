@@ -125,8 +125,31 @@ def cheapest_epsilon(
 
 
 def entry_order(occupancy: Occupancy) -> IntArray:
-    """The occupancy's entries sorted by (cell, count)."""
-    return np.lexsort((occupancy.count, occupancy.cell_index))
+    """The occupancy's entries sorted by (cell, count), ties in entry order (as
+    ``np.lexsort((count, cell_index))``, by a counting sort when the keys are few)."""
+    from stream_dp.dp.array_kernels import order_by_pair  # numba: imported on first use
+
+    top = int(occupancy.count.max(initial=0))
+    return order_by_pair(occupancy.cell_index, occupancy.count, len(occupancy.cells), top + 1)
+
+
+class _Groups:
+    """Entries grouped by a key: ``order[start[k]:start[k + 1]]`` are key ``k``'s entries (in
+    the order ``order`` has them), so the entries of a few keys are read without a pass over
+    all entries."""
+
+    def __init__(self, order: IntArray, keys: IntArray, n_keys: int) -> None:
+        self.order = order
+        self.start = np.searchsorted(keys[order], np.arange(n_keys + 1))
+
+    def of(self, keys: IntArray) -> IntArray:
+        """The entries of ``keys`` (ascending keys give them in ``order``'s order)."""
+        begin, end = self.start[keys], self.start[keys + 1]
+        size = end - begin
+        if not len(size) or not size.sum():
+            return np.zeros(0, dtype=np.int64)
+        offset = np.repeat(begin - (np.cumsum(size) - size), size)
+        return self.order[np.arange(int(size.sum())) + offset]
 
 
 def plan_budget(
@@ -144,67 +167,78 @@ def plan_budget(
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
-    released now (they wait for more windows, :mod:`stream_dp.release.spans`)."""
+    released now (they wait for more windows, :mod:`stream_dp.release.spans`).
+
+    The first round costs every cell; each later round only the cells some vehicle left,
+    and only the payments of the vehicles in them. A payment is summed over the vehicle's
+    entries in entry order every time (never updated by differences), so every float is
+    the one a whole-occupancy pass gives (``stream_dp.testing.vehicle_budget_reference``)."""
+    from stream_dp.dp.array_kernels import stable_order_by  # numba: imported on first use
+
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
     cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
     total = occupancy.total_per_cell().astype(np.float64)
     kept = np.ones(occupancy.n_entries, dtype=bool)
     dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
     share = 1.0 - variance_share
-    rounds = 0
     order = entry_order(occupancy)
+    by_cell = _Groups(order, cell, n_cells)
+    by_vehicle = _Groups(stable_order_by(vehicle, n_vehicles), vehicle, n_vehicles)
     mean_eps, cap = cheapest_epsilon(
         occupancy, kept, target, upper, prefix_limit, pseudo_user, order
     )
-    changed: BoolArray | None = None
+    vehicles_kept = np.bincount(cell, minlength=n_cells)
+    rounds, sub = 1, None
     while True:
-        rounds += 1
-        if changed is not None:  # only the cells that lost a vehicle are costed again
-            sub = order[changed[cell[order]]]
-            again, again_cap = cheapest_epsilon(
-                occupancy, kept, target, upper, prefix_limit, pseudo_user, sub
-            )
-            mean_eps[changed], cap[changed] = again[changed], again_cap[changed]
         epsilon = round_up(mean_eps / share)
-        vehicles_kept = np.bincount(cell[kept], minlength=n_cells)
         dropped |= (epsilon > max_cell_epsilon + 1e-12) | (vehicles_kept < min_vehicles)
         epsilon[dropped] = np.inf
-        kept &= ~dropped[cell]
-        cost = np.where(kept, epsilon[cell], 0.0)
-        paid = np.bincount(vehicle, weights=cost, minlength=n_vehicles)
+        if sub is None:  # the first round: every entry
+            kept &= ~dropped[cell]
+            paid = np.bincount(vehicle, weights=np.where(kept, epsilon[cell], 0.0),
+                               minlength=n_vehicles)  # fmt: skip
+        else:  # dropped cells only change among the re-costed ones
+            kept[sub[dropped[cell[sub]]]] = False
+            payers = np.flatnonzero(np.bincount(vehicle[sub], minlength=n_vehicles))
+            entries = by_vehicle.of(payers)  # each payer's entries in entry order
+            cost = np.where(kept[entries], epsilon[cell[entries]], 0.0)
+            paid[payers] = np.bincount(vehicle[entries], weights=cost, minlength=n_vehicles)[payers]
         excess = paid - room
-        over = excess > 1e-12
-        if not over.any():
+        over = np.flatnonzero(excess > 1e-12)
+        if not len(over):
             return BudgetPlan(kept, epsilon, cap, paid, rounds)
-        leave = _sit_outs(occupancy, kept, epsilon, total, excess, over)
-        kept &= ~leave
-        changed = np.zeros(n_cells, dtype=bool)
-        changed[cell[leave]] = True
+        candidates = by_vehicle.of(over)
+        leave = _sit_outs(occupancy, candidates[kept[candidates]], epsilon, total, excess)
+        kept[leave] = False
+        changed = np.flatnonzero(np.bincount(cell[leave], minlength=n_cells))
+        sub = by_cell.of(changed)  # the changed cells' entries in (cell, count) order
+        again, again_cap = cheapest_epsilon(
+            occupancy, kept, target, upper, prefix_limit, pseudo_user, sub
+        )
+        mean_eps[changed], cap[changed] = again[changed], again_cap[changed]
+        vehicles_kept[changed] = np.bincount(cell[sub[kept[sub]]], minlength=n_cells)[changed]
+        rounds += 1
 
 
 def _sit_outs(
     occupancy: Occupancy,
-    kept: BoolArray,
+    idx: IntArray,
     epsilon: FloatArray,
     total: FloatArray,
     excess: FloatArray,
-    over: BoolArray,
-) -> BoolArray:
-    """The entries vehicles over their room leave: per vehicle, least ``m / (M ε)`` first,
-    until what they leave covers the excess."""
+) -> IntArray:
+    """Of ``idx`` (the kept entries of the vehicles over their room), the entries they leave:
+    per vehicle, least ``m / (M ε)`` first, until what they leave covers the excess."""
     cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
-    idx = np.flatnonzero(kept & over[vehicle])
     eps = epsilon[cell[idx]]
     score = occupancy.count[idx] / (total[cell[idx]] * eps)
-    order = np.lexsort((cell[idx], score, vehicle[idx]))
+    order = np.lexsort((cell[idx], score, vehicle[idx]))  # a total order: (vehicle, cell)
     idx, eps = idx[order], eps[order]
     v = vehicle[idx]
     cum = np.cumsum(eps)
     first = np.searchsorted(v, v)  # each run's first position (v is sorted)
     before = cum - eps - (cum[first] - eps[first])  # ε left by earlier entries of the run
-    leave = np.zeros(occupancy.n_entries, dtype=bool)
-    leave[idx[before < excess[v] - 1e-12]] = True
-    return leave
+    return idx[before < excess[v] - 1e-12]
 
 
 def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:
