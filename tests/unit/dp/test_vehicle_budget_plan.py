@@ -61,8 +61,8 @@ def assert_same(plan: BudgetPlan, reference: BudgetPlan) -> None:
     n_cells=st.integers(1, 30),
     n_vehicles=st.integers(1, 120),
     room_scale=st.sampled_from([0.3, 1.0, 2.5, 10.0]),
-    max_cell_epsilon=st.sampled_from([0.5, 2.0, 5.0]),
-    min_vehicles=st.integers(1, 3),
+    max_cell_epsilon=st.sampled_from([0.5, 2.0, 5.0, 20.0]),
+    min_vehicles=st.sampled_from([1, 2, 3, 6, 10]),
     prefix_limit=st.sampled_from([None, 4, 16]),
     pseudo_user=st.booleans(),
     variance_share=st.sampled_from([0.0, 0.5]),
@@ -107,3 +107,19 @@ def test_a_large_plan_with_many_rounds_equals_the_reference() -> None:
         max_cell_epsilon=2.0, min_vehicles=2, prefix_limit=16,
     )  # fmt: skip
     assert plan.dropped.sum() > first.dropped.sum()  # cells dropped after sit-outs
+
+
+def test_a_cell_left_below_min_vehicles_by_a_sit_out_is_dropped_as_the_reference_drops_it() -> None:
+    # w1 has no room: it sits out a, which keeps two vehicles (of three needed): dropped.
+    occ = Occupancy.from_triples(
+        [("a", "w0", 8), ("a", "w1", 1), ("a", "w2", 8), ("b", "w1", 3), ("b", "w3", 3)]
+    )
+    room = np.array([50.0, 0.0, 50.0, 50.0])
+    kwargs: dict[str, Any] = {"target": T, "upper": U, "variance_share": 0.0}
+    plan, reference = both(occ, room, max_cell_epsilon=50.0, min_vehicles=3, **kwargs)
+    assert_same(plan, reference)
+    assert plan.dropped.tolist() == [True, True] and plan.rounds == 2
+    assert not plan.kept.any()
+    loose, loose_reference = both(occ, room, max_cell_epsilon=50.0, min_vehicles=2, **kwargs)
+    assert_same(loose, loose_reference)
+    assert loose.dropped.tolist() == [False, True]  # with two needed, a is released
