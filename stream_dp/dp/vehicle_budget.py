@@ -45,6 +45,9 @@ EPSILON_STEP = 0.01
 #: published error bar above T.
 _MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
+#: A plan's round re-sums only the payments of the vehicles in the changed cells when
+#: those cells hold fewer than 1/_FEW of the entries (else one pass over all is faster).
+_FEW = 16
 
 
 @dataclass(frozen=True)
@@ -133,25 +136,6 @@ def entry_order(occupancy: Occupancy) -> IntArray:
     return order_by_pair(occupancy.cell_index, occupancy.count, len(occupancy.cells), top + 1)
 
 
-class _Groups:
-    """Entries grouped by a key: ``order[start[k]:start[k + 1]]`` are key ``k``'s entries (in
-    the order ``order`` has them), so the entries of a few keys are read without a pass over
-    all entries."""
-
-    def __init__(self, order: IntArray, keys: IntArray, n_keys: int) -> None:
-        self.order = order
-        self.start = np.searchsorted(keys[order], np.arange(n_keys + 1))
-
-    def of(self, keys: IntArray) -> IntArray:
-        """The entries of ``keys`` (ascending keys give them in ``order``'s order)."""
-        begin, end = self.start[keys], self.start[keys + 1]
-        size = end - begin
-        if not len(size) or not size.sum():
-            return np.zeros(0, dtype=np.int64)
-        offset = np.repeat(begin - (np.cumsum(size) - size), size)
-        return self.order[np.arange(int(size.sum())) + offset]
-
-
 def plan_budget(
     occupancy: Occupancy,
     room: FloatArray,
@@ -169,76 +153,59 @@ def plan_budget(
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
     released now (they wait for more windows, :mod:`stream_dp.release.spans`).
 
-    The first round costs every cell; each later round only the cells some vehicle left,
-    and only the payments of the vehicles in them. A payment is summed over the vehicle's
+    The first round costs every cell; each later round (compiled,
+    :mod:`stream_dp.dp.vehicle_budget_kernel`) only the cells some vehicle left, and only
+    the payments of the vehicles read in them. A payment is summed over the vehicle's
     entries in entry order every time (never updated by differences), so every float is
     the one a whole-occupancy pass gives (``stream_dp.testing.vehicle_budget_reference``)."""
-    from stream_dp.dp.array_kernels import stable_order_by  # numba: imported on first use
+    from stream_dp.dp import vehicle_budget_kernel as kernel  # numba: imported on first use
+    from stream_dp.dp.array_kernels import stable_order_by
 
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
-    cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
+    cell, vehicle, count = occupancy.cell_index, occupancy.vehicle_index, occupancy.count
+    count = count.astype(np.int64, copy=False)
     total = occupancy.total_per_cell().astype(np.float64)
     kept = np.ones(occupancy.n_entries, dtype=bool)
     dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
     share = 1.0 - variance_share
     order = entry_order(occupancy)
-    by_cell = _Groups(order, cell, n_cells)
-    by_vehicle = _Groups(stable_order_by(vehicle, n_vehicles), vehicle, n_vehicles)
-    mean_eps, cap = cheapest_epsilon(
-        occupancy, kept, target, upper, prefix_limit, pseudo_user, order
-    )
-    vehicles_kept = np.bincount(cell, minlength=n_cells)
-    rounds, sub = 1, None
+    cell_start = np.searchsorted(cell[order], np.arange(n_cells + 1))
+    by_vehicle = stable_order_by(vehicle, n_vehicles)
+    vehicle_start = np.searchsorted(vehicle[by_vehicle], np.arange(n_vehicles + 1))
+    mean_eps, cap = np.empty(n_cells), np.empty(n_cells, dtype=np.int64)
+    vehicles_kept = np.empty(n_cells, dtype=np.int64)
+    limit = -1 if prefix_limit is None else int(prefix_limit)
+    costing = (order, kept, count, total, _FACTOR * upper, float(target), float(upper), limit,
+               bool(pseudo_user), mean_eps, cap, vehicles_kept)  # fmt: skip
+    changed = np.arange(n_cells)
+    kernel.cost_cells(changed, cell_start, *costing)
+    paid = np.zeros(n_vehicles)
+    rounds = 1
     while True:
         epsilon = round_up(mean_eps / share)
         dropped |= (epsilon > max_cell_epsilon + 1e-12) | (vehicles_kept < min_vehicles)
         epsilon[dropped] = np.inf
-        if sub is None:  # the first round: every entry
+        if rounds == 1:
             kept &= ~dropped[cell]
+        else:  # cells are only dropped among the re-costed ones
+            kernel.clear_cells(changed[dropped[changed]], cell_start, order, kept)
+        touched = int((cell_start[changed + 1] - cell_start[changed]).sum())
+        if touched * _FEW > len(cell):  # many payers: one pass over all entries is faster
             paid = np.bincount(vehicle, weights=np.where(kept, epsilon[cell], 0.0),
                                minlength=n_vehicles)  # fmt: skip
-        else:  # dropped cells only change among the re-costed ones
-            kept[sub[dropped[cell[sub]]]] = False
-            payers = np.flatnonzero(np.bincount(vehicle[sub], minlength=n_vehicles))
-            entries = by_vehicle.of(payers)  # each payer's entries in entry order
-            cost = np.where(kept[entries], epsilon[cell[entries]], 0.0)
-            paid[payers] = np.bincount(vehicle[entries], weights=cost, minlength=n_vehicles)[payers]
+        else:
+            kernel.repay(changed, cell_start, order, vehicle, vehicle_start, by_vehicle, kept,
+                         cell, epsilon, paid)  # fmt: skip
         excess = paid - room
         over = np.flatnonzero(excess > 1e-12)
         if not len(over):
             return BudgetPlan(kept, epsilon, cap, paid, rounds)
-        candidates = by_vehicle.of(over)
-        leave = _sit_outs(occupancy, candidates[kept[candidates]], epsilon, total, excess)
+        leave = kernel.sit_outs(over, vehicle_start, by_vehicle, kept, cell, count, total,
+                                epsilon, excess)  # fmt: skip
         kept[leave] = False
         changed = np.flatnonzero(np.bincount(cell[leave], minlength=n_cells))
-        sub = by_cell.of(changed)  # the changed cells' entries in (cell, count) order
-        again, again_cap = cheapest_epsilon(
-            occupancy, kept, target, upper, prefix_limit, pseudo_user, sub
-        )
-        mean_eps[changed], cap[changed] = again[changed], again_cap[changed]
-        vehicles_kept[changed] = np.bincount(cell[sub[kept[sub]]], minlength=n_cells)[changed]
+        kernel.cost_cells(changed, cell_start, *costing)
         rounds += 1
-
-
-def _sit_outs(
-    occupancy: Occupancy,
-    idx: IntArray,
-    epsilon: FloatArray,
-    total: FloatArray,
-    excess: FloatArray,
-) -> IntArray:
-    """Of ``idx`` (the kept entries of the vehicles over their room), the entries they leave:
-    per vehicle, least ``m / (M ε)`` first, until what they leave covers the excess."""
-    cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
-    eps = epsilon[cell[idx]]
-    score = occupancy.count[idx] / (total[cell[idx]] * eps)
-    order = np.lexsort((cell[idx], score, vehicle[idx]))  # a total order: (vehicle, cell)
-    idx, eps = idx[order], eps[order]
-    v = vehicle[idx]
-    cum = np.cumsum(eps)
-    first = np.searchsorted(v, v)  # each run's first position (v is sorted)
-    before = cum - eps - (cum[first] - eps[first])  # ε left by earlier entries of the run
-    return idx[before < excess[v] - 1e-12]
 
 
 def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:
