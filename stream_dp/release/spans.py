@@ -77,8 +77,10 @@ def fresh_carry(
 
 def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
     """Per pair, the start of the window of its first reading (its log holds it)."""
+    from stream_dp.dp.group_min_kernel import minimum_at  # numba: imported on first use
+
     first = np.full(len(columns), np.inf)
-    np.minimum.at(first, columns.reading_pair, columns.reading_ts)
+    minimum_at(first, columns.reading_pair, columns.reading_ts)
     return (np.floor(first / window_seconds) * window_seconds).astype(np.int64)
 
 
@@ -132,9 +134,11 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
 
 def span_starts(state: WindowState) -> np.ndarray:
     """Per cell of the occupancy, the start of its span: the first window of its pairs."""
+    from stream_dp.dp.group_min_kernel import minimum_at  # numba: imported on first use
+
     pairs = state.pairs
     assert pairs is not None
     first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
     start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
-    np.minimum.at(start, pairs.occupancy.cell_index, first)
+    minimum_at(start, pairs.occupancy.cell_index, first)
     return start
