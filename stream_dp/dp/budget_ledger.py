@@ -94,7 +94,7 @@ def _strictly_ascending(names: Sequence[str]) -> bool:
     return all(map(operator.lt, names, islice(names, 1, None)))
 
 
-def _take(names: Sequence[str], index: IntArray) -> tuple[str, ...]:
+def take_names(names: Sequence[str], index: IntArray) -> tuple[str, ...]:
     """``tuple(names[i] for i in index)``, at C speed."""
     if len(index) == 0:
         return ()
@@ -174,13 +174,13 @@ class WindowLoss:
             raise ValueError("cells_per_vehicle must be >= 0")
         if not _strictly_ascending(names):
             order = np.asarray(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
-            names = _take(names, order)
+            names = take_names(names, order)
             if not _strictly_ascending(names):
                 raise ValueError("vehicle_names must be unique")
             cells = cells[order]
         used = np.flatnonzero(cells > 0)
         if len(used) < len(names):
-            names = _take(names, used)
+            names = take_names(names, used)
             cells = cells[used]
         return cls(window_start, epsilon, names, cells)
 
@@ -206,7 +206,7 @@ class WindowLoss:
         names = occupancy.vehicles
         used = np.flatnonzero(cells > 0)
         if len(used) < len(names):
-            names, cells = _take(names, used), cells[used]
+            names, cells = take_names(names, used), cells[used]
         cells.setflags(write=False)
         loss = object.__new__(cls)
         object.__setattr__(loss, "window_start", _as_int(window_start, "window_start"))
@@ -228,7 +228,7 @@ class WindowLoss:
         cells = _as_int_array(cells_per_vehicle, "cells_per_vehicle", len(vehicle_names))
         loss = np.asarray(losses, dtype=np.float64)
         used = np.flatnonzero(cells > 0)
-        names = _take(tuple(vehicle_names), used)
+        names = take_names(tuple(vehicle_names), used)
         top = float(loss[used].max()) if len(used) else 1.0
         epsilon = top if top > 0 else 1.0
         return cls(window_start, epsilon, names, cells[used], loss[used])
@@ -566,7 +566,7 @@ class BudgetLedger:
         missing = np.flatnonzero(ids < 0)
         if len(missing):
             first = len(self._names)
-            new_names = _take(names, missing)
+            new_names = take_names(names, missing)
             self._ids.update(zip(new_names, range(first, first + len(new_names)), strict=True))
             self._names.extend(new_names)
             ids[missing] = np.arange(first, first + len(new_names))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.dp.budget_ledger import take_names
 from stream_dp.dp.occupancy import factorize
 from stream_dp.windows.columns import WindowColumns
 
@@ -86,8 +87,8 @@ def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """The window of ``columns``' pairs ``pairs`` (indices) alone, names compacted."""
-    cells_used = np.unique(columns.cell_code[pairs])
-    vehicles_used = np.unique(columns.vehicle_code[pairs])
+    cells_used = _used(columns.cell_code[pairs], len(columns.cell_names))
+    vehicles_used = _used(columns.vehicle_code[pairs], len(columns.vehicle_names))
     cell_map = np.full(len(columns.cell_names), -1, dtype=np.int64)
     cell_map[cells_used] = np.arange(len(cells_used))
     vehicle_map = np.full(len(columns.vehicle_names), -1, dtype=np.int64)
@@ -97,9 +98,9 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     reading_pair = pair_map[columns.reading_pair]
     live = reading_pair >= 0
     return WindowColumns(
-        tuple(columns.cell_names[i] for i in cells_used.tolist()),
+        take_names(columns.cell_names, cells_used),
         cell_map[columns.cell_code[pairs]],
-        tuple(columns.vehicle_names[i] for i in vehicles_used.tolist()),
+        take_names(columns.vehicle_names, vehicles_used),
         vehicle_map[columns.vehicle_code[pairs]],
         columns.count[pairs],
         columns.total[pairs],
@@ -108,6 +109,12 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
         columns.reading_ts[live],
         columns.reading_value[live],
     )
+
+
+def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
+    """The distinct ``codes`` ascending (``np.unique`` of small non-negative codes, by
+    counting)."""
+    return np.flatnonzero(np.bincount(codes, minlength=n_names))
 
 
 def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns | None:
