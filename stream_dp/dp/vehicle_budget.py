@@ -172,6 +172,7 @@ def plan_budget(
     cell_start = np.searchsorted(cell[order], np.arange(n_cells + 1))
     by_vehicle = stable_order_by(vehicle, n_vehicles)
     vehicle_start = np.searchsorted(vehicle[by_vehicle], np.arange(n_vehicles + 1))
+    slot_cell, slot_count = cell[by_vehicle], count[by_vehicle]
     mean_eps, cap = np.empty(n_cells), np.empty(n_cells, dtype=np.int64)
     vehicles_kept = np.empty(n_cells, dtype=np.int64)
     limit = -1 if prefix_limit is None else int(prefix_limit)
@@ -191,17 +192,16 @@ def plan_budget(
             kernel.clear_cells(changed[dropped[changed]], cell_start, order, kept)
         touched = int((cell_start[changed + 1] - cell_start[changed]).sum())
         if touched * _FEW > len(cell):  # many payers: one pass over all entries is faster
-            paid = np.bincount(vehicle, weights=np.where(kept, epsilon[cell], 0.0),
-                               minlength=n_vehicles)  # fmt: skip
+            kernel.pay_all(vehicle, cell, kept, epsilon, paid)
         else:
             kernel.repay(changed, cell_start, order, vehicle, vehicle_start, by_vehicle, kept,
-                         cell, epsilon, paid)  # fmt: skip
+                         slot_cell, epsilon, paid)  # fmt: skip
         excess = paid - room
         over = np.flatnonzero(excess > 1e-12)
         if not len(over):
             return BudgetPlan(kept, epsilon, cap, paid, rounds)
-        leave = kernel.sit_outs(over, vehicle_start, by_vehicle, kept, cell, count, total,
-                                epsilon, excess)  # fmt: skip
+        leave = kernel.sit_outs(over, vehicle_start, by_vehicle, kept, slot_cell, slot_count,
+                                total, epsilon, excess)  # fmt: skip
         kept[leave] = False
         changed = np.flatnonzero(np.bincount(cell[leave], minlength=n_cells))
         kernel.cost_cells(changed, cell_start, *costing)

@@ -99,12 +99,13 @@ def repay(
     vehicle_start: np.ndarray,
     by_vehicle: np.ndarray,
     kept: np.ndarray,
-    cell: np.ndarray,
+    slot_cell: np.ndarray,
     epsilon: np.ndarray,
     paid: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Each vehicle read in one of ``cells`` pays again the summed ε of its kept entries,
-    summed in entry order (as ``np.bincount`` sums them)."""
+    summed in entry order (as ``np.bincount`` sums them). ``slot_cell``: the cell of each
+    ``by_vehicle`` slot."""
     seen = np.zeros(len(paid), dtype=np.bool_)
     for g in cells:
         for p in range(cell_start[g], cell_start[g + 1]):
@@ -114,10 +115,21 @@ def repay(
             seen[v] = True
             total = 0.0
             for q in range(vehicle_start[v], vehicle_start[v + 1]):
-                e = by_vehicle[q]
-                if kept[e]:
-                    total += epsilon[cell[e]]
+                if kept[by_vehicle[q]]:
+                    total += epsilon[slot_cell[q]]
             paid[v] = total
+
+
+@njit(cache=True, nogil=True)
+def pay_all(
+    vehicle: np.ndarray, cell: np.ndarray, kept: np.ndarray, epsilon: np.ndarray, paid: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Every vehicle's summed ε of its kept entries in one pass in entry order:
+    ``np.bincount(vehicle, weights=np.where(kept, epsilon[cell], 0.0))`` into ``paid``."""
+    paid[:] = 0.0
+    for e in range(len(vehicle)):
+        if kept[e]:
+            paid[vehicle[e]] += epsilon[cell[e]]
 
 
 @njit(cache=True, nogil=True)
@@ -126,8 +138,8 @@ def sit_outs(
     vehicle_start: np.ndarray,
     by_vehicle: np.ndarray,
     kept: np.ndarray,
-    cell: np.ndarray,
-    count: np.ndarray,
+    slot_cell: np.ndarray,
+    slot_count: np.ndarray,
     total: np.ndarray,
     epsilon: np.ndarray,
     excess: np.ndarray,
@@ -135,8 +147,9 @@ def sit_outs(
     """The entries the ``over`` vehicles (ascending) leave: each vehicle's kept entries by
     ``m / (M ε)`` ascending (ties to the smaller cell), left while the ε of the ones before
     it is short of the excess. The running sum runs over all of them in that order, as the
-    reference's ``np.cumsum`` does."""
-    leave = np.empty(len(cell), dtype=np.int64)
+    reference's ``np.cumsum`` does. ``slot_cell``, ``slot_count``: each ``by_vehicle`` slot's
+    cell and count."""
+    leave = np.empty(len(by_vehicle), dtype=np.int64)
     n_leave = 0
     run = 0.0
     longest = 0
@@ -147,26 +160,26 @@ def sit_outs(
     for v in over:
         k = 0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
-            e = by_vehicle[q]
-            if not kept[e]:
+            if not kept[by_vehicle[q]]:
                 continue
-            key = count[e] / (total[cell[e]] * epsilon[cell[e]])
+            g = slot_cell[q]
+            key = slot_count[q] / (total[g] * epsilon[g])
             i = k  # insertion sort by score, stable: ties stay in entry (= cell) order
             while i > 0 and score[i - 1] > key:
                 score[i], ranked[i] = score[i - 1], ranked[i - 1]
                 i -= 1
-            score[i], ranked[i] = key, e
+            score[i], ranked[i] = key, q
             k += 1
         limit = excess[v] - 1e-12
         first_cum, first_eps = 0.0, 0.0
         for i in range(k):
-            e = ranked[i]
-            eps = epsilon[cell[e]]
+            q = ranked[i]
+            eps = epsilon[slot_cell[q]]
             run = run + eps
             if i == 0:
                 first_cum, first_eps = run, eps
             before = run - eps - (first_cum - first_eps)
             if before < limit:
-                leave[n_leave] = e
+                leave[n_leave] = by_vehicle[q]
                 n_leave += 1
     return leave[:n_leave]
