@@ -169,9 +169,9 @@ def plan_budget(
     dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
     share = 1.0 - variance_share
     order = entry_order(occupancy)
-    cell_start = np.searchsorted(cell[order], np.arange(n_cells + 1))
+    cell_start = occupancy.cell_start  # entries are grouped by cell: ``order``'s runs too
     by_vehicle = stable_order_by(vehicle, n_vehicles)
-    vehicle_start = np.searchsorted(vehicle[by_vehicle], np.arange(n_vehicles + 1))
+    vehicle_start = np.concatenate(([0], np.cumsum(np.bincount(vehicle, minlength=n_vehicles))))
     slot_cell, slot_count = cell[by_vehicle], count[by_vehicle]
     mean_eps, cap = np.empty(n_cells), np.empty(n_cells, dtype=np.int64)
     vehicles_kept = np.empty(n_cells, dtype=np.int64)
