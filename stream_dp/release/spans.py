@@ -140,12 +140,17 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
 
 
 def span_starts(state: WindowState) -> np.ndarray:
-    """Per cell of the occupancy, the start of its span: the first window of its pairs."""
+    """Per cell of the occupancy, the start of its span: the first window of its pairs
+    (computed once per occupancy: the held cells and the records both read it)."""
     from stream_dp.dp.group_min_kernel import minimum_at  # numba: imported on first use
 
     pairs = state.pairs
     assert pairs is not None
+    memo = state.span_start_memo
+    if memo is not None and memo[0] is pairs.occupancy:
+        return memo[1].copy()
     first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
     start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
     minimum_at(start, pairs.occupancy.cell_index, first)
+    state.span_start_memo = (pairs.occupancy, start.copy())
     return start

@@ -55,6 +55,8 @@ class WindowState:
     #: Entries deferred by earlier windows (spans, §13), and those this release defers.
     carry_in: WindowColumns | None = None
     carry_out: WindowColumns | None = None
+    #: The cells' span starts and the occupancy they were computed for (spans.span_starts).
+    span_start_memo: tuple[Any, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.observed is not None:
