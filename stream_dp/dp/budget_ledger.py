@@ -471,13 +471,17 @@ class BudgetLedger:
         :meth:`prune` already dropped windows inside the span, every vehicle's spend is +inf
         (unknown, so no budget left)."""
         at = _as_int(at_window_start, "at_window_start")
+        return self._spent_by_id(self._lookup(vehicle_names), at)
+
+    def _spent_by_id(self, ids: IntArray, at: int) -> FloatArray:
+        """:meth:`spent` of the vehicles of ledger ids ``ids`` (-1: unknown)."""
         period = self.period_seconds
         if self._forgotten_through is not None and at - period < self._forgotten_through:
             # Windows this one must be checked against were pruned: the spend is unknown, so
             # it counts as unlimited (a capped vehicle gets no cell; privacy never pays).
-            return np.full(len(vehicle_names), np.inf)
+            return np.full(len(ids), np.inf)
         totals = self._totals(at - period, at + period, inclusive=False, skip=at)
-        return totals[self._lookup(vehicle_names)]
+        return totals[ids]
 
     def allowed_cells(
         self, vehicle_names: Sequence[str], at_window_start: int, epsilon: float
@@ -507,8 +511,8 @@ class BudgetLedger:
         at = _as_int(at_window_start, "at_window_start")
         budget = _as_positive_float(budget, "budget")
         burst = _as_positive_float(burst, "burst")
-        room = budget - self.spent(vehicle_names, at) + CAP_RTOL * budget
-        ids = self._lookup(vehicle_names)
+        ids = self._lookup(vehicle_names)  # once: a window names ~10^5 vehicles
+        room = budget - self._spent_by_id(ids, at) + CAP_RTOL * budget
         known = ids >= 0
         if not known.any() or not np.isfinite(room).any():
             return np.minimum(np.maximum(room, 0.0), burst + CAP_RTOL * budget)
@@ -576,6 +580,8 @@ class BudgetLedger:
 
     def _lookup(self, names: Sequence[str]) -> IntArray:
         """Ids of ``names``; -1 for names the ledger does not hold."""
+        if not self._ids:  # nothing recorded yet (a fresh ledger): no name to look up
+            return np.full(len(names), -1, dtype=np.int64)
         return np.fromiter(map(self._ids.get, names, repeat(-1)), dtype=np.int64, count=len(names))
 
     def _totals(
