@@ -78,7 +78,7 @@ def fresh_carry(
 
 def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
     """Per pair, the start of the window of its first reading (its log holds it)."""
-    from stream_dp.dp.group_min_kernel import minimum_at  # numba: imported on first use
+    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
 
     first = np.full(len(columns), np.inf)
     minimum_at(first, columns.reading_pair, columns.reading_ts)
@@ -87,6 +87,8 @@ def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """The window of ``columns``' pairs ``pairs`` (indices) alone, names compacted."""
+    from stream_dp.dp.span_kernels import take_readings  # numba: imported on first use
+
     cells_used = _used(columns.cell_code[pairs], len(columns.cell_names))
     vehicles_used = _used(columns.vehicle_code[pairs], len(columns.vehicle_names))
     cell_map = np.full(len(columns.cell_names), -1, dtype=np.int64)
@@ -95,8 +97,9 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     vehicle_map[vehicles_used] = np.arange(len(vehicles_used))
     pair_map = np.full(len(columns), -1, dtype=np.int64)
     pair_map[pairs] = np.arange(len(pairs))
-    reading_pair = pair_map[columns.reading_pair]
-    live = reading_pair >= 0
+    reading_pair, reading_ts, reading_value = take_readings(
+        columns.reading_pair, pair_map, columns.reading_ts, columns.reading_value
+    )
     return WindowColumns(
         take_names(columns.cell_names, cells_used),
         cell_map[columns.cell_code[pairs]],
@@ -105,9 +108,9 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
         columns.count[pairs],
         columns.total[pairs],
         columns.total_sq[pairs],
-        reading_pair[live],
-        columns.reading_ts[live],
-        columns.reading_value[live],
+        reading_pair,
+        reading_ts,
+        reading_value,
     )
 
 
@@ -142,7 +145,7 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
 def span_starts(state: WindowState) -> np.ndarray:
     """Per cell of the occupancy, the start of its span: the first window of its pairs
     (computed once per occupancy: the held cells and the records both read it)."""
-    from stream_dp.dp.group_min_kernel import minimum_at  # numba: imported on first use
+    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
 
     pairs = state.pairs
     assert pairs is not None
