@@ -12,7 +12,9 @@ the readings, clamped to [0, U], that the record covers):
 - the busiest vessel's weekly epsilon, basic (cells x eps) and PLD at delta = 1e-6;
 - cells per resolution; the share of usefully covered readings in cells finer than R0;
 - the release time of the 1M-reading benchmark window (benchmarks/release.py's window,
-  resolution 8) with the row's settings (minimum of 3).
+  resolution 8) with the row's settings, and its ratio to the fixed-epsilon targeted row's
+  release of the same window timed alternately in the same run (medians of 5 pairs);
+  ``--timing-only`` prints just these, without the week.
 
 PipelineDP (MEAN and VARIANCE, Laplace, public partitions = the cells the targeted row
 released, ``max_partitions_contributed = K``, ``total_epsilon = K eps``) is scored on the
@@ -272,26 +274,39 @@ def pipeline_dp_means(
     return means
 
 
-def release_time(settings_row: dict[str, Any], columns: Any) -> float:
-    """Minimum of 3 timed releases of the 1M-reading window with the row's settings (res 8)."""
-    from release import WINDOW_START  # benchmarks/release.py, beside this script
-
-    from stream_dp.dp.noise import LaplaceNoise
-    from stream_dp.release.accounting import PrivacyAccountant
+def release_params(settings_row: dict[str, Any]) -> Any:
+    """The release parameters of a row for the 1M-reading window (resolution 8)."""
     from stream_dp.release.params import ReleaseParams
-    from stream_dp.release.window import release_window
 
     row = {**settings_row, "resolution": 8}
     if row.get("coarsest_resolution", 0) > 8:
         row["coarsest_resolution"] = 8
-    params = ReleaseParams.from_settings(settings_of(row))
-    times = []
-    for _ in range(3):
-        ledger = PrivacyAccountant(params).new_ledger()
-        start = time.perf_counter()
-        release_window(WINDOW_START, columns, params, LaplaceNoise(), ledger=ledger)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return ReleaseParams.from_settings(settings_of(row))
+
+
+def release_once(params: Any, columns: Any) -> float:
+    """Seconds of one release of the 1M-reading window (a fresh ledger)."""
+    from release import WINDOW_START  # benchmarks/release.py, beside this script
+
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.release.accounting import PrivacyAccountant
+    from stream_dp.release.window import release_window
+
+    ledger = PrivacyAccountant(params).new_ledger()
+    start = time.perf_counter()
+    release_window(WINDOW_START, columns, params, LaplaceNoise(), ledger=ledger)
+    return time.perf_counter() - start
+
+
+def release_time(settings_row: dict[str, Any], columns: Any) -> tuple[float, float]:
+    """The 1M-reading window released with the row's settings and with the fixed-epsilon
+    targeted row (:data:`TARGETED`), alternately, 5 times each after one warm-up of each (the
+    machine may be shared): the row's median seconds and the median of the paired ratios
+    row / targeted (issue 25: a vehicle budget's release within 1.5x of the targeted one)."""
+    row, targeted = release_params(settings_row), release_params(ROWS[TARGETED])
+    release_once(row, columns), release_once(targeted, columns)
+    pairs = [(release_once(row, columns), release_once(targeted, columns)) for _ in range(5)]
+    return statistics.median(a for a, _ in pairs), statistics.median(a / b for a, b in pairs)
 
 
 def million_window() -> Any:
@@ -312,9 +327,8 @@ def million_window() -> Any:
 HEADER = (
     "| row | useful coverage | median abs error | means at 0 or U | mean_error holds "
     "| busiest vessel eps (basic / PLD) | cells per resolution | useful in cells finer "
-    "than R0 | median staleness h | records per span (h) | 1M-window release s |\n"
-    + "|---" * 11
-    + "|"
+    "than R0 | median staleness h | records per span (h) | 1M-window release s "
+    "(x targeted) |\n" + "|---" * 11 + "|"
 )
 
 #: Each printed row's medians (the plot reads them).
@@ -360,9 +374,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rows", help="semicolon-separated row names (default: all)")
     parser.add_argument("--no-timing", action="store_true", help="skip the 1M-window timing")
+    parser.add_argument("--timing-only", action="store_true", help="only the 1M-window timing")
     parser.add_argument("--plot", help="PNG of useful coverage against B (needs [plot])")
     args = parser.parse_args()
     names = list(ROWS) if not args.rows else args.rows.split(";")
+    if args.timing_only:
+        return print_timings(names, million_window())
     truth = Truth()
     columns = None if args.no_timing else million_window()
     print(
@@ -411,11 +428,21 @@ def main() -> int:
     return 0
 
 
+def print_timings(names: list[str], columns: Any) -> int:
+    """The 1M-reading window's release time per row and its ratio to the targeted row's."""
+    print("| row | 1M-window release s | x targeted (same run) |")
+    print("|---|---|---|")
+    for name in names:
+        seconds, ratio = release_time(ROWS[name], columns)
+        print(f"| {name} | {seconds:.3f} | {ratio:.2f}x |", flush=True)
+    return 0
+
+
 def print_row(
     name: str,
     runs: list[dict[str, Any]],
     eps_pairs: list[tuple[float, float | None]] | None,
-    timing: float | None,
+    timing: tuple[float, float] | None,
 ) -> None:
     keys = ("coverage", "median_error", "at_bounds", "fine_share", "cells", "staleness")
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
@@ -434,7 +461,7 @@ def print_row(
         f"{', '.join(f'r{k}: {v}' for k, v in per_res.items())} | "
         f"{100 * med['fine_share']:.1f} % | {fmt(med['staleness'], '.2f')} | "
         f"{', '.join(f'{k}: {v}' for k, v in runs[0]['per_span'].items())} | "
-        f"{fmt(timing, '.3f')} |",
+        f"{'n/a' if timing is None else f'{timing[0]:.3f} ({timing[1]:.2f}x)'} |",
         flush=True,
     )
     SUMMARY[name] = med

@@ -94,7 +94,7 @@ def _strictly_ascending(names: Sequence[str]) -> bool:
     return all(map(operator.lt, names, islice(names, 1, None)))
 
 
-def _take(names: Sequence[str], index: IntArray) -> tuple[str, ...]:
+def take_names(names: Sequence[str], index: IntArray) -> tuple[str, ...]:
     """``tuple(names[i] for i in index)``, at C speed."""
     if len(index) == 0:
         return ()
@@ -174,13 +174,13 @@ class WindowLoss:
             raise ValueError("cells_per_vehicle must be >= 0")
         if not _strictly_ascending(names):
             order = np.asarray(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
-            names = _take(names, order)
+            names = take_names(names, order)
             if not _strictly_ascending(names):
                 raise ValueError("vehicle_names must be unique")
             cells = cells[order]
         used = np.flatnonzero(cells > 0)
         if len(used) < len(names):
-            names = _take(names, used)
+            names = take_names(names, used)
             cells = cells[used]
         return cls(window_start, epsilon, names, cells)
 
@@ -206,7 +206,7 @@ class WindowLoss:
         names = occupancy.vehicles
         used = np.flatnonzero(cells > 0)
         if len(used) < len(names):
-            names, cells = _take(names, used), cells[used]
+            names, cells = take_names(names, used), cells[used]
         cells.setflags(write=False)
         loss = object.__new__(cls)
         object.__setattr__(loss, "window_start", _as_int(window_start, "window_start"))
@@ -228,7 +228,7 @@ class WindowLoss:
         cells = _as_int_array(cells_per_vehicle, "cells_per_vehicle", len(vehicle_names))
         loss = np.asarray(losses, dtype=np.float64)
         used = np.flatnonzero(cells > 0)
-        names = _take(tuple(vehicle_names), used)
+        names = take_names(tuple(vehicle_names), used)
         top = float(loss[used].max()) if len(used) else 1.0
         epsilon = top if top > 0 else 1.0
         return cls(window_start, epsilon, names, cells[used], loss[used])
@@ -471,13 +471,17 @@ class BudgetLedger:
         :meth:`prune` already dropped windows inside the span, every vehicle's spend is +inf
         (unknown, so no budget left)."""
         at = _as_int(at_window_start, "at_window_start")
+        return self._spent_by_id(self._lookup(vehicle_names), at)
+
+    def _spent_by_id(self, ids: IntArray, at: int) -> FloatArray:
+        """:meth:`spent` of the vehicles of ledger ids ``ids`` (-1: unknown)."""
         period = self.period_seconds
         if self._forgotten_through is not None and at - period < self._forgotten_through:
             # Windows this one must be checked against were pruned: the spend is unknown, so
             # it counts as unlimited (a capped vehicle gets no cell; privacy never pays).
-            return np.full(len(vehicle_names), np.inf)
+            return np.full(len(ids), np.inf)
         totals = self._totals(at - period, at + period, inclusive=False, skip=at)
-        return totals[self._lookup(vehicle_names)]
+        return totals[ids]
 
     def allowed_cells(
         self, vehicle_names: Sequence[str], at_window_start: int, epsilon: float
@@ -507,8 +511,8 @@ class BudgetLedger:
         at = _as_int(at_window_start, "at_window_start")
         budget = _as_positive_float(budget, "budget")
         burst = _as_positive_float(burst, "burst")
-        room = budget - self.spent(vehicle_names, at) + CAP_RTOL * budget
-        ids = self._lookup(vehicle_names)
+        ids = self._lookup(vehicle_names)  # once: a window names ~10^5 vehicles
+        room = budget - self._spent_by_id(ids, at) + CAP_RTOL * budget
         known = ids >= 0
         if not known.any() or not np.isfinite(room).any():
             return np.minimum(np.maximum(room, 0.0), burst + CAP_RTOL * budget)
@@ -566,7 +570,7 @@ class BudgetLedger:
         missing = np.flatnonzero(ids < 0)
         if len(missing):
             first = len(self._names)
-            new_names = _take(names, missing)
+            new_names = take_names(names, missing)
             self._ids.update(zip(new_names, range(first, first + len(new_names)), strict=True))
             self._names.extend(new_names)
             ids[missing] = np.arange(first, first + len(new_names))
@@ -576,6 +580,8 @@ class BudgetLedger:
 
     def _lookup(self, names: Sequence[str]) -> IntArray:
         """Ids of ``names``; -1 for names the ledger does not hold."""
+        if not self._ids:  # nothing recorded yet (a fresh ledger): no name to look up
+            return np.full(len(names), -1, dtype=np.int64)
         return np.fromiter(map(self._ids.get, names, repeat(-1)), dtype=np.int64, count=len(names))
 
     def _totals(

@@ -45,6 +45,9 @@ EPSILON_STEP = 0.01
 #: published error bar above T.
 _MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
+#: A plan's round re-sums only the payments of the vehicles in the changed cells when
+#: those cells hold fewer than 1/_FEW of the entries (else one pass over all is faster).
+_FEW = 16
 
 
 @dataclass(frozen=True)
@@ -125,8 +128,12 @@ def cheapest_epsilon(
 
 
 def entry_order(occupancy: Occupancy) -> IntArray:
-    """The occupancy's entries sorted by (cell, count)."""
-    return np.lexsort((occupancy.count, occupancy.cell_index))
+    """The occupancy's entries sorted by (cell, count), ties in entry order (as
+    ``np.lexsort((count, cell_index))``, by a counting sort when the keys are few)."""
+    from stream_dp.dp.ordering import order_by_pair
+
+    top = int(occupancy.count.max(initial=0))
+    return order_by_pair(occupancy.cell_index, occupancy.count, len(occupancy.cells), top + 1)
 
 
 def plan_budget(
@@ -144,67 +151,61 @@ def plan_budget(
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
-    released now (they wait for more windows, :mod:`stream_dp.release.spans`)."""
+    released now (they wait for more windows, :mod:`stream_dp.release.spans`).
+
+    The first round costs every cell; each later round (compiled,
+    :mod:`stream_dp.dp.vehicle_budget_kernel`) only the cells some vehicle left, and only
+    the payments of the vehicles read in them. A payment is summed over the vehicle's
+    entries in entry order every time (never updated by differences), so every float is
+    the one a whole-occupancy pass gives (``stream_dp.testing.vehicle_budget_reference``)."""
+    from stream_dp.dp import vehicle_budget_kernel as kernel  # numba: imported on first use
+    from stream_dp.dp.array_kernels import stable_order_by
+
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
-    cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
+    cell, vehicle, count = occupancy.cell_index, occupancy.vehicle_index, occupancy.count
+    count = count.astype(np.int64, copy=False)
     total = occupancy.total_per_cell().astype(np.float64)
     kept = np.ones(occupancy.n_entries, dtype=bool)
     dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
     share = 1.0 - variance_share
-    rounds = 0
     order = entry_order(occupancy)
-    mean_eps, cap = cheapest_epsilon(
-        occupancy, kept, target, upper, prefix_limit, pseudo_user, order
-    )
-    changed: BoolArray | None = None
+    cell_start = occupancy.cell_start  # entries are grouped by cell: ``order``'s runs too
+    by_vehicle = stable_order_by(vehicle, n_vehicles)
+    vehicle_start = np.concatenate(([0], np.cumsum(np.bincount(vehicle, minlength=n_vehicles))))
+    slot_cell, slot_count = cell[by_vehicle], count[by_vehicle]
+    mean_eps, cap = np.empty(n_cells), np.empty(n_cells, dtype=np.int64)
+    vehicles_kept = np.empty(n_cells, dtype=np.int64)
+    limit = -1 if prefix_limit is None else int(prefix_limit)
+    costing = (order, kept, count, total, _FACTOR * upper, float(target), float(upper), limit,
+               bool(pseudo_user), mean_eps, cap, vehicles_kept)  # fmt: skip
+    changed = np.arange(n_cells)
+    kernel.cost_cells(changed, cell_start, *costing)
+    paid = np.zeros(n_vehicles)
+    rounds = 1
     while True:
-        rounds += 1
-        if changed is not None:  # only the cells that lost a vehicle are costed again
-            sub = order[changed[cell[order]]]
-            again, again_cap = cheapest_epsilon(
-                occupancy, kept, target, upper, prefix_limit, pseudo_user, sub
-            )
-            mean_eps[changed], cap[changed] = again[changed], again_cap[changed]
         epsilon = round_up(mean_eps / share)
-        vehicles_kept = np.bincount(cell[kept], minlength=n_cells)
         dropped |= (epsilon > max_cell_epsilon + 1e-12) | (vehicles_kept < min_vehicles)
         epsilon[dropped] = np.inf
-        kept &= ~dropped[cell]
-        cost = np.where(kept, epsilon[cell], 0.0)
-        paid = np.bincount(vehicle, weights=cost, minlength=n_vehicles)
+        if rounds == 1:
+            kept &= ~dropped[cell]
+        else:  # cells are only dropped among the re-costed ones
+            kernel.clear_cells(changed[dropped[changed]], cell_start, order, kept)
+        touched = int((cell_start[changed + 1] - cell_start[changed]).sum())
+        if touched * _FEW > len(cell):  # many payers: one pass over all entries is faster
+            kernel.pay_all(vehicle, cell, kept, epsilon, paid)
+        else:
+            kernel.repay(changed, cell_start, order, vehicle, vehicle_start, by_vehicle, kept,
+                         slot_cell, epsilon, paid)  # fmt: skip
         excess = paid - room
-        over = excess > 1e-12
-        if not over.any():
+        over = np.flatnonzero(excess > 1e-12)
+        if not len(over):
             return BudgetPlan(kept, epsilon, cap, paid, rounds)
-        leave = _sit_outs(occupancy, kept, epsilon, total, excess, over)
-        kept &= ~leave
-        changed = np.zeros(n_cells, dtype=bool)
-        changed[cell[leave]] = True
-
-
-def _sit_outs(
-    occupancy: Occupancy,
-    kept: BoolArray,
-    epsilon: FloatArray,
-    total: FloatArray,
-    excess: FloatArray,
-    over: BoolArray,
-) -> BoolArray:
-    """The entries vehicles over their room leave: per vehicle, least ``m / (M ε)`` first,
-    until what they leave covers the excess."""
-    cell, vehicle = occupancy.cell_index, occupancy.vehicle_index
-    idx = np.flatnonzero(kept & over[vehicle])
-    eps = epsilon[cell[idx]]
-    score = occupancy.count[idx] / (total[cell[idx]] * eps)
-    order = np.lexsort((cell[idx], score, vehicle[idx]))
-    idx, eps = idx[order], eps[order]
-    v = vehicle[idx]
-    cum = np.cumsum(eps)
-    first = np.searchsorted(v, v)  # each run's first position (v is sorted)
-    before = cum - eps - (cum[first] - eps[first])  # ε left by earlier entries of the run
-    leave = np.zeros(occupancy.n_entries, dtype=bool)
-    leave[idx[before < excess[v] - 1e-12]] = True
-    return leave
+        leave = kernel.sit_outs(over, vehicle_start, by_vehicle, kept, slot_cell, slot_count,
+                                total, epsilon, excess)  # fmt: skip
+        kept[leave] = False
+        changed = np.flatnonzero(np.bincount(cell[leave], minlength=n_cells))
+        kernel.cost_cells(changed, cell_start, *costing)
+        rounds += 1
 
 
 def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:

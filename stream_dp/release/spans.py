@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.dp.budget_ledger import take_names
 from stream_dp.dp.occupancy import factorize
 from stream_dp.windows.columns import WindowColumns
 
@@ -79,8 +80,10 @@ def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
     """Per pair, the start of the window of its first reading (its log holds it); a pair
     with no reading logged (``plan``'s occupancy of counts alone) has no earlier window: the
     largest int64, so it counts as the current window's."""
+    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
+
     first = np.full(len(columns), np.inf)
-    np.minimum.at(first, columns.reading_pair, columns.reading_ts)
+    minimum_at(first, columns.reading_pair, columns.reading_ts)
     logged = np.isfinite(first)
     start = np.full(len(columns), np.iinfo(np.int64).max, dtype=np.int64)
     start[logged] = np.floor(first[logged] / window_seconds) * window_seconds
@@ -89,28 +92,37 @@ def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """The window of ``columns``' pairs ``pairs`` (indices) alone, names compacted."""
-    cells_used = np.unique(columns.cell_code[pairs])
-    vehicles_used = np.unique(columns.vehicle_code[pairs])
+    from stream_dp.dp.span_kernels import take_readings  # numba: imported on first use
+
+    cells_used = _used(columns.cell_code[pairs], len(columns.cell_names))
+    vehicles_used = _used(columns.vehicle_code[pairs], len(columns.vehicle_names))
     cell_map = np.full(len(columns.cell_names), -1, dtype=np.int64)
     cell_map[cells_used] = np.arange(len(cells_used))
     vehicle_map = np.full(len(columns.vehicle_names), -1, dtype=np.int64)
     vehicle_map[vehicles_used] = np.arange(len(vehicles_used))
     pair_map = np.full(len(columns), -1, dtype=np.int64)
     pair_map[pairs] = np.arange(len(pairs))
-    reading_pair = pair_map[columns.reading_pair]
-    live = reading_pair >= 0
+    reading_pair, reading_ts, reading_value = take_readings(
+        columns.reading_pair, pair_map, columns.reading_ts, columns.reading_value
+    )
     return WindowColumns(
-        tuple(columns.cell_names[i] for i in cells_used.tolist()),
+        take_names(columns.cell_names, cells_used),
         cell_map[columns.cell_code[pairs]],
-        tuple(columns.vehicle_names[i] for i in vehicles_used.tolist()),
+        take_names(columns.vehicle_names, vehicles_used),
         vehicle_map[columns.vehicle_code[pairs]],
         columns.count[pairs],
         columns.total[pairs],
         columns.total_sq[pairs],
-        reading_pair[live],
-        columns.reading_ts[live],
-        columns.reading_value[live],
+        reading_pair,
+        reading_ts,
+        reading_value,
     )
+
+
+def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
+    """The distinct ``codes`` ascending (``np.unique`` of small non-negative codes, by
+    counting)."""
+    return np.flatnonzero(np.bincount(codes, minlength=n_names))
 
 
 def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns | None:
@@ -136,10 +148,17 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
 
 
 def span_starts(state: WindowState) -> np.ndarray:
-    """Per cell of the occupancy, the start of its span: the first window of its pairs."""
+    """Per cell of the occupancy, the start of its span: the first window of its pairs
+    (computed once per occupancy: the held cells and the records both read it)."""
+    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
+
     pairs = state.pairs
     assert pairs is not None
+    memo = state.span_start_memo
+    if memo is not None and memo[0] is pairs.occupancy:
+        return memo[1].copy()
     first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
     start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
-    np.minimum.at(start, pairs.occupancy.cell_index, first)
+    minimum_at(start, pairs.occupancy.cell_index, first)
+    state.span_start_memo = (pairs.occupancy, start.copy())
     return start

@@ -55,6 +55,9 @@ class Stage:
     """One named step of the release."""
 
     name = "stage"
+    #: The pairs (entries, columns) are final before this stage runs: it only chooses what
+    #: is kept of them, so the later stages' background work may start beside it.
+    pairs_final = False
 
     def begin(self, state: WindowState) -> None:
         """Start background work this stage needs (the masked pairs are known); none here."""
@@ -112,6 +115,7 @@ class VehicleBudget(Stage):
     CLIP-USER and the cap then keep what it chose."""
 
     name = "vehicle-budget"
+    pairs_final = True
 
     def run(self, state: WindowState) -> None:
         params = state.params
@@ -348,23 +352,32 @@ def release_pipeline(noise: LaplaceNoise) -> Pipeline:
 class Pipeline:
     """The stages that choose a window's pairs, then ``after_choice`` in order, then
     ``closing``. A window with no pair chosen skips ``after_choice``; otherwise each of those
-    stages may first begin its background work, which then runs beside CLIP-USER."""
+    stages may first begin its background work, which then runs beside CLIP-USER (or beside
+    the vehicle budget's plan, which starts once the pairs are final)."""
 
     after_choice: Sequence[Stage] = ()
     choice: Sequence[Stage] = field(default_factory=choose_stages)
     closing: Sequence[Stage] = ()
 
     def run(self, state: WindowState) -> WindowState:
+        begun = False
         for stage in self.choice:
+            if stage.pairs_final and not begun and state.pairs is not None and not state.empty:
+                self._begin(state)  # beside the vehicle budget's plan, as beside CLIP-USER
+                begun = True
             stage.run(state)
         if not state.empty:
-            for stage in self.after_choice:
-                stage.begin(state)
+            if not begun:
+                self._begin(state)
             for stage in self.after_choice:
                 stage.run(state)
         for stage in self.closing:
             stage.run(state)
         return state
+
+    def _begin(self, state: WindowState) -> None:
+        for stage in self.after_choice:
+            stage.begin(state)
 
 
 def _pairs(state: WindowState) -> Contributions:

@@ -60,6 +60,8 @@ class WindowState:
     carry_out: WindowColumns | None = None
     #: The input ends with this window: no cell is held for a longer span (§13.3).
     last: bool = False
+    #: The cells' span starts and the occupancy they were computed for (spans.span_starts).
+    span_start_memo: tuple[Any, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.observed is not None:

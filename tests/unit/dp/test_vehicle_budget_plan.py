@@ -1,0 +1,125 @@
+"""The vehicle budget's plan (docs/math.md §13.1) equals the whole-occupancy reference
+(``stream_dp.testing.vehicle_budget_reference``) exactly: kept entries, per-cell ε and caps,
+payments (bit for bit) and rounds, on random occupancies with sit-outs and dropped cells."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
+from stream_dp.testing.vehicle_budget_reference import reference_plan_budget
+
+U, T = 65.0, 10.0
+
+
+def random_occupancy(rng: np.random.Generator, n_cells: int, n_vehicles: int) -> Occupancy:
+    """Each vehicle in a few cells with skewed counts; entries grouped by cell, each cell's
+    entries in a shuffled vehicle order (as the release's merged order may be)."""
+    pairs: set[tuple[int, int]] = set()
+    for v in range(n_vehicles):
+        home = int(rng.integers(n_cells))
+        for _ in range(int(rng.integers(1, 6))):
+            pairs.add(((home + int(rng.integers(0, 4))) % n_cells, v))
+    cells = np.array(sorted({c for c, _ in pairs}), dtype=np.int64)
+    vehicles = np.array(sorted({v for _, v in pairs}), dtype=np.int64)
+    cell_of = {int(c): i for i, c in enumerate(cells)}
+    vehicle_of = {int(v): i for i, v in enumerate(vehicles)}
+    rows = sorted(pairs)
+    cell_index = np.array([cell_of[c] for c, _ in rows], dtype=np.int64)
+    vehicle_index = np.array([vehicle_of[v] for _, v in rows], dtype=np.int64)
+    within = np.lexsort((rng.random(len(rows)), cell_index))  # grouped by cell, shuffled
+    count = rng.choice([1, 1, 2, 3, 5, 8, 20, 64], size=len(rows)).astype(np.int64)
+    return Occupancy(
+        cells=tuple(f"c{c:04d}" for c in cells.tolist()),
+        vehicles=tuple(f"v{v:05d}" for v in vehicles.tolist()),
+        cell_index=cell_index[within],
+        vehicle_index=vehicle_index[within],
+        count=count,
+    )
+
+
+def both(occ: Occupancy, room: np.ndarray, **kwargs: Any) -> tuple[BudgetPlan, BudgetPlan]:
+    return plan_budget(occ, room.copy(), **kwargs), reference_plan_budget(occ, room, **kwargs)
+
+
+def assert_same(plan: BudgetPlan, reference: BudgetPlan) -> None:
+    assert np.array_equal(plan.kept, reference.kept)
+    assert np.array_equal(plan.epsilon, reference.epsilon)
+    assert np.array_equal(plan.cap, reference.cap)
+    assert plan.paid.tobytes() == reference.paid.tobytes()  # the same floats, bit for bit
+    assert plan.rounds == reference.rounds
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_cells=st.integers(1, 30),
+    n_vehicles=st.integers(1, 120),
+    room_scale=st.sampled_from([0.3, 1.0, 2.5, 10.0]),
+    max_cell_epsilon=st.sampled_from([0.5, 2.0, 5.0, 20.0]),
+    min_vehicles=st.sampled_from([1, 2, 3, 6, 10]),
+    prefix_limit=st.sampled_from([None, 4, 16]),
+    pseudo_user=st.booleans(),
+    variance_share=st.sampled_from([0.0, 0.5]),
+    hold=st.booleans(),
+)
+def test_the_plan_equals_the_reference(
+    seed: int, n_cells: int, n_vehicles: int, room_scale: float, max_cell_epsilon: float,
+    min_vehicles: int, prefix_limit: int | None, pseudo_user: bool, variance_share: float,
+    hold: bool,
+) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    occ = random_occupancy(rng, n_cells, n_vehicles)
+    room = rng.uniform(0.0, room_scale, len(occ.vehicles))
+    room[rng.random(len(room)) < 0.1] = 0.0  # some vehicles have nothing left
+    held = rng.random(len(occ.cells)) < 0.2 if hold else None
+    plan, reference = both(
+        occ, room, target=T, upper=U, variance_share=variance_share,
+        max_cell_epsilon=max_cell_epsilon, min_vehicles=min_vehicles,
+        prefix_limit=prefix_limit, pseudo_user=pseudo_user, held=held,
+    )  # fmt: skip
+    assert_same(plan, reference)
+
+
+def test_a_large_plan_with_many_rounds_equals_the_reference() -> None:
+    """A window where the plan really works: many sit-out rounds, cells dropped when their
+    vehicles leave, most vehicles left in some cell."""
+    rng = np.random.default_rng(25)
+    occ = random_occupancy(rng, 100, 6000)
+    short = rng.random(len(occ.vehicles)) < 0.1  # a tenth of the vehicles are short of room
+    room = np.where(short, rng.uniform(0.0, 2.0, len(occ.vehicles)), 100.0)
+    plan, reference = both(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    assert_same(plan, reference)
+    sat_out = ~plan.kept & np.isfinite(plan.epsilon)[occ.cell_index]
+    assert plan.rounds >= 5
+    assert sat_out.sum() > 300
+    assert np.isfinite(plan.epsilon).sum() > 30
+    first = plan_budget(
+        occ, np.full(len(room), np.inf), target=T, upper=U, variance_share=0.0,
+        max_cell_epsilon=2.0, min_vehicles=2, prefix_limit=16,
+    )  # fmt: skip
+    assert plan.dropped.sum() > first.dropped.sum()  # cells dropped after sit-outs
+
+
+def test_a_cell_left_below_min_vehicles_by_a_sit_out_is_dropped_as_the_reference_drops_it() -> None:
+    # w1 has no room: it sits out a, which keeps two vehicles (of three needed): dropped.
+    occ = Occupancy.from_triples(
+        [("a", "w0", 8), ("a", "w1", 1), ("a", "w2", 8), ("b", "w1", 3), ("b", "w3", 3)]
+    )
+    room = np.array([50.0, 0.0, 50.0, 50.0])
+    kwargs: dict[str, Any] = {"target": T, "upper": U, "variance_share": 0.0}
+    plan, reference = both(occ, room, max_cell_epsilon=50.0, min_vehicles=3, **kwargs)
+    assert_same(plan, reference)
+    assert plan.dropped.tolist() == [True, True] and plan.rounds == 2
+    assert not plan.kept.any()
+    loose, loose_reference = both(occ, room, max_cell_epsilon=50.0, min_vehicles=2, **kwargs)
+    assert_same(loose, loose_reference)
+    assert loose.dropped.tolist() == [False, True]  # with two needed, a is released
