@@ -26,11 +26,13 @@ so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp import kernel_choice
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 
 IntArray = NDArray[np.int64]
@@ -162,7 +164,7 @@ class UnitPrice:
         if not len(group):
             return out
         room = self.room[vehicle]
-        order = np.lexsort((room, group))
+        order = self.order(group, vehicle, n_groups)
         g, r, w = group[order], room[order], count[order].astype(np.float64)
         cum = np.cumsum(w)
         start = np.searchsorted(g, np.arange(n_groups))
@@ -174,6 +176,21 @@ class UnitPrice:
         at = np.searchsorted(cum, goal[has], side="left")
         out[has] = r[np.minimum(at, end[has] - 1)]
         return out
+
+    def order(self, group: IntArray, vehicle: IntArray, n_groups: int) -> IntArray:
+        """The stable order by (group, the vehicle's room), ``np.lexsort((room[vehicle],
+        group))``, by counting sorts on the rooms' ranks (:attr:`room_rank`)."""
+        from stream_dp.dp.ordering import order_by_pair
+
+        rank, n_ranks = self.room_rank
+        return order_by_pair(group, rank[vehicle], max(n_groups, 1), n_ranks)
+
+    @cached_property
+    def room_rank(self) -> tuple[IntArray, int]:
+        """Per vehicle, the rank of its room among the distinct rooms (equal rooms: equal
+        ranks), and how many distinct rooms there are: ordering by it orders by room."""
+        distinct, rank = np.unique(self.room, return_inverse=True)
+        return rank.astype(np.int64).reshape(-1), max(len(distinct), 1)
 
 
 @dataclass(frozen=True)
@@ -201,9 +218,24 @@ class BudgetChoice:
 def _aggregate(
     group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
-    """One entry per distinct (group, vehicle), counts added."""
-    groups, vehicles, inverse = pair_groups(group, vehicle, int(group.max(initial=-1)) + 1,
-                                            n_vehicles)  # fmt: skip
+    """One entry per distinct (group, vehicle), counts added (compiled:
+    :func:`~stream_dp.dp.adaptive_kernel.aggregate_pairs`, the same entries)."""
+    n_groups = int(group.max(initial=-1)) + 1
+    if len(group) and kernel_choice.use_kernels(len(group)):
+        from stream_dp.dp.adaptive_kernel import aggregate_pairs
+
+        return aggregate_pairs(  # type: ignore[no-any-return]
+            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
+            count.astype(np.int64, copy=False), n_groups, max(n_vehicles, 1),
+        )  # fmt: skip
+    return aggregate_by_sort(group, vehicle, count, n_groups, n_vehicles)
+
+
+def aggregate_by_sort(
+    group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, n_vehicles: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`_aggregate` by :func:`pair_groups` and a ``bincount`` (numpy only)."""
+    groups, vehicles, inverse = pair_groups(group, vehicle, n_groups, n_vehicles)
     summed = np.bincount(inverse, weights=count, minlength=len(groups)).astype(np.int64)
     return groups, vehicles, summed
 
@@ -298,13 +330,17 @@ def _choose_remainder(
     partial_parent: set[str] = set()  # units some of whose readings were released below
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
     entries = pairs
+    known: tuple[FloatArray, NDArray[np.bool_]] | None = None  # (error, passes), from below
     for level in range(finest, coarsest - 1, -1):
         alive = unit_of_cell >= 0
         if not alive.any():
             break
         unit, vehicle, count = entries
         n_units = len(unit_names)
-        error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        if known is None:
+            error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        else:
+            error, passes = known
         if budget is not None:
             passes &= budget.may_pass(unit_names, unit_of_cell, level > coarsest)
         occupied = np.zeros(n_units, dtype=bool)
@@ -314,7 +350,7 @@ def _choose_remainder(
             move_up = np.zeros(n_units, dtype=bool)
         else:
             split = _split_parents(rule, unit_names, level, entries, passes, occupied, detail_slack)
-            parents, parent_names, parent_of, release_now = split
+            parents, parent_names, parent_of, release_now, whole = split
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
         for u in np.flatnonzero(release_now).tolist():
@@ -340,9 +376,14 @@ def _choose_remainder(
         unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
         unit_names = [str(parent_names[i]) for i in used.tolist()]
         up_entry = move_up[unit]
-        entries = _aggregate(
-            remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
-        )
+        known = None
+        if np.array_equal(up_entry, whole.select):  # the whole parents move up: reuse them
+            entries = (remap[whole.group], whole.vehicle, whole.count)
+            known = (whole.error[used], whole.passes[used])
+        else:
+            entries = _aggregate(
+                remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
+            )
     return _result(released, final_of_cell)
 
 
@@ -354,9 +395,10 @@ def _split_parents(
     passes: np.ndarray,
     occupied: np.ndarray,
     detail_slack: float,
-) -> tuple[list[str], np.ndarray, IntArray, np.ndarray]:
+) -> tuple[list[str], np.ndarray, IntArray, np.ndarray, _Whole]:
     """One level up from ``level``: each unit's parent name, the distinct parents, each
-    unit's parent index, and the units released now (passing, under a parent that is split)."""
+    unit's parent index, the units released now (passing, under a parent that is split), and
+    the whole parents with a failing child (:class:`_Whole`)."""
     unit, vehicle, count = entries
     n_units = len(unit_names)
     parents = _parents(unit_names, level - 1)
@@ -369,8 +411,13 @@ def _split_parents(
     has_failing[parent_of[failing]] = True
     mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
     up = parent_of[unit]
-    _, remainder_passes = rule.passing(up, vehicle, count, n_parents, mixed & failing[unit])
-    _, whole_passes = rule.passing(up, vehicle, count, n_parents, mixed)
+    whole_parents = _Whole.of(rule, mixed, up, entries, n_parents)
+    whole_passes = whole_parents.passes
+    remainder = mixed & failing[unit]
+    if np.array_equal(remainder, mixed):  # no passing child under them: the same units
+        remainder_passes = whole_passes
+    else:
+        _, remainder_passes = rule.passing(up, vehicle, count, n_parents, remainder)
     # Readings covered now or next level: split vs whole parent.
     readings = np.bincount(unit, weights=count, minlength=n_units)
     kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
@@ -380,7 +427,37 @@ def _split_parents(
     kept_whole = whole * whole_passes
     split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
     release_now = occupied & passes & split[parent_of]
-    return parents, parent_names, parent_of, release_now
+    return parents, parent_names, parent_of, release_now, whole_parents
+
+
+class _Whole(NamedTuple):
+    """The parents with a failing child, whole: the entries under them (``select``), their
+    (parent, vehicle) entries with counts added, and each parent's predicted error and pass
+    flag (:meth:`_Rule.passing`). When exactly these entries move up a level they are that
+    level's entries and pass test, not computed again."""
+
+    select: NDArray[np.bool_]
+    group: IntArray
+    vehicle: IntArray
+    count: IntArray
+    error: FloatArray
+    passes: NDArray[np.bool_]
+
+    @classmethod
+    def of(
+        cls,
+        rule: _Rule,
+        select: NDArray[np.bool_],
+        up: IntArray,
+        entries: tuple[IntArray, IntArray, IntArray],
+        n_parents: int,
+    ) -> _Whole:
+        _, vehicle, count = entries
+        group, vehicle, count = _aggregate(
+            up[select], vehicle[select], count[select], rule.n_vehicles
+        )
+        error, passes = rule.passing(group, vehicle, count, n_parents, unique=True)
+        return cls(select, group, vehicle, count, error, passes)
 
 
 def _choose_compact(
