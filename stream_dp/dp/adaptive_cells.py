@@ -25,9 +25,9 @@ so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -203,6 +203,9 @@ class BudgetChoice:
     price: UnitPrice
     refused: frozenset[str] = frozenset()
     waiting: NDArray[np.bool_] | None = None
+    #: The finest level's pass test of an earlier choice of the same window (one dict for
+    #: all its choices): reused when the pairs and the rule are the same (:func:`_first_level`).
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def may_pass(self, names: list[str], unit_of_cell: IntArray, finer: bool) -> NDArray[np.bool_]:
         """Per unit (``names``; ``unit_of_cell``: each observed cell's unit, -1: none) whether
@@ -337,7 +340,9 @@ def _choose_remainder(
             break
         unit, vehicle, count = entries
         n_units = len(unit_names)
-        if known is None:
+        if level == finest and budget is not None:
+            error, passes = _first_level(rule, entries, n_units, budget.memo)
+        elif known is None:
             error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
         else:
             error, passes = known
@@ -385,6 +390,30 @@ def _choose_remainder(
                 remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
             )
     return _result(released, final_of_cell)
+
+
+def _first_level(
+    rule: _Rule,
+    entries: tuple[IntArray, IntArray, IntArray],
+    n_units: int,
+    memo: dict[str, Any],
+) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """The finest level's predicted error and pass flag per unit (:meth:`_Rule.passing`),
+    taken from ``memo`` when an earlier choice computed them for equal entries and rule (a
+    window chosen again with more cells refused: the refusals apply after this test)."""
+    seen = memo.get("first_level")
+    if seen is not None:
+        seen_rule, seen_entries, error, passes = seen
+        if (
+            seen_rule.price is rule.price  # the same rooms (an array: compared by identity)
+            and replace(seen_rule, price=None) == replace(rule, price=None)
+            and len(error) == n_units
+            and all(np.array_equal(a, b) for a, b in zip(seen_entries, entries, strict=True))
+        ):
+            return error.copy(), passes.copy()
+    error, passes = rule.passing(*entries, n_units, unique=True)
+    memo["first_level"] = (rule, entries, error.copy(), passes.copy())
+    return error, passes
 
 
 def _split_parents(

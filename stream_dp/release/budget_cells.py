@@ -18,7 +18,7 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,9 +50,10 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     waiting = waiting_cells(state)
     refused: set[str] = set()
     withheld = (0, 0)
+    memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     for _ in range(MAX_CHOICES):
         state.columns, state.adaptive, withheld = adaptive_columns(
-            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting),
+            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting, memo),
             BUDGET_DETAIL_SLACK,
         )  # fmt: skip
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
