@@ -221,8 +221,12 @@ class BudgetChoice:
 def _aggregate(
     group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
-    """One entry per distinct (group, vehicle), counts added (compiled:
-    :func:`~stream_dp.dp.adaptive_kernel.aggregate_pairs`, the same entries)."""
+    """One entry per distinct (group, vehicle), counts added, grouped by group ascending.
+    Within a group the entries' order is not promised (compiled:
+    :func:`~stream_dp.dp.adaptive_kernel.aggregate_pairs`, vehicles as they first appear;
+    numpy: ascending): nothing the choice computes from them depends on it (sums of integer
+    counts, a unit's price a room its tied entries share, :func:`best_cap_mean_error` over
+    the counts)."""
     n_groups = int(group.max(initial=-1)) + 1
     if len(group) and kernel_choice.use_kernels(len(group)):
         from stream_dp.dp.adaptive_kernel import aggregate_pairs

@@ -67,49 +67,40 @@ def best_cap_scan(
 def aggregate_pairs(
     group: np.ndarray, vehicle: np.ndarray, count: np.ndarray, n_groups: int, n_vehicles: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """One entry per distinct ``(group, vehicle)`` in ascending order, counts added: what
-    :func:`stream_dp.dp.adaptive_cells.pair_groups` and a ``bincount`` give. The entries are
-    visited by vehicle (a counting sort), so each group meets its vehicles in ascending order
-    and a repeat is the group's latest pair; then the pairs are counted out by group."""
+    """One entry per distinct ``(group, vehicle)``, counts added: groups ascending, within a
+    group its vehicles in the order they first appear (not sorted: what the adaptive choice
+    computes from a group's entries does not depend on their order). A stable counting pass
+    by group, then one slot per vehicle: a slot below the group's first entry is an earlier
+    group's, so the vehicle is new to this one."""
     n = len(group)
-    start = np.zeros(n_vehicles + 1, dtype=np.int64)
-    for v in vehicle:
-        start[v + 1] += 1
-    for v in range(n_vehicles):
-        start[v + 1] += start[v]
-    by_vehicle = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        v = vehicle[i]
-        by_vehicle[start[v]] = i
-        start[v] += 1
-    latest = np.full(n_groups, -1, dtype=np.int64)  # per group: its latest pair
-    pair_group = np.empty(n, dtype=np.int64)
-    pair_vehicle = np.empty(n, dtype=np.int64)
-    pair_count = np.empty(n, dtype=np.int64)
-    per_group = np.zeros(n_groups + 1, dtype=np.int64)
-    m = 0
-    for i in by_vehicle:
-        g, v = group[i], vehicle[i]
-        k = latest[g]
-        if k >= 0 and pair_vehicle[k] == v:
-            pair_count[k] += count[i]
-        else:
-            latest[g] = m
-            pair_group[m] = g
-            pair_vehicle[m] = v
-            pair_count[m] = count[i]
-            per_group[g + 1] += 1
-            m += 1
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    for g in group:
+        start[g + 1] += 1
     for g in range(n_groups):
-        per_group[g + 1] += per_group[g]
-    out_group = np.empty(m, dtype=np.int64)
-    out_vehicle = np.empty(m, dtype=np.int64)
-    out_count = np.empty(m, dtype=np.int64)
-    for k in range(m):
-        g = pair_group[k]
-        j = per_group[g]
-        out_group[j] = g
-        out_vehicle[j] = pair_vehicle[k]
-        out_count[j] = pair_count[k]
-        per_group[g] += 1
-    return out_group, out_vehicle, out_count
+        start[g + 1] += start[g]
+    fill = start[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        g = group[i]
+        order[fill[g]] = i
+        fill[g] += 1
+    slot = np.full(n_vehicles, -1, dtype=np.int64)
+    out_group = np.empty(n, dtype=np.int64)
+    out_vehicle = np.empty(n, dtype=np.int64)
+    out_count = np.empty(n, dtype=np.int64)
+    m = 0
+    for g in range(n_groups):
+        first = m
+        for k in range(start[g], start[g + 1]):
+            i = order[k]
+            v = vehicle[i]
+            at = slot[v]
+            if at < first:
+                slot[v] = m
+                out_group[m] = g
+                out_vehicle[m] = v
+                out_count[m] = count[i]
+                m += 1
+            else:
+                out_count[at] += count[i]
+    return out_group[:m], out_vehicle[:m], out_count[:m]
