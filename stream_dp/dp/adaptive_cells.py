@@ -160,6 +160,21 @@ class UnitPrice:
 
     def pay(self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int) -> FloatArray:
         """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
+        if not len(group):
+            return np.zeros(n_groups)
+        if kernel_choice.use_kernels(len(group)):
+            from stream_dp.dp.adaptive_kernel import weighted_quantile
+
+            order = self.order(group, vehicle, n_groups)
+            return weighted_quantile(  # type: ignore[no-any-return]
+                order, group, self.room[vehicle], count, n_groups, float(self.quantile)
+            )
+        return self.pay_numpy(group, vehicle, count, n_groups)
+
+    def pay_numpy(
+        self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int
+    ) -> FloatArray:
+        """:meth:`pay` in numpy (the compiled one's floats)."""
         out = np.zeros(n_groups)
         if not len(group):
             return out

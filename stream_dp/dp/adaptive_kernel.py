@@ -104,3 +104,39 @@ def aggregate_pairs(
             else:
                 out_count[at] += count[i]
     return out_group[:m], out_vehicle[:m], out_count[:m]
+
+
+@njit(cache=True, nogil=True)
+def weighted_quantile(
+    order: np.ndarray,
+    group: np.ndarray,
+    value: np.ndarray,
+    weight: np.ndarray,
+    n_groups: int,
+    quantile: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per group, the ``weight``-weighted ``quantile`` of its entries' ``value`` (0 for a
+    group with no entry); ``order``: the entries by (group, value). The floats are numpy's
+    (one running sum over all entries, a binary search in it)."""
+    n = len(order)
+    g = np.empty(n, dtype=np.int64)
+    r = np.empty(n, dtype=np.float64)
+    cum = np.empty(n, dtype=np.float64)
+    running = 0.0
+    for j in range(n):
+        i = order[j]
+        g[j] = group[i]
+        r[j] = value[i]
+        running += float(weight[i])
+        cum[j] = running
+    out = np.zeros(n_groups)
+    j = 0
+    while j < n:
+        k, start = g[j], j
+        while j < n and g[j] == k:
+            j += 1
+        base = cum[start - 1] if start > 0 else 0.0
+        goal = base + quantile * (cum[j - 1] - base)
+        at = np.searchsorted(cum, goal)
+        out[k] = r[min(at, j - 1)]
+    return out

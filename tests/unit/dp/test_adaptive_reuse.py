@@ -176,3 +176,17 @@ def test_the_budget_choice_is_the_level_by_level_one(
         finer = [n for n, r in zip(got.names, got.resolution.tolist(), strict=True) if r > 5]
         refused.update(finer[::2])
     assert reused["first"] == 2  # the later choices took the finest level from the memo
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_compiled_price_is_the_numpy_one(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    room = rng.choice([0.0, 0.35, 0.5, 1.0, 2.0, 7.0 / 3.0], size=300)  # ties
+    price = UnitPrice(room, 1.0, 7.0 / 3.0, quantile=float(rng.choice([0.25, 0.5, 0.75])))
+    n_groups = 30  # some groups without entries
+    group, vehicle = rng.integers(0, n_groups - 3, 200), rng.integers(0, 300, 200)
+    count = rng.integers(1, 40, 200)
+    got = price.pay(group, vehicle, count, n_groups)
+    want = price.pay_numpy(group, vehicle, count, n_groups)
+    assert len(set(want.tolist())) > 2  # the groups' prices differ
+    assert got.tobytes() == want.tobytes()
