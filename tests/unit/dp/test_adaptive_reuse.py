@@ -14,7 +14,7 @@ import pytest
 
 from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, aggregate_by_sort, choose_cells
-from stream_dp.dp.adaptive_kernel import aggregate_pairs
+from stream_dp.dp.adaptive_kernel import aggregate_pairs, weighted_quantile
 
 U, T = 65.0, 10.0
 CENTRE = h3.latlng_to_cell(40.70, -74.02, 8)
@@ -190,3 +190,13 @@ def test_the_compiled_price_is_the_numpy_one(seed: int) -> None:
     want = price.pay_numpy(group, vehicle, count, n_groups)
     assert len(set(want.tolist())) > 2  # the groups' prices differ
     assert got.tobytes() == want.tobytes()
+
+
+def test_the_compiled_price_takes_the_lower_room_at_an_exact_half() -> None:
+    # Unit 0: rooms 1 and 3 with 2 readings each: the half of its readings is reached exactly
+    # at the room-1 vehicle, whose room is the price (numpy's searchsorted "left").
+    price = UnitPrice(np.array([3.0, 1.0, 2.0]), 1.0, 10.0)
+    group, vehicle, count = np.array([0, 0, 1]), np.array([0, 1, 2]), np.array([2, 2, 5])
+    order = price.order(group, vehicle, 2)
+    got = weighted_quantile(order, group, price.room[vehicle], count, 2, 0.5)
+    assert got.tolist() == price.pay_numpy(group, vehicle, count, 2).tolist() == [1.0, 2.0]
