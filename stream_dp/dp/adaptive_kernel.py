@@ -1,9 +1,13 @@
-"""Compiled (numba) scan for :func:`stream_dp.dp.adaptive_cells.best_cap_mean_error`."""
+"""Compiled (numba) steps of the adaptive choice (:mod:`stream_dp.dp.adaptive_cells`): the
+scan of :func:`~stream_dp.dp.adaptive_cells.best_cap_mean_error`, the (group, vehicle)
+aggregation of a level's entries and the unit price's weighted quantile (§13.1)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from stream_dp.dp.array_kernels import stable_order_by
 
 
 @njit(cache=True, nogil=True)
@@ -73,36 +77,25 @@ def aggregate_pairs(
     by group, then one slot per vehicle: a slot below the group's first entry is an earlier
     group's, so the vehicle is new to this one."""
     n = len(group)
-    start = np.zeros(n_groups + 1, dtype=np.int64)
-    for g in group:
-        start[g + 1] += 1
-    for g in range(n_groups):
-        start[g + 1] += start[g]
-    fill = start[:-1].copy()
-    order = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        g = group[i]
-        order[fill[g]] = i
-        fill[g] += 1
+    order = stable_order_by(group, n_groups)
     slot = np.full(n_vehicles, -1, dtype=np.int64)
     out_group = np.empty(n, dtype=np.int64)
     out_vehicle = np.empty(n, dtype=np.int64)
     out_count = np.empty(n, dtype=np.int64)
-    m = 0
-    for g in range(n_groups):
-        first = m
-        for k in range(start[g], start[g + 1]):
-            i = order[k]
-            v = vehicle[i]
-            at = slot[v]
-            if at < first:
-                slot[v] = m
-                out_group[m] = g
-                out_vehicle[m] = v
-                out_count[m] = count[i]
-                m += 1
-            else:
-                out_count[at] += count[i]
+    m, first, current = 0, 0, -1
+    for i in order:
+        g, v = group[i], vehicle[i]
+        if g != current:  # the group's first entry
+            first, current = m, g
+        at = slot[v]
+        if at < first:
+            slot[v] = m
+            out_group[m] = g
+            out_vehicle[m] = v
+            out_count[m] = count[i]
+            m += 1
+        else:
+            out_count[at] += count[i]
     return out_group[:m], out_vehicle[:m], out_count[:m]
 
 
