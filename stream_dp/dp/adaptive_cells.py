@@ -25,12 +25,14 @@ so the choice costs no privacy; CLIP-USER, the cap and the noise then run on the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp import kernel_choice
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 
 IntArray = NDArray[np.int64]
@@ -158,11 +160,26 @@ class UnitPrice:
 
     def pay(self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int) -> FloatArray:
         """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
+        if not len(group):
+            return np.zeros(n_groups)
+        if kernel_choice.use_kernels(len(group)):
+            from stream_dp.dp.adaptive_kernel import weighted_quantile
+
+            order = self.order(group, vehicle, n_groups)
+            return weighted_quantile(  # type: ignore[no-any-return]
+                order, group, self.room[vehicle], count, n_groups, float(self.quantile)
+            )
+        return self.pay_numpy(group, vehicle, count, n_groups)
+
+    def pay_numpy(
+        self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int
+    ) -> FloatArray:
+        """:meth:`pay` in numpy (the compiled one's floats)."""
         out = np.zeros(n_groups)
         if not len(group):
             return out
         room = self.room[vehicle]
-        order = np.lexsort((room, group))
+        order = self.order(group, vehicle, n_groups)
         g, r, w = group[order], room[order], count[order].astype(np.float64)
         cum = np.cumsum(w)
         start = np.searchsorted(g, np.arange(n_groups))
@@ -175,6 +192,21 @@ class UnitPrice:
         out[has] = r[np.minimum(at, end[has] - 1)]
         return out
 
+    def order(self, group: IntArray, vehicle: IntArray, n_groups: int) -> IntArray:
+        """The stable order by (group, the vehicle's room), ``np.lexsort((room[vehicle],
+        group))``, by counting sorts on the rooms' ranks (:attr:`room_rank`)."""
+        from stream_dp.dp.ordering import order_by_pair
+
+        rank, n_ranks = self.room_rank
+        return order_by_pair(group, rank[vehicle], max(n_groups, 1), n_ranks)
+
+    @cached_property
+    def room_rank(self) -> tuple[IntArray, int]:
+        """Per vehicle, the rank of its room among the distinct rooms (equal rooms: equal
+        ranks), and how many distinct rooms there are: ordering by it orders by room."""
+        distinct, rank = np.unique(self.room, return_inverse=True)
+        return rank.astype(np.int64).reshape(-1), max(len(distinct), 1)
+
 
 @dataclass(frozen=True)
 class BudgetChoice:
@@ -186,6 +218,9 @@ class BudgetChoice:
     price: UnitPrice
     refused: frozenset[str] = frozenset()
     waiting: NDArray[np.bool_] | None = None
+    #: The finest level's pass test of an earlier choice of the same window (one dict for
+    #: all its choices): reused when the pairs and the rule are the same (:func:`_first_level`).
+    memo: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def may_pass(self, names: list[str], unit_of_cell: IntArray, finer: bool) -> NDArray[np.bool_]:
         """Per unit (``names``; ``unit_of_cell``: each observed cell's unit, -1: none) whether
@@ -201,9 +236,28 @@ class BudgetChoice:
 def _aggregate(
     group: IntArray, vehicle: IntArray, count: IntArray, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
-    """One entry per distinct (group, vehicle), counts added."""
-    groups, vehicles, inverse = pair_groups(group, vehicle, int(group.max(initial=-1)) + 1,
-                                            n_vehicles)  # fmt: skip
+    """One entry per distinct (group, vehicle), counts added, grouped by group ascending.
+    Within a group the entries' order is not promised (compiled:
+    :func:`~stream_dp.dp.adaptive_kernel.aggregate_pairs`, vehicles as they first appear;
+    numpy: ascending): nothing the choice computes from them depends on it (sums of integer
+    counts, a unit's price a room its tied entries share, :func:`best_cap_mean_error` over
+    the counts)."""
+    n_groups = int(group.max(initial=-1)) + 1
+    if len(group) and kernel_choice.use_kernels(len(group)):
+        from stream_dp.dp.adaptive_kernel import aggregate_pairs
+
+        return aggregate_pairs(  # type: ignore[no-any-return]
+            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
+            count.astype(np.int64, copy=False), n_groups, max(n_vehicles, 1),
+        )  # fmt: skip
+    return aggregate_by_sort(group, vehicle, count, n_groups, n_vehicles)
+
+
+def aggregate_by_sort(
+    group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, n_vehicles: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`_aggregate` by :func:`pair_groups` and a ``bincount`` (numpy only)."""
+    groups, vehicles, inverse = pair_groups(group, vehicle, n_groups, n_vehicles)
     summed = np.bincount(inverse, weights=count, minlength=len(groups)).astype(np.int64)
     return groups, vehicles, summed
 
@@ -298,13 +352,19 @@ def _choose_remainder(
     partial_parent: set[str] = set()  # units some of whose readings were released below
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
     entries = pairs
+    known: tuple[FloatArray, NDArray[np.bool_]] | None = None  # (error, passes), from below
     for level in range(finest, coarsest - 1, -1):
         alive = unit_of_cell >= 0
         if not alive.any():
             break
         unit, vehicle, count = entries
         n_units = len(unit_names)
-        error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        if level == finest and budget is not None:
+            error, passes = _first_level(rule, entries, n_units, budget.memo)
+        elif known is None:
+            error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+        else:
+            error, passes = known
         if budget is not None:
             passes &= budget.may_pass(unit_names, unit_of_cell, level > coarsest)
         occupied = np.zeros(n_units, dtype=bool)
@@ -314,7 +374,7 @@ def _choose_remainder(
             move_up = np.zeros(n_units, dtype=bool)
         else:
             split = _split_parents(rule, unit_names, level, entries, passes, occupied, detail_slack)
-            parents, parent_names, parent_of, release_now = split
+            parents, parent_names, parent_of, release_now, whole = split
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
         for u in np.flatnonzero(release_now).tolist():
@@ -340,10 +400,39 @@ def _choose_remainder(
         unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
         unit_names = [str(parent_names[i]) for i in used.tolist()]
         up_entry = move_up[unit]
-        entries = _aggregate(
-            remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
-        )
+        known = None
+        if np.array_equal(up_entry, whole.select):  # the whole parents move up: reuse them
+            entries = (remap[whole.group], whole.vehicle, whole.count)
+            known = (whole.error[used], whole.passes[used])
+        else:
+            entries = _aggregate(
+                remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
+            )
     return _result(released, final_of_cell)
+
+
+def _first_level(
+    rule: _Rule,
+    entries: tuple[IntArray, IntArray, IntArray],
+    n_units: int,
+    memo: dict[str, Any],
+) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """The finest level's predicted error and pass flag per unit (:meth:`_Rule.passing`),
+    taken from ``memo`` when an earlier choice computed them for equal entries and rule (a
+    window chosen again with more cells refused: the refusals apply after this test)."""
+    seen = memo.get("first_level")
+    if seen is not None:
+        seen_rule, seen_entries, error, passes = seen
+        if (
+            seen_rule.price is rule.price  # the same rooms (an array: compared by identity)
+            and replace(seen_rule, price=None) == replace(rule, price=None)
+            and len(error) == n_units
+            and all(np.array_equal(a, b) for a, b in zip(seen_entries, entries, strict=True))
+        ):
+            return error.copy(), passes.copy()
+    error, passes = rule.passing(*entries, n_units, unique=True)
+    memo["first_level"] = (rule, entries, error.copy(), passes.copy())
+    return error, passes
 
 
 def _split_parents(
@@ -354,9 +443,10 @@ def _split_parents(
     passes: np.ndarray,
     occupied: np.ndarray,
     detail_slack: float,
-) -> tuple[list[str], np.ndarray, IntArray, np.ndarray]:
+) -> tuple[list[str], np.ndarray, IntArray, np.ndarray, _Whole]:
     """One level up from ``level``: each unit's parent name, the distinct parents, each
-    unit's parent index, and the units released now (passing, under a parent that is split)."""
+    unit's parent index, the units released now (passing, under a parent that is split), and
+    the whole parents with a failing child (:class:`_Whole`)."""
     unit, vehicle, count = entries
     n_units = len(unit_names)
     parents = _parents(unit_names, level - 1)
@@ -369,8 +459,13 @@ def _split_parents(
     has_failing[parent_of[failing]] = True
     mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
     up = parent_of[unit]
-    _, remainder_passes = rule.passing(up, vehicle, count, n_parents, mixed & failing[unit])
-    _, whole_passes = rule.passing(up, vehicle, count, n_parents, mixed)
+    whole_parents = _Whole.of(rule, mixed, up, entries, n_parents)
+    whole_passes = whole_parents.passes
+    remainder = mixed & failing[unit]
+    if np.array_equal(remainder, mixed):  # no passing child under them: the same units
+        remainder_passes = whole_passes
+    else:
+        _, remainder_passes = rule.passing(up, vehicle, count, n_parents, remainder)
     # Readings covered now or next level: split vs whole parent.
     readings = np.bincount(unit, weights=count, minlength=n_units)
     kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
@@ -380,7 +475,37 @@ def _split_parents(
     kept_whole = whole * whole_passes
     split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
     release_now = occupied & passes & split[parent_of]
-    return parents, parent_names, parent_of, release_now
+    return parents, parent_names, parent_of, release_now, whole_parents
+
+
+class _Whole(NamedTuple):
+    """The parents with a failing child, whole: the entries under them (``select``), their
+    (parent, vehicle) entries with counts added, and each parent's predicted error and pass
+    flag (:meth:`_Rule.passing`). When exactly these entries move up a level they are that
+    level's entries and pass test, not computed again."""
+
+    select: NDArray[np.bool_]
+    group: IntArray
+    vehicle: IntArray
+    count: IntArray
+    error: FloatArray
+    passes: NDArray[np.bool_]
+
+    @classmethod
+    def of(
+        cls,
+        rule: _Rule,
+        select: NDArray[np.bool_],
+        up: IntArray,
+        entries: tuple[IntArray, IntArray, IntArray],
+        n_parents: int,
+    ) -> _Whole:
+        _, vehicle, count = entries
+        group, vehicle, count = _aggregate(
+            up[select], vehicle[select], count[select], rule.n_vehicles
+        )
+        error, passes = rule.passing(group, vehicle, count, n_parents, unique=True)
+        return cls(select, group, vehicle, count, error, passes)
 
 
 def _choose_compact(

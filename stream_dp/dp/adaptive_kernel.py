@@ -1,9 +1,13 @@
-"""Compiled (numba) scan for :func:`stream_dp.dp.adaptive_cells.best_cap_mean_error`."""
+"""Compiled (numba) steps of the adaptive choice (:mod:`stream_dp.dp.adaptive_cells`): the
+scan of :func:`~stream_dp.dp.adaptive_cells.best_cap_mean_error`, the (group, vehicle)
+aggregation of a level's entries and the unit price's weighted quantile (§13.1)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from stream_dp.dp.array_kernels import stable_order_by
 
 
 @njit(cache=True, nogil=True)
@@ -60,4 +64,72 @@ def best_cap_scan(
             i = j
         out[u] = best
         a = b
+    return out
+
+
+@njit(cache=True, nogil=True)
+def aggregate_pairs(
+    group: np.ndarray, vehicle: np.ndarray, count: np.ndarray, n_groups: int, n_vehicles: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """One entry per distinct ``(group, vehicle)``, counts added: groups ascending, within a
+    group its vehicles in the order they first appear (not sorted: what the adaptive choice
+    computes from a group's entries does not depend on their order). A stable counting pass
+    by group, then one slot per vehicle: a slot below the group's first entry is an earlier
+    group's, so the vehicle is new to this one."""
+    n = len(group)
+    order = stable_order_by(group, n_groups)
+    slot = np.full(n_vehicles, -1, dtype=np.int64)
+    out_group = np.empty(n, dtype=np.int64)
+    out_vehicle = np.empty(n, dtype=np.int64)
+    out_count = np.empty(n, dtype=np.int64)
+    m, first, current = 0, 0, -1
+    for i in order:
+        g, v = group[i], vehicle[i]
+        if g != current:  # the group's first entry
+            first, current = m, g
+        at = slot[v]
+        if at < first:
+            slot[v] = m
+            out_group[m] = g
+            out_vehicle[m] = v
+            out_count[m] = count[i]
+            m += 1
+        else:
+            out_count[at] += count[i]
+    return out_group[:m], out_vehicle[:m], out_count[:m]
+
+
+@njit(cache=True, nogil=True)
+def weighted_quantile(
+    order: np.ndarray,
+    group: np.ndarray,
+    value: np.ndarray,
+    weight: np.ndarray,
+    n_groups: int,
+    quantile: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Per group, the ``weight``-weighted ``quantile`` of its entries' ``value`` (0 for a
+    group with no entry); ``order``: the entries by (group, value). The floats are numpy's
+    (one running sum over all entries, a binary search in it)."""
+    n = len(order)
+    g = np.empty(n, dtype=np.int64)
+    r = np.empty(n, dtype=np.float64)
+    cum = np.empty(n, dtype=np.float64)
+    running = 0.0
+    for j in range(n):
+        i = order[j]
+        g[j] = group[i]
+        r[j] = value[i]
+        running += float(weight[i])
+        cum[j] = running
+    out = np.zeros(n_groups)
+    j = 0
+    while j < n:
+        k, start = g[j], j
+        while j < n and g[j] == k:
+            j += 1
+        base = cum[start - 1] if start > 0 else 0.0
+        goal = base + quantile * (cum[j - 1] - base)
+        at = np.searchsorted(cum, goal)
+        out[k] = r[min(at, j - 1)]
     return out

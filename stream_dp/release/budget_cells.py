@@ -18,7 +18,7 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from stream_dp.release.adaptive import adaptive_columns
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
-from stream_dp.release.spans import first_window
+from stream_dp.release.spans import first_window_of
 
 if TYPE_CHECKING:
     from stream_dp.release.state import WindowState
@@ -50,9 +50,10 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     waiting = waiting_cells(state)
     refused: set[str] = set()
     withheld = (0, 0)
+    memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     for _ in range(MAX_CHOICES):
         state.columns, state.adaptive, withheld = adaptive_columns(
-            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting),
+            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting, memo),
             BUDGET_DETAIL_SLACK,
         )  # fmt: skip
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
@@ -65,6 +66,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
         fine = np.array([resolution[c] > coarsest for c in occupancy.cells], dtype=bool)
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
+        state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
         if not len(drop):
             break
         refused.update(occupancy.cells[g] for g in drop.tolist())
@@ -82,5 +84,5 @@ def waiting_cells(state: WindowState) -> np.ndarray | None:
         return None
     latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
     start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
-    np.minimum.at(start, columns.cell_code, first_window(columns, params.window_seconds))
+    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
     return start >= latest_wait

@@ -90,6 +90,16 @@ def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
     return start
 
 
+def first_window_of(state: WindowState, columns: WindowColumns) -> np.ndarray:
+    """:func:`first_window` of ``columns`` at the state's window length, computed once per
+    columns in a window's release (the regrouping and the carry both read the pooled one)."""
+    memo = state.first_window_memo
+    if memo is None or memo[0] is not columns:
+        memo = (columns, first_window(columns, state.params.window_seconds))
+        state.first_window_memo = memo
+    return memo[1]
+
+
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """The window of ``columns``' pairs ``pairs`` (indices) alone, names compacted."""
     from stream_dp.dp.span_kernels import take_readings  # numba: imported on first use
@@ -140,9 +150,7 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
             covered[index[cells[g]]] = True
     open_pairs = ~covered[unit]
     oldest_next = state.window_start - (params.max_span_hours - 1) * params.window_seconds
-    young = first_window(pooled_columns, params.window_seconds) >= oldest_next + (
-        params.window_seconds
-    )
+    young = first_window_of(state, pooled_columns) >= oldest_next + params.window_seconds
     carry = np.flatnonzero(open_pairs & young)
     return take_pairs(pooled_columns, carry) if len(carry) else None
 

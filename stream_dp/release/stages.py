@@ -94,6 +94,10 @@ class Select(Stage):
 
     def run(self, state: WindowState) -> None:
         params, columns = state.params, state.columns
+        memo = state.choice_memo
+        if memo is not None and memo[0] is columns:  # the regrouping chose them already
+            state.chosen, state.pairs = memo[1].chosen, memo[1]
+            return
         chosen = select_cells(columns, params.min_vehicles, params.top_cells)
         state.chosen = chosen
         state.pairs = Contributions(chosen, *occupancy_of(columns, chosen))
@@ -126,7 +130,11 @@ class VehicleBudget(Stage):
             return
         from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
 
-        plan = budget_plan(state, pairs.occupancy)
+        memo = state.choice_memo
+        if memo is not None and memo[1] is pairs:  # planned by the regrouping (same inputs)
+            plan = memo[2]
+        else:
+            plan = budget_plan(state, pairs.occupancy)
         state.report.vehicles_budget_limited = sat_out_vehicles(pairs.occupancy, plan)
         state.pairs = planned_pairs(pairs, plan, params)
         clip = state.pairs.clip

@@ -62,6 +62,11 @@ class WindowState:
     last: bool = False
     #: The cells' span starts and the occupancy they were computed for (spans.span_starts).
     span_start_memo: tuple[Any, np.ndarray] | None = None
+    #: The vehicle budget's regrouping's last choice: the columns, their chosen pairs and
+    #: their plan (budget_cells.budget_regroup), reused while the columns and pairs are these.
+    choice_memo: tuple[WindowColumns, Contributions, BudgetPlan] | None = None
+    #: The first window of each pair of some columns, and those columns (spans.first_window).
+    first_window_memo: tuple[WindowColumns, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.observed is not None:
