@@ -60,7 +60,8 @@ def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
 
 def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
     """Cells at the coarsest resolution whose pairs may all wait another window (§13.3):
-    held, so that finer cells formed with more windows get the vehicles' allowance first."""
+    held, so that finer cells formed with more windows get the vehicles' allowance first;
+    never a due cell (pooling would push it past T, :mod:`stream_dp.release.span_policy`)."""
     params, adaptive = state.params, state.adaptive
     if adaptive is None or params.max_span_hours < 2:
         return None
@@ -69,7 +70,12 @@ def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
     resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
     coarsest = np.array([resolution[c] <= params.coarsest for c in occupancy.cells], dtype=bool)
     latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
-    return coarsest & (span_starts(state) >= latest_wait)
+    held = coarsest & (span_starts(state) >= latest_wait)
+    if state.due and held.any():
+        from stream_dp.release.span_policy import due_cells
+
+        held &= ~due_cells(occupancy.cells, state.due)
+    return held
 
 
 def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams) -> Contributions:

@@ -55,6 +55,8 @@ class WindowState:
     #: Entries deferred by earlier windows (spans, §13), and those this release defers.
     carry_in: WindowColumns | None = None
     carry_out: WindowColumns | None = None
+    #: Units pooling would push past T, released now rather than held (§13.3).
+    due: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.observed is not None:

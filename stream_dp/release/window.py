@@ -42,6 +42,7 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
+from stream_dp.release.span_policy import choose_pooling, with_aside
 from stream_dp.release.spans import deferred, fresh_carry, pooled
 from stream_dp.release.stages import Pipeline, release_stages, summary_of
 from stream_dp.release.state import WindowState
@@ -74,15 +75,20 @@ def release_window(
     gc.disable()
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
-        stale = 0
+        stale, aside = 0, None
         if params.vehicle_budget is not None:  # spans (§13.3)
             carry, stale = fresh_carry(carry, window_start, params)
-            state.columns = pooled(columns, carry, params.prefix_limit)
+            choice = choose_pooling(columns, carry, params, state.accountant.regroup_epsilon)
+            carry, state.due = choice.carry, choice.due
+            aside = choice.aside  # this window's own pairs: young enough to wait one more
+            stale += choice.withheld
+            state.columns = pooled(choice.window, carry, params.prefix_limit)
         state.carry_in = carry
         pooled_columns = state.columns
         Pipeline(release_stages(noise)).run(state)
         if params.vehicle_budget is not None and params.max_span_hours > 1:
-            state.carry_out = deferred(state, pooled_columns)
+            out = deferred(state, pooled_columns)
+            state.carry_out = with_aside(out, aside, params.prefix_limit)
     finally:
         if collecting:
             gc.enable()
