@@ -15,9 +15,9 @@ descendants) is computed. Where that misses the regrouping ε:
    cell past T again at every later window, until they age out).
 
 Every other pair pools as before. A set-aside pair is in no record yet (it is carried on and
-aged like any carried pair), a withheld one never will be: no reading is released twice. Public: the choice reads the
-occupancy (cells, vehicles, counts) of the window and of the carry and the configuration,
-never a reading's value.
+aged like any carried pair), a withheld one never will be: no reading is released twice.
+Public: the choice reads the occupancy (cells, vehicles, counts) of the window and of the
+carry and the configuration, never a reading's value.
 """
 
 from __future__ import annotations
