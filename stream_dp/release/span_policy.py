@@ -3,9 +3,9 @@
 Pooling a cell's hours adds vehicles when traffic passes through; when the same slow or
 moored vehicles stay, it only adds their readings: the counts grow skewed and the pooled cell
 needs *more* ε than either part, and may miss T where each part meets it. Before pooling, the
-carry and the window's own pairs are each regrouped alone (§12); for every unit that meets T
-alone at the regrouping ε, the least ε (§13.1) of the pairs of both parts under it (its H3
-descendants) is computed. Where that misses the regrouping ε:
+carry and the window's own pairs are each regrouped alone (§12), and both pooled. A unit that
+meets T alone (at the regrouping ε) but whose cells the pooled regrouping withholds (pooled,
+they miss T even merged up to the coarsest resolution) is *lost to the pool*:
 
 1. **Carry first.** A unit of the carry is released now from the carry alone: the window's
    pairs under it are set aside (carried on, a span of their own), and the unit is *due*: not
@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import cheapest_epsilon
 from stream_dp.release.adaptive import adaptive_columns
 from stream_dp.release.spans import pooled, take_pairs
 from stream_dp.windows.columns import WindowColumns
@@ -57,13 +55,13 @@ def choose_pooling(
     adaptive cells are chosen at (§12)."""
     if carry is None or not len(carry) or not len(columns) or params.target_mean_error is None:
         return SpanChoice(columns, carry)
-    carry_units = _units(carry, params, mean_epsilon)
-    window_units = _units(columns, params, mean_epsilon)
-    both = [(carry, carry_units), (columns, window_units)]
-    due = _broken_by_pooling(carry_units, both, params, mean_epsilon)
+    everything = pooled(columns, carry, params.prefix_limit)
+    chosen = adaptive_columns(everything, params, mean_epsilon)[1]
+    kept = {everything.cell_names[i] for i in np.flatnonzero(chosen.unit_of_cell >= 0).tolist()}
+    due = _lost_in_pool(_units(carry, params, mean_epsilon), carry, kept, params.coarsest)
     window_aside = _under(columns, due, params.coarsest)
-    mine = [u for u in window_units if not _overlaps(u, due)]
-    alone = _broken_by_pooling(mine, both, params, mean_epsilon)
+    mine = [u for u in _units(columns, params, mean_epsilon) if not _overlaps(u, due)]
+    alone = _lost_in_pool(mine, columns, kept, params.coarsest)
     carry_aside = _under(carry, alone, params.coarsest)
     if not window_aside.any() and not carry_aside.any():
         return SpanChoice(columns, carry)
@@ -95,34 +93,14 @@ def _units(columns: WindowColumns, params: ReleaseParams, mean_epsilon: float) -
     return list(adaptive_columns(columns, params, mean_epsilon)[1].names)
 
 
-def _broken_by_pooling(
-    units: list[str],
-    parts: list[tuple[WindowColumns, list[str]]],
-    params: ReleaseParams,
-    mean_epsilon: float,
-) -> set[str]:
-    """The ``units`` whose pairs of all ``parts`` pooled need more mean ε than
-    ``mean_epsilon`` (they miss T at the regrouping ε)."""
+def _lost_in_pool(units: list[str], part: WindowColumns, kept: set[str], coarsest: int) -> set[str]:
+    """The ``units`` none of whose cells of ``part`` the pooled regrouping ``kept``."""
     if not units:
         return set()
-    cells: list[str] = []
-    vehicles: list[str] = []
-    counts: list[np.ndarray] = []
-    for columns, _ in parts:
-        unit = _unit_of(columns.cell_names, units, params.coarsest)[columns.cell_code]
-        under = np.flatnonzero(unit >= 0)
-        cells += [units[u] for u in unit[under].tolist()]
-        vehicles += [columns.vehicle_names[v] for v in columns.vehicle_code[under].tolist()]
-        counts.append(columns.count[under])
-    if not cells:
-        return set()
-    occupancy = Occupancy.from_arrays(cells, vehicles, np.concatenate(counts).tolist())
-    prefix = params.prefix_limit if params.pseudo_user else None
-    eps, _ = cheapest_epsilon(
-        occupancy, np.ones(occupancy.n_entries, dtype=bool), float(params.target_mean_error or 0),
-        params.upper, prefix, params.pseudo_user,
-    )  # fmt: skip
-    return {cell for cell, e in zip(occupancy.cells, eps.tolist(), strict=True) if e > mean_epsilon}
+    unit = _unit_of(part.cell_names, units, coarsest)
+    found = {int(u) for cell, u in zip(part.cell_names, unit.tolist(), strict=True) if u >= 0
+             and cell in kept}  # fmt: skip
+    return {name for u, name in enumerate(units) if u not in found}
 
 
 def _under(columns: WindowColumns, units: set[str], coarsest: int) -> np.ndarray:
