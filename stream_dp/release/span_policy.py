@@ -57,6 +57,8 @@ def choose_pooling(
         return SpanChoice(columns, carry)
     everything = pooled(columns, carry, params.prefix_limit)
     chosen = adaptive_columns(everything, params, mean_epsilon)[1]
+    if np.all(chosen.unit_of_cell >= 0):
+        return SpanChoice(columns, carry)  # the pool withholds nothing: nothing is lost to it
     kept = {everything.cell_names[i] for i in np.flatnonzero(chosen.unit_of_cell >= 0).tolist()}
     due = _lost_in_pool(_units(carry, params, mean_epsilon), carry, kept, params.coarsest)
     window_aside = _under(columns, due, params.coarsest)
