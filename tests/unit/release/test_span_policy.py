@@ -8,10 +8,23 @@ from typing import Any
 
 import h3
 import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.span_policy import choose_pooling, due_cells
-from tests.unit.release.test_vehicle_budget import CELLS, HOUR, T, _run, _window
+from tests.unit.release.test_vehicle_budget import (
+    CELLS,
+    HOUR,
+    T,
+    U,
+    _hours,
+    _run,
+    _window,
+    _worst_loss_by_reading_hour,
+    _worst_rolling_loss,
+)  # fmt: skip
 from tests.unit.release.test_vehicle_budget import _params as _budget_params
 
 CELL = CELLS[0]
@@ -84,3 +97,69 @@ def test_a_due_cell_is_matched_at_any_resolution() -> None:
         True, False, True,
     ]  # fmt: skip
     assert not np.any(due_cells([parent], ()))
+
+
+def _harbour(hours: int, seed: int) -> list[list[tuple[int, int, float]]]:
+    """Moored vessels (ids 0-3, many readings in cells 0-1, in about half the hours) among
+    passing ones (new ids each hour, a few readings anywhere in cells 0-3): the data where
+    pooling breaks cells."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for hour in range(hours):
+        moored = [(int(v % 2), v, 5.0) for v in range(4) for _ in range(int(rng.integers(20, 80)))]
+        moored = moored if rng.random() < 0.5 else []  # some hours without them
+        passing = [
+            (int(rng.integers(0, 4)), 1000 * (hour + 1) + v, float(rng.uniform(0, U)))
+            for v in range(int(rng.integers(10, 160)))
+            for _ in range(int(rng.integers(1, 4)))
+        ]
+        out.append(moored + passing)
+    return out
+
+
+def test_the_harbour_data_exercises_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The property below runs where the policy acts: cells due and carried readings withheld."""
+    import stream_dp.release.window as window_module
+
+    seen = {"due": 0, "withheld": 0}
+    original = window_module.choose_pooling
+
+    def counting(*args: Any) -> Any:
+        choice = original(*args)
+        seen["due"] += len(choice.due)
+        seen["withheld"] += choice.withheld
+        return choice
+
+    monkeypatch.setattr(window_module, "choose_pooling", counting)
+    releases, _ = _run(_params(max_span_hours=4), _harbour(12, 0))
+    assert seen["due"] > 0 and seen["withheld"] > 0
+    assert sum(len(r.cells) for r in releases) >= 5
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)  # fmt: skip
+@given(
+    hours=st.integers(3, 12),
+    seed=st.integers(0, 10_000),
+    span=st.integers(2, 5),
+    coarsest=st.sampled_from([6, 7, 8]),
+    restart=st.integers(-1, 11),
+)
+def test_the_policy_keeps_the_promise_and_releases_each_reading_once(
+    hours: int, seed: int, span: int, coarsest: int, restart: int
+) -> None:
+    params = _params(coarsest_resolution=coarsest, max_span_hours=span)
+    windows = _harbour(hours, seed)
+    releases, losses = _run(params, windows, restart_at=restart)
+    budget = float(params.vehicle_budget or 0.0)
+    assert _worst_rolling_loss(losses, params.budget_period_seconds) <= budget * (1 + 1e-9)
+    assert _worst_loss_by_reading_hour(releases, params.budget_period_seconds) <= budget * (
+        1 + 1e-9
+    )
+    records = [r for rel in releases for r in rel.cells]
+    assert sum(r["n_readings"] for r in records) <= sum(map(len, windows))
+    for record in records:
+        assert record["mean_error"] <= T
+        assert 1 <= _hours(record["window_end"]) - _hours(record["window_start"]) <= span
