@@ -18,10 +18,10 @@ charging the budget keeps the ledger an upper bound on what was released about e
 and a failure caused by the public counts (the usual kind) reveals nothing more than the
 counts already do. If even the chosen cells cannot be computed, each vehicle is charged
 every cell it occupies in any partition's partial (an over-count, never an under-count).
-Under a vehicle budget (docs/math.md §13) the failed window first pools the carry, as its
-release would have, and is charged its plan; the partials' fallback charges each vehicle
-its room (capped at its pairs × the burst), the most any release could have charged it, so
-a failure never takes a vehicle past B.
+Under a vehicle budget (docs/math.md §13) the failed window first pools its whole carry (its
+release would have pooled it, or set parts of it aside, §13.3), and is charged its plan; the
+partials' fallback charges each vehicle its room (capped at its pairs × the burst), the most
+any release could have charged it, so a failure never takes a vehicle past B.
 Pure apart from the fault point (tests only).
 """
 
