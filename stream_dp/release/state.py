@@ -62,6 +62,8 @@ class WindowState:
     last: bool = False
     #: The cells' span starts and the occupancy they were computed for (spans.span_starts).
     span_start_memo: tuple[Any, np.ndarray] | None = None
+    #: Units pooling would push past T, released now rather than held (§13.3).
+    due: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.observed is not None:
