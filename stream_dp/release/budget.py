@@ -72,14 +72,20 @@ def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
 def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
     """Cells whose pairs may all wait another window (§13.3), at any resolution: held, so a
     cell is released when its span is full (``max_span_hours``), where its ε per reading is
-    least, and its vehicles' allowance lasts for more of the period."""
+    least, and its vehicles' allowance lasts for more of the period; never a due cell
+    (pooling would push it past T, :mod:`stream_dp.release.span_policy`)."""
     params = state.params
     if state.adaptive is None or params.max_span_hours < 2 or state.last:
         return None
     from stream_dp.release.spans import span_starts
 
     latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
-    return span_starts(state) >= latest_wait
+    held = span_starts(state) >= latest_wait
+    if state.due and held.any():
+        from stream_dp.release.span_policy import due_cells
+
+        held &= ~due_cells(occupancy.cells, state.due)
+    return held
 
 
 def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams) -> Contributions:

@@ -12,7 +12,9 @@ record covers the windows from its pairs' first window to this window's end: its
 in one (a sit-out in a released cell), or carried, or withheld: so every reading is in at
 most one released record. Which pairs are carried is a function of the occupancy (the
 windows each pair has readings in) and the release's public choices. The carry is raw
-private columns: never published.
+private columns: never published. Which carried pairs pool with a window at all (and which
+wait or are withheld because pooling would push their cell past T) is
+:mod:`stream_dp.release.span_policy`'s choice.
 """
 
 from __future__ import annotations

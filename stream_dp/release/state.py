@@ -67,6 +67,8 @@ class WindowState:
     choice_memo: tuple[WindowColumns, Contributions, BudgetPlan] | None = None
     #: The first window of each pair of some columns, and those columns (spans.first_window).
     first_window_memo: tuple[WindowColumns, np.ndarray] | None = None
+    #: Units pooling would push past T, released now rather than held (§13.3).
+    due: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.observed is not None:

@@ -18,10 +18,10 @@ charging the budget keeps the ledger an upper bound on what was released about e
 and a failure caused by the public counts (the usual kind) reveals nothing more than the
 counts already do. If even the chosen cells cannot be computed, each vehicle is charged
 every cell it occupies in any partition's partial (an over-count, never an under-count).
-Under a vehicle budget (docs/math.md §13) the failed window first pools the carry, as its
-release would have, and is charged its plan; the partials' fallback charges each vehicle
-its room (capped at its pairs × the burst), the most any release could have charged it, so
-a failure never takes a vehicle past B.
+Under a vehicle budget (docs/math.md §13) the failed window first pools its whole carry (its
+release would have pooled it, or set parts of it aside, §13.3), and is charged its plan; the
+partials' fallback charges each vehicle its room (capped at its pairs × the burst), the most
+any release could have charged it, so a failure never takes a vehicle past B.
 Pure apart from the fault point (tests only).
 """
 
@@ -41,6 +41,7 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
+from stream_dp.release.span_policy import choose_pooling, with_aside
 from stream_dp.release.spans import deferred, fresh_carry, pooled
 from stream_dp.release.stages import Pipeline, release_pipeline, summary_of
 from stream_dp.release.state import WindowState
@@ -76,15 +77,21 @@ def release_window(
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
         state.last = last
+        aside = None
         if params.vehicle_budget is not None:  # spans (§13.3)
             carry, stale = fresh_carry(carry, window_start, params)
-            state.columns = pooled(columns, carry, params.prefix_limit)
-            state.report.readings_withheld = stale  # a stale carry is withheld
+            choice = choose_pooling(columns, carry, params, state.accountant.regroup_epsilon)
+            carry, state.due = choice.carry, choice.due
+            aside = choice.aside  # this window's own pairs: young enough to wait one more
+            state.columns = pooled(choice.window, carry, params.prefix_limit)
+            # a stale carry and the carried pairs a window-alone cell leaves are withheld
+            state.report.readings_withheld = stale + choice.withheld
         state.carry_in = carry
         pooled_columns = state.columns
         release_pipeline(noise).run(state)
         if params.vehicle_budget is not None and params.max_span_hours > 1:
-            state.carry_out = deferred(state, pooled_columns)
+            out = deferred(state, pooled_columns)
+            state.carry_out = with_aside(out, aside, params.prefix_limit)
     finally:
         if collecting:
             gc.enable()

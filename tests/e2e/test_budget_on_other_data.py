@@ -23,6 +23,8 @@ from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.vehicle_budget import EPSILON_STEP
 
 EXCERPT = Path(__file__).parents[1] / "data" / "us_coastal_2020-06-30_ny_excerpt.traj.gz"
+#: New York Harbor, 8 December 2020 (the day after the tuning week; ``tests/data/NOTICE.md``).
+NY_DAY_AFTER = Path(__file__).parents[1] / "data" / "nyharbor_2020-12-08.traj.gz"
 
 
 def profile_options(**overrides: object) -> list[str]:
@@ -33,11 +35,13 @@ def profile_options(**overrides: object) -> list[str]:
     return options
 
 
-def release(directory: Path, **overrides: object) -> tuple[list[dict], list[dict]]:
-    """The excerpt released with the profile: its JSON lines and the ``--ledger-out`` lines."""
+def release(
+    directory: Path, data: Path = EXCERPT, **overrides: object
+) -> tuple[list[dict], list[dict]]:
+    """``data`` released with the profile: its JSON lines and the ``--ledger-out`` lines."""
     out, ledger = directory / "releases.jsonl", directory / "ledger.jsonl"
     done = subprocess.run(
-        [sys.executable, "-m", "stream_dp.cli", "release", str(EXCERPT), "--out", str(out),
+        [sys.executable, "-m", "stream_dp.cli", "release", str(data), "--out", str(out),
          "--ledger-out", str(ledger), *profile_options(**overrides)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -103,3 +107,13 @@ def test_the_checks_fail_when_the_vehicle_budget_is_unset(tmp_path: Path) -> Non
     assert "a vehicle past its paced allowance" in broken
     assert "a record's epsilon is not the least meeting T" in broken
     assert "a vehicle past B" not in broken  # the excerpt is too short for that
+
+
+def test_the_profile_releases_the_day_after_the_tuning_week(tmp_path: Path) -> None:
+    """New York Harbor, 8 December 2020: a passing cell that meets T in its hour is released
+    from that hour (or the hours before) instead of being pooled with moored vessels' readings
+    past T and lost (docs/math.md §13.3); before, the profile released nothing of this day."""
+    lines, ledger = release(tmp_path, NY_DAY_AFTER)
+    assert broken_promises(lines, ledger) == []
+    cells = [r for r in lines if r["type"] == "cell"]
+    assert sum(r["n_readings"] for r in cells) >= 1000

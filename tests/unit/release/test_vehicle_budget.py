@@ -125,10 +125,14 @@ def _window(start: int, readings: list[tuple[int, int, float]]) -> WindowColumns
 
 
 def _run(
-    params: ReleaseParams, windows: list[list[tuple[int, int, float]]], restart_at: int = -1
+    params: ReleaseParams,
+    windows: list[list[tuple[int, int, float]]],
+    restart_at: int = -1,
+    ends: bool = False,
 ) -> tuple[list[WindowRelease], list[WindowLoss]]:
     """Release the windows in order as the offline engine does (ledger, carry); at
-    ``restart_at`` the ledger is rebuilt from its stored (encoded) losses."""
+    ``restart_at`` the ledger is rebuilt from its stored (encoded) losses; ``ends``: the input
+    ends with the last window (``stream-dp release`` on a file: nothing is held then)."""
     ledger = PrivacyAccountant(params).new_ledger()
     releases, losses = [], []
     carry = None
@@ -138,9 +142,11 @@ def _run(
         if hour == restart_at:
             stored = [WindowLoss.from_bytes(e.to_bytes()) for e in ledger.entries()]
             ledger = BudgetLedger.from_entries(params.ledger_period_seconds, None, stored)
+        last = ends and hour == len(windows) - 1
         release = release_window(
-            hour * HOUR, _window(hour * HOUR, readings), params, LaplaceNoise(), 0, ledger, carry
-        )
+            hour * HOUR, _window(hour * HOUR, readings), params, LaplaceNoise(), 0, ledger, carry,
+            last=last,
+        )  # fmt: skip
         assert release.loss is not None
         ledger.record_released(release.loss)
         carry = release.carry

@@ -1,0 +1,166 @@
+"""Pool only where pooling keeps a cell within reach of T (docs/math.md §13.3,
+``release/span_policy.py``): moored vessels' readings pooled into a cell make it need more ε,
+so a cell that meets T alone is released alone instead of being lost to the pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h3
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.span_policy import choose_pooling, due_cells
+from tests.unit.release.test_vehicle_budget import (
+    CELLS,
+    HOUR,
+    T,
+    U,
+    _hours,
+    _run,
+    _window,
+    _worst_loss_by_reading_hour,
+    _worst_rolling_loss,
+)  # fmt: skip
+from tests.unit.release.test_vehicle_budget import _params as _budget_params
+
+CELL = CELLS[0]
+#: 30 passing vessels with 2 readings each: the cell meets T at ε 0.65 (under the burst, 1).
+PASSING = [(0, v, 20.0 + i) for v in range(30) for i in range(2)]
+#: 3 moored vessels with 60 readings each: pooled with the passing ones, the cell needs ε ~5.
+MOORED = [(0, 100 + v, 20.0 + i % 7) for v in range(3) for i in range(60)]
+
+
+def _params(**changes: Any) -> ReleaseParams:
+    """test_vehicle_budget's parameters with R0 7: a res-8 cell that passes is not held."""
+    return _budget_params(**{"coarsest_resolution": 7, **changes})
+
+
+def test_a_cell_that_meets_t_alone_is_released_alone_when_the_carry_would_break_it() -> None:
+    """Hour 0: three moored vessels (missing T, carried). Hour 1: thirty passing vessels meet
+    T alone; pooled with the moored readings they need ε ~5, past the burst. The window's
+    cell is formed from its own readings (released: the input ends there, nothing is held);
+    the moored readings are withheld."""
+    params = _params()
+    window = _window(HOUR, PASSING)
+    carry = _run(params, [MOORED])[0][0].carry
+    assert carry is not None and int(carry.count.sum()) == 180
+    choice = choose_pooling(window, carry, params, 1.0)
+    assert choice.carry is None and choice.withheld == 180 and choice.due == ()
+    assert int(choice.window.count.sum()) == 60
+
+    releases, _ = _run(params, [MOORED, PASSING], ends=True)
+    assert [len(r.cells) for r in releases] == [0, 1]
+    (record,) = releases[1].cells
+    assert record["n_readings"] == 60 and record["mean_error"] <= T
+    assert (record["window_start"], record["window_end"]) == (
+        "1970-01-01T01:00:00Z", "1970-01-01T02:00:00Z",
+    )  # fmt: skip
+    assert record["epsilon"] <= 1.0
+    assert releases[1].summary["readings_withheld"] >= 180
+    assert releases[1].carry is None  # nothing left to pool
+
+
+def test_a_held_cell_that_the_next_window_would_break_is_released_then() -> None:
+    """At the coarsest resolution a passing cell is held for more windows. Hour 0: thirty
+    passing vessels (held). Hour 1: three moored vessels, which pooled would take the cell
+    past T: the held cell is due and released from hour 0's readings, its span hours 0-1;
+    the moored readings are carried on as a span of their own."""
+    params = _params(coarsest_resolution=8)
+    releases, _ = _run(params, [PASSING, MOORED])
+    assert [len(r.cells) for r in releases] == [0, 1]
+    (record,) = releases[1].cells
+    assert record["n_readings"] == 60 and record["mean_error"] <= T
+    assert (record["window_start"], record["window_end"]) == (
+        "1970-01-01T00:00:00Z", "1970-01-01T02:00:00Z",
+    )  # fmt: skip
+    carried = releases[1].carry
+    assert carried is not None and int(carried.count.sum()) == 180
+    assert set(carried.vehicle_names) == {f"v{v}" for _, v, _ in MOORED}
+
+
+def test_pooling_that_lowers_the_needed_epsilon_still_pools() -> None:
+    """Six new vessels an hour: no hour meets T alone, the pool does (the spans of §13.3)."""
+    params = _params(coarsest_resolution=8, max_span_hours=4)
+    hours = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(4)]
+    releases, _ = _run(params, hours)
+    assert [len(r.cells) for r in releases] == [0, 0, 0, 1]
+    assert releases[3].cells[0]["n_readings"] == 48
+
+
+def test_a_due_cell_is_matched_at_any_resolution() -> None:
+    parent = h3.cell_to_parent(CELL, 6)
+    other = h3.latlng_to_cell(-33.9, 151.2, 6)
+    assert due_cells([parent, other, CELL], (h3.cell_to_parent(CELL, 7),)).tolist() == [
+        True, False, True,
+    ]  # fmt: skip
+    assert not np.any(due_cells([parent], ()))
+
+
+def _harbour(hours: int, seed: int) -> list[list[tuple[int, int, float]]]:
+    """Moored vessels (ids 0-3, many readings in cells 0-1, in about half the hours) among
+    passing ones (new ids each hour, a few readings anywhere in cells 0-3): the data where
+    pooling breaks cells."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for hour in range(hours):
+        moored = [(int(v % 2), v, 5.0) for v in range(4) for _ in range(int(rng.integers(20, 80)))]
+        moored = moored if rng.random() < 0.5 else []  # some hours without them
+        passing = [
+            (int(rng.integers(0, 4)), 1000 * (hour + 1) + v, float(rng.uniform(0, U)))
+            for v in range(int(rng.integers(10, 160)))
+            for _ in range(int(rng.integers(1, 4)))
+        ]
+        out.append(moored + passing)
+    return out
+
+
+def test_the_harbour_data_exercises_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The property below runs where the policy acts: cells due and carried readings withheld."""
+    import stream_dp.release.window as window_module
+
+    seen = {"due": 0, "withheld": 0}
+    original = window_module.choose_pooling
+
+    def counting(*args: Any) -> Any:
+        choice = original(*args)
+        seen["due"] += len(choice.due)
+        seen["withheld"] += choice.withheld
+        return choice
+
+    monkeypatch.setattr(window_module, "choose_pooling", counting)
+    releases, _ = _run(_params(max_span_hours=4), _harbour(12, 0))
+    assert seen["due"] > 0 and seen["withheld"] > 0
+    assert sum(len(r.cells) for r in releases) >= 5
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)  # fmt: skip
+@given(
+    hours=st.integers(3, 12),
+    seed=st.integers(0, 10_000),
+    span=st.integers(2, 5),
+    coarsest=st.sampled_from([6, 7, 8]),
+    restart=st.integers(-1, 11),
+)
+def test_the_policy_keeps_the_promise_and_releases_each_reading_once(
+    hours: int, seed: int, span: int, coarsest: int, restart: int
+) -> None:
+    params = _params(coarsest_resolution=coarsest, max_span_hours=span)
+    windows = _harbour(hours, seed)
+    releases, losses = _run(params, windows, restart_at=restart)
+    budget = float(params.vehicle_budget or 0.0)
+    assert _worst_rolling_loss(losses, params.budget_period_seconds) <= budget * (1 + 1e-9)
+    assert _worst_loss_by_reading_hour(releases, params.budget_period_seconds) <= budget * (
+        1 + 1e-9
+    )
+    records = [r for rel in releases for r in rel.cells]
+    assert sum(r["n_readings"] for r in records) <= sum(map(len, windows))
+    for record in records:
+        assert record["mean_error"] <= T
+        assert 1 <= _hours(record["window_end"]) - _hours(record["window_start"]) <= span
