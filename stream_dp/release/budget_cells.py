@@ -85,4 +85,9 @@ def waiting_cells(state: WindowState) -> np.ndarray | None:
     latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
     start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
     np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
-    return start >= latest_wait
+    waiting = start >= latest_wait
+    if state.due and waiting.any():  # a due unit is released now, at its own resolution (§13.3)
+        from stream_dp.release.span_policy import due_cells
+
+        waiting &= ~due_cells(columns.cell_names, state.due)
+    return waiting

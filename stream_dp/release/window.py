@@ -83,8 +83,12 @@ def release_window(
             choice = choose_pooling(columns, carry, params, state.accountant.regroup_epsilon)
             carry, state.due = choice.carry, choice.due
             aside = choice.aside  # this window's own pairs: young enough to wait one more
+            if last and aside is not None:  # the input ends: no later window to release them
+                stale += int(aside.count.sum())
+                aside = None
             state.columns = pooled(choice.window, carry, params.prefix_limit)
-            # a stale carry and the carried pairs a window-alone cell leaves are withheld
+            # a stale carry, the carried pairs a window-alone cell leaves (and, at the input's
+            # end, the pairs set aside) are withheld
             state.report.readings_withheld = stale + choice.withheld
         state.carry_in = carry
         pooled_columns = state.columns

@@ -164,3 +164,105 @@ def test_the_policy_keeps_the_promise_and_releases_each_reading_once(
     for record in records:
         assert record["mean_error"] <= T
         assert 1 <= _hours(record["window_end"]) - _hours(record["window_start"]) <= span
+
+
+@pytest.mark.parametrize("coarsest", [6, 7])
+def test_a_due_cell_is_released_at_its_own_resolution_with_longer_spans(coarsest: int) -> None:
+    """With spans of 3 hours the carry's pairs could still wait, but a due unit is released
+    now: at its own resolution (8), not pushed up to R0 as a waiting finer cell would be."""
+    params = _params(coarsest_resolution=coarsest, max_span_hours=3)
+    releases, _ = _run(params, [PASSING, MOORED])
+    assert [len(r.cells) for r in releases] == [0, 1]
+    (record,) = releases[1].cells
+    assert record["resolution"] == 8 and record["n_readings"] == 60
+
+
+def test_at_the_input_s_end_set_aside_readings_are_counted_withheld() -> None:
+    """The last window has no later one to release what it sets aside: every reading it
+    hands on is counted in its ``readings_withheld`` (none vanishes uncounted)."""
+    acted = 0
+    for seed in (9, 10, 11):
+        params = _params(coarsest_resolution=6, max_span_hours=4)
+        releases, _ = _run(params, _harbour(8, seed), ends=True)
+        last = releases[-1]
+        carried = 0 if last.carry is None else int(last.carry.count.sum())
+        acted += carried > 0
+        assert carried <= last.summary["readings_withheld"]
+    assert acted  # the data hands readings on at its end
+
+
+def _tagged_window(start: int, readings: list[tuple[int, int, float]]) -> Any:
+    """A window whose readings have distinct timestamps (a reading's tag)."""
+    from stream_dp.windows.columns import WindowColumns
+
+    cells = [CELLS[c] for c, _, _ in readings]
+    vehicles = [f"v{v}" for _, v, _ in readings]
+    stamps = [float(start + i) for i in range(len(readings))]
+    values = [x for *_, x in readings]
+    return WindowColumns.from_readings(cells, vehicles, stamps, values, 100_000)
+
+
+def _released_tags(state: Any) -> list[tuple[str, float]]:
+    """(vehicle, timestamp) of every reading in a released cell of the window's state."""
+    if state.empty or state.pairs is None or state.released is None:
+        return []
+    occupancy, columns, out = state.pairs.occupancy, state.columns, []
+    for entry in range(occupancy.n_entries):
+        if state.released[occupancy.cell_index[entry]]:
+            pair = state.pairs.entry_of[entry]
+            vehicle = columns.vehicle_names[columns.vehicle_code[pair]]
+            out += [(vehicle, float(t)) for t in columns.reading_ts[columns.reading_pair == pair]]
+    return out
+
+
+@pytest.mark.parametrize(("seed", "span", "coarsest"), [(6, 3, 6), (10, 2, 7), (2, 4, 6)])
+def test_each_tagged_reading_is_released_at_most_once_and_never_also_carried(
+    monkeypatch: pytest.MonkeyPatch, seed: int, span: int, coarsest: int
+) -> None:
+    """Per reading (not per count): released in at most one window, and never both released
+    and handed on in the carry; over harbour data where the policy sets pairs aside (seeds
+    where pooling the set-aside pairs too would release readings twice)."""
+    from collections import Counter
+
+    import stream_dp.release.window as window_module
+    from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.release.accounting import PrivacyAccountant
+
+    states: list[Any] = []
+    original = window_module.release_pipeline
+
+    def capturing(noise: Any) -> Any:
+        pipeline = original(noise)
+        run = pipeline.run
+
+        def run_and_keep(state: Any) -> Any:
+            states.append(run(state))
+            return states[-1]
+
+        pipeline.run = run_and_keep  # type: ignore[method-assign]
+        return pipeline
+
+    monkeypatch.setattr(window_module, "release_pipeline", capturing)
+    params = _params(coarsest_resolution=coarsest, max_span_hours=span, prefix_limit=100_000)
+    set_aside = 0
+    for ends in (False, True):
+        ledger, carry, seen = PrivacyAccountant(params).new_ledger(), None, Counter()
+        windows = _harbour(8, seed)
+        for hour, readings in enumerate(windows):
+            release = window_module.release_window(
+                hour * HOUR, _tagged_window(hour * HOUR, readings), params, LaplaceNoise(),
+                0, ledger, carry, last=ends and hour == len(windows) - 1,
+            )  # fmt: skip
+            ledger.record_released(release.loss)
+            released = _released_tags(states[-1])
+            seen.update(released)
+            handed = release.carry
+            tags = set() if handed is None else {
+                (handed.vehicle_names[handed.vehicle_code[p]], float(t))
+                for p, t in zip(handed.reading_pair, handed.reading_ts, strict=True)
+            }  # fmt: skip
+            assert not tags & set(released), "a reading released and carried on"
+            set_aside += bool(states[-1].due)
+            carry = handed
+        assert max(seen.values(), default=1) == 1, "a reading released twice"
+    assert set_aside  # the data makes due units (pairs set aside), where the rule matters
