@@ -339,21 +339,31 @@ def _print_summary(summaries: list[dict[str, Any]], settings: Settings) -> None:
     k = sum(s["privacy_loss"] for s in summaries)
     cells = sum(s["cells_released"] for s in summaries)
     late = sum(s["readings_dropped_late"] for s in summaries)
+    budget = settings.vehicle_budget
+    per_cell = (
+        f"eps = {settings.epsilon} per cell"
+        if budget is None
+        else "each cell's own eps, the least that meets T"
+    )
     print(
         f"\n{len(summaries)} windows released once each, {cells} cell records; "
         f"late readings dropped: {late}.\n"
         f"Worst-case privacy loss of one vessel over the replay: {k:.2f} "
-        f"(without CLIP-USER: {g1:.2f}; eps = {settings.epsilon} per cell, basic composition)."
+        f"(without CLIP-USER: {g1:.2f}; {per_cell}, basic composition)."
     )
     failed = sum(s.get("status") == "failed" for s in summaries)
     if failed:
         print(f"{failed} of these windows failed to release: published as failed, charged.")
-    print(_plain_epsilon(k))
+    promise = None if budget is None else (budget, settings.budget_period_seconds / 86400)
+    print(_plain_epsilon(k, promise))
 
 
-def _plain_epsilon(epsilon: float) -> str:
-    """What a vessel's summed epsilon means, in words."""
-    if epsilon <= 1:
+def _plain_epsilon(epsilon: float, promise: tuple[float, float] | None = None) -> str:
+    """What a vessel's summed epsilon means, in words; ``promise``: the vehicle budget (ε B
+    per so many days) the plan keeps every vessel within."""
+    if promise is not None:
+        strength = f"the plan keeps every vessel within ε {promise[0]:g} per {promise[1]:g} days"
+    elif epsilon <= 1:
         strength = "strong protection"
     elif epsilon <= 10:
         strength = "moderate protection"

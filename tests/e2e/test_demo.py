@@ -49,8 +49,9 @@ LOSSES = re.compile(
 SUMMARY = re.compile(
     r"(\d+) windows released once each, (\d+) cell records; late readings dropped: (\d+)\.\n"
     r"Worst-case privacy loss of one vessel over the replay: (\d+\.\d\d) "
-    r"\(without CLIP-USER: (\d+\.\d\d); eps = ([\d.]+) per cell"
-)
+    r"\(without CLIP-USER: (\d+\.\d\d); each cell's own eps, the least that meets T, "
+    r"basic composition\)\.\n.*\(the plan keeps every vessel within ε 14 per 7 days\)"
+)  # the demo's budget mode: no one ε per cell (issue 25)
 
 
 def _offline_summaries(readings: list[dict]) -> list[dict]:
@@ -98,7 +99,7 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
     summary = SUMMARY.search(out)
     assert summary, out
     windows, cells, late = (int(summary[i]) for i in (1, 2, 3))
-    k_eps, g1_eps, eps = (float(summary[i]) for i in (4, 5, 6))
+    k_eps, g1_eps = (float(summary[i]) for i in (4, 5))
     assert windows > 0 and cells > 0
 
     readings = replayed_readings(HOURS)
@@ -109,7 +110,6 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
     assert windows == len(expected)
     assert cells == sum(s["cells_released"] for s in expected)
     assert late == sum(s["readings_dropped_late"] for s in expected) == 0
-    assert eps == load_settings(**DEMO_DEFAULTS).epsilon
     assert k_eps == pytest.approx(sum(s["privacy_loss"] for s in expected), abs=0.006)
     assert g1_eps == pytest.approx(sum(s["privacy_loss_unclipped"] for s in expected), abs=0.006)
     assert g1_eps >= k_eps  # CLIP-USER never raises the worst-case loss
