@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import h3
@@ -267,10 +268,10 @@ def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
         assert 1 <= length <= span
 
 
-def test_a_carry_across_hours_without_readings_is_withheld() -> None:
-    """Readings in hours 0-2 and 20 only (no window in between): the carry of hour 2 reaches
-    hour 20, too old to pool under max_span_hours 4; withheld and counted, never a 21-hour
-    record."""
+def _six_vessels_an_hour(hours: Iterable[int]) -> tuple[Any, list[WindowRelease]]:
+    """Six new vessels with 2 readings each in the centre cell in each of ``hours``, released
+    by the offline engine under a budget of 6 per 6 hours with spans of up to 4 hours: the
+    engine and its releases."""
     from stream_dp.config import load_settings
     from stream_dp.engine import OfflineEngine
 
@@ -278,7 +279,7 @@ def test_a_carry_across_hours_without_readings_is_withheld() -> None:
     readings = [
         {"vehicle_id": f"v{6 * h + v}", "ts": h * HOUR + 100 * v + i, "lat": lat, "lon": lon,
          "speed": 30.0 + v}
-        for h in (0, 1, 2, 20) for v in range(6) for i in range(2)
+        for h in hours for v in range(6) for i in range(2)
     ]  # fmt: skip
     settings = load_settings(
         app_id="test", upper=U, resolution=8, coarsest_resolution=8, target_mean_error=T,
@@ -286,7 +287,14 @@ def test_a_carry_across_hours_without_readings_is_withheld() -> None:
         max_span_hours=4, partitions=2,
     )  # fmt: skip
     engine = OfflineEngine(settings, LaplaceNoise())
-    releases = list(engine.feed(readings)) + list(engine.finish())
+    return engine, list(engine.feed(readings)) + list(engine.finish())
+
+
+def test_a_carry_across_hours_without_readings_is_withheld() -> None:
+    """Readings in hours 0-2 and 20 only (no window in between): the carry of hour 2 reaches
+    hour 20, too old to pool under max_span_hours 4; withheld and counted, never a 21-hour
+    record."""
+    _, releases = _six_vessels_an_hour((0, 1, 2, 20))
     assert [r.window_start // HOUR for r in releases] == [0, 1, 2, 20]
     assert all(
         _hours(c["window_end"]) - _hours(c["window_start"]) <= 4 for r in releases for c in r.cells
@@ -376,22 +384,7 @@ def test_pld_composes_cells_of_different_epsilon_below_their_sum() -> None:
 
 
 def test_the_offline_engine_passes_each_window_carry_to_the_next() -> None:
-    from stream_dp.config import load_settings
-    from stream_dp.engine import OfflineEngine
-
-    lat, lon = h3.cell_to_latlng(CENTRE)
-    readings = [
-        {"vehicle_id": f"v{6 * h + v}", "ts": h * HOUR + 100 * v + i, "lat": lat, "lon": lon,
-         "speed": 30.0 + v}
-        for h in range(6) for v in range(6) for i in range(2)
-    ]  # fmt: skip
-    settings = load_settings(
-        app_id="test", upper=U, resolution=8, coarsest_resolution=8, target_mean_error=T,
-        variance_share=0.0, vehicle_budget=6.0, budget_period_seconds=6 * HOUR,
-        max_span_hours=4, partitions=2,
-    )  # fmt: skip
-    engine = OfflineEngine(settings, LaplaceNoise())
-    releases = list(engine.feed(readings)) + list(engine.finish())
+    engine, releases = _six_vessels_an_hour(range(6))
     records = [r for rel in releases for r in rel.cells]
     assert len(records) == 1
     assert (records[0]["window_start"], records[0]["window_end"]) == (
