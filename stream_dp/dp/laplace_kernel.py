@@ -1,12 +1,13 @@
 """Compiled (numba) fast path of the exact Laplace release of many values (``noise.py``).
 
-Three steps of ``LaplaceNoise.release_many``, each exact or refusing an entry to the Python
-path of ``noise.py`` / ``randomness.py``, never approximating:
+Three steps of ``LaplaceNoise.release_many`` / ``release_each``, each exact or refusing an
+entry to the Python path of ``noise.py`` / ``randomness.py``, never approximating:
 
-- :func:`grid_plans`: per entry the grid exponent ``k``, the grid index ``n`` of the value
-  (round half to even) and the discrete Laplace scale ``t / s`` in lowest terms, identical to
-  ``noise._plan`` and ``noise._round_to_grid`` (construction: module docstring of ``noise.py``)
-  whenever ``t``, ``s`` and ``|n| <= 2^62`` fit in int64; otherwise the entry is ``EXACT``;
+- :func:`grid_plans`: per entry (each with its own ε) the grid exponent ``k``, the grid index
+  ``n`` of the value (round half to even) and the discrete Laplace scale ``t / s`` in lowest
+  terms, identical to ``noise._plan`` and ``noise._round_to_grid`` (construction: module
+  docstring of ``noise.py``) whenever ``t``, ``s`` and ``|n| <= 2^62`` fit in int64;
+  otherwise the entry is ``EXACT``;
 - :func:`discrete_laplace_run`: CKS20 Alg. 1 and 2 exactly as ``RandomSource`` runs them, on
   the same bits: the caller's 64-bit words go through the same bit pool as
   ``randomness._WordBits.getrandbits`` (one word per refill, low bits first, each bit used
@@ -84,24 +85,30 @@ def _round_half_even(x: float) -> int:  # pragma: no cover - compiled
 
 @njit(cache=True)
 def grid_plans(
-    values: np.ndarray, sensitivities: np.ndarray, epsilon: float, grid_bits: int
+    values: np.ndarray, sensitivities: np.ndarray, epsilons: np.ndarray, grid_bits: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
     """``(kind, k, n, t, s)`` per entry for validated finite values, sensitivities >= 0 and
-    epsilon > 0. For ``DRAW`` entries, ``2^k`` is the grid, ``n`` the value's grid index and
-    ``t / s`` (lowest terms) the discrete Laplace scale ``(sensitivity 2^-k + 1) / epsilon``."""
+    each entry's own ``epsilons[i] > 0``. For ``DRAW`` entries, ``2^k`` is the grid, ``n`` the
+    value's grid index and ``t / s`` (lowest terms) the discrete Laplace scale
+    ``(sensitivity 2^-k + 1) / epsilon``: each entry's plan is ``noise._plan`` of its own
+    (sensitivity, epsilon), whatever the other entries hold."""
     size = len(values)
     kind = np.full(size, EXACT, dtype=np.int8)
     k_out = np.zeros(size, dtype=np.int64)
     n_out = np.zeros(size, dtype=np.int64)
     t_out = np.zeros(size, dtype=np.int64)
     s_out = np.zeros(size, dtype=np.int64)
-    me, ee = _odd_mantissa(epsilon)
-    fe, e_exp = math.frexp(epsilon)
+    epsilon = math.nan  # the ε whose mantissas are held (recomputed when it changes)
+    me, ee, fe, e_exp = np.int64(1), 0, 0.5, 0
     for i in range(size):
         sens = sensitivities[i]
         if sens == 0.0:
             kind[i] = SKIP
             continue
+        if epsilons[i] != epsilon:
+            epsilon = epsilons[i]
+            me, ee = _odd_mantissa(epsilon)
+            fe, e_exp = math.frexp(epsilon)
         fs, s_exp = math.frexp(sens)
         # k = floor(log2(sens / max(eps, 1))) - grid_bits, from the frexp mantissas.
         if epsilon <= 1.0:

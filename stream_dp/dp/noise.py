@@ -30,9 +30,10 @@ float spacing is itself a multiple of ``2^k``).
 is 0-DP; it is returned exactly. Overflow of the final float yields ``+-inf``
 (post-processing, only possible next to the float range limit).
 
-``release_many`` runs steps 1-4 compiled (``laplace_kernel``) wherever they are exact in
-64-bit integers and floats, and this module's Python code for the rest; its output is the
-one ``release`` would give entry after entry on the same bits.
+``release_many`` (one ε) and ``release_each`` (each entry its own ε, in one batch) run steps
+1-4 compiled (``laplace_kernel``) wherever they are exact in 64-bit integers and floats, and
+this module's Python code for the rest; their output is the one ``release`` would give entry
+after entry on the same bits.
 """
 
 from __future__ import annotations
@@ -210,9 +211,41 @@ class LaplaceNoise:
             np.isfinite(flat_s) & (flat_s >= 0.0),
             "sensitivities must be finite and >= 0, got {!r}",
         )
-        kind, k, n, t, s = laplace_kernel.grid_plans(flat_v, flat_s, eps, GRID_BITS)
+        out = self._release_flat(flat_v, flat_s, np.full(len(flat_v), eps))
+        return out.reshape(vals.shape)
+
+    def release_each(
+        self, values: ArrayLike, sensitivities: ArrayLike, epsilons: ArrayLike
+    ) -> NDArray[np.float64]:
+        """:meth:`release_many` with each entry's own ε (per-cell ε, docs/math.md §13), in ONE
+        batch whatever the mix of ε: bit for bit ``release(values[i], sensitivities[i],
+        epsilons[i])`` for the entries in turn on the same random bits, compiled wherever the
+        entry's integers fit in 64 bits (every ε of the dyadic per-cell grid,
+        :data:`~stream_dp.dp.vehicle_budget.EPSILON_STEP`). Entries of non-finite value,
+        sensitivity or ε are not released (NaN: a cell with nothing kept, withheld anyway)."""
+        vals = np.asarray(values, dtype=np.float64)
+        sens = np.broadcast_to(np.asarray(sensitivities, dtype=np.float64), vals.shape)
+        eps = np.broadcast_to(np.asarray(epsilons, dtype=np.float64), vals.shape)
+        out = np.full(vals.shape, np.nan)
+        ok = np.isfinite(vals) & np.isfinite(sens) & np.isfinite(eps)
+        flat_s, flat_e = sens[ok], eps[ok]
+        _check_all(flat_s, flat_s >= 0.0, "sensitivities must be finite and >= 0, got {!r}")
+        _check_all(flat_e, flat_e > 0.0, "epsilon must be finite and > 0, got {!r}")
+        out[ok] = self._release_flat(vals[ok], flat_s, flat_e)
+        return out
+
+    def _release_flat(
+        self,
+        flat_v: NDArray[np.float64],
+        flat_s: NDArray[np.float64],
+        flat_e: NDArray[np.float64],
+    ) -> NDArray[np.float64]:
+        """Steps 1-4 for validated contiguous 1-d entries, entry ``i`` at ``flat_e[i]``: the
+        compiled plans and draws where they fit in int64, this module's exact code for the
+        rest, in entry order on this source's bits."""
+        kind, k, n, t, s = laplace_kernel.grid_plans(flat_v, flat_s, flat_e, GRID_BITS)
         plans = {
-            i: _plan(flat_s[i].item(), eps)
+            i: _plan(flat_s[i].item(), flat_e[i].item())
             for i in np.flatnonzero(kind == laplace_kernel.EXACT).tolist()
         }
         z, in_python = self._source.discrete_laplace_batch(
@@ -226,20 +259,4 @@ class LaplaceNoise:
             else:
                 grid, index = plan.k, _round_to_grid(flat_v[i].item(), plan.k)
             out[i] = _grid_to_float(index + in_python.get(i, int(z[i])), grid)
-        return out.reshape(vals.shape)
-
-    def release_each(
-        self, values: ArrayLike, sensitivities: ArrayLike, epsilons: ArrayLike
-    ) -> NDArray[np.float64]:
-        """:meth:`release_many` with each entry's own ε (per-cell ε, docs/math.md §13): one
-        batch per distinct ε, same exact sampler. Entries of non-finite value or
-        sensitivity are not released (NaN: a cell with nothing kept, withheld anyway)."""
-        vals = np.asarray(values, dtype=np.float64)
-        sens = np.broadcast_to(np.asarray(sensitivities, dtype=np.float64), vals.shape)
-        eps = np.broadcast_to(np.asarray(epsilons, dtype=np.float64), vals.shape)
-        out = np.full(vals.shape, np.nan)
-        ok = np.isfinite(vals) & np.isfinite(sens) & np.isfinite(eps)
-        for value in np.unique(eps[ok]).tolist():
-            group = ok & (eps == value)
-            out[group] = self.release_many(vals[group], sens[group], value)
         return out

@@ -11,8 +11,8 @@ reading's value, so the plan costs no privacy.
   ``≤ T`` from ``ε_μ = ln20 U c / (S (T − U (1 − S/M)))``. The cell takes the cap of least
   ``ε_μ`` among its kept counts (only caps ``≤ C`` or the largest count with a prefix limit
   ``C``; the largest count alone without the pseudo-user cap) and ``ε = ε_μ / (1 − s)``
-  rounded *up* to a grid of ``EPSILON_STEP`` (the error bar stays ``≤ T``; ledger sums are
-  sums of whole steps).
+  rounded *up* to a grid of ``EPSILON_STEP`` = 1/128 (the error bar stays ``≤ T``; ledger
+  sums are exact sums of whole steps).
 - **Sit-outs.** A vehicle whose cells cost more than its room sits out the cells where
   leaving it out costs least per ε saved (``m / (M ε)``: the bias its readings add, per ε
   it saves), until its cells fit. Its readings stay in ``M`` (worst-case bias, as CLIP-USER's
@@ -39,8 +39,10 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-#: The grid of per-cell ε (rounded up to it).
-EPSILON_STEP = 0.01
+#: The grid of per-cell ε (rounded up to it): 2^-7, dyadic, so every grid value and every
+#: ledger sum of them (up to 2^46) is exact in binary floating point, and the exact Laplace
+#: sampler's scale ``(Δ + 2^k) / ε`` has integers that fit the compiled path (``laplace_kernel``).
+EPSILON_STEP = 2.0**-7
 #: Relative margin on the needed ε before rounding, so float rounding never lifts the
 #: published error bar above T.
 _MARGIN = 1e-7

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stream_dp.dp.pld_accounting import mixed_pld_loss
+from stream_dp.dp.vehicle_budget import EPSILON_STEP
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
 
@@ -34,12 +35,12 @@ class RunLosses:
             names, vehicle, eps = release.reads
             if not len(vehicle):
                 return
-            ticks = np.rint(eps * 100).astype(np.int64)  # ε on the 0.01 grid
+            ticks = np.rint(eps / EPSILON_STEP).astype(np.int64)  # per-cell ε: on the grid
             key = vehicle.astype(np.int64) * (int(ticks.max()) + 1) + ticks
             unique, counts = np.unique(key, return_counts=True)
             width = int(ticks.max()) + 1
             for k, n in zip(unique.tolist(), counts.tolist(), strict=True):
-                self.cells[names[k // width]][(k % width) / 100] += n
+                self.cells[names[k // width]][(k % width) * EPSILON_STEP] += n
             return
         loss = release.loss
         if loss is None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from stream_dp.dp import laplace_kernel as lk
 from stream_dp.dp.noise import GRID_BITS, LaplaceNoise, _grid_to_float, _plan, _round_to_grid
 from stream_dp.dp.randomness import RandomSource, _twister_words, _WordBits
+from stream_dp.dp.vehicle_budget import EPSILON_STEP, round_up
 
 TOP = 2**63  # int64 holds [-TOP, TOP)
 
@@ -22,6 +23,11 @@ TOP = 2**63  # int64 holds [-TOP, TOP)
 def _source(seed: int, chunk_words: int = 512, most_words: int = 1 << 16) -> RandomSource:
     """A seeded source whose pool fetches ``chunk_words`` (``extend``: up to ``most_words``)."""
     return RandomSource._over(_WordBits(_twister_words(seed), chunk_words, most_words), seeded=True)
+
+
+def _each(values: np.ndarray, epsilon: float) -> np.ndarray:
+    """``epsilon`` for every entry (``grid_plans`` takes each entry's own ε)."""
+    return np.full(len(values), epsilon)
 
 
 def _lowest_terms(t: int, s: int) -> tuple[int, int]:
@@ -50,7 +56,7 @@ def _lowest_terms(t: int, s: int) -> tuple[int, int]:
 def test_grid_plans_are_the_exact_plans(entries: list[tuple[float, float]], epsilon: float) -> None:
     values = np.array([v for v, _ in entries])
     sens = np.array([s for _, s in entries])
-    kind, k, n, t, s = lk.grid_plans(values, sens, epsilon, GRID_BITS)
+    kind, k, n, t, s = lk.grid_plans(values, sens, _each(values, epsilon), GRID_BITS)
     for i, (value, sensitivity) in enumerate(entries):
         plan = _plan(sensitivity, epsilon)
         if plan is None:
@@ -69,6 +75,89 @@ def test_grid_plans_are_the_exact_plans(entries: list[tuple[float, float]], epsi
             assert num >= TOP or den >= TOP or abs(exact_n) > 2**62 or p >= 2**62 or c > 62
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.floats(min_value=-1e6, max_value=1e6),
+            st.one_of(st.just(0.0), st.floats(min_value=1e-6, max_value=1e6)),
+            st.one_of(
+                st.integers(1, 2_000).map(lambda m: m * EPSILON_STEP),
+                st.sampled_from([0.05, 0.37, 1.0, 3.0]),
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_grid_plans_take_each_entrys_own_epsilon(entries: list[tuple[float, float, float]]) -> None:
+    """Mixed ε in one call: every entry's plan is the exact plan of its own (sensitivity, ε)."""
+    values, sens, eps = (np.array(column) for column in zip(*entries, strict=True))
+    kind, k, n, t, s = lk.grid_plans(values, sens, eps, GRID_BITS)
+    for i, (value, sensitivity, epsilon) in enumerate(entries):
+        plan = _plan(sensitivity, epsilon)
+        if plan is None:
+            assert kind[i] == lk.SKIP
+            continue
+        scale, index = plan.grid_scale, _round_to_grid(value, plan.k)
+        if kind[i] == lk.DRAW:
+            got = (int(k[i]), int(n[i]), int(t[i]), int(s[i]))
+            assert got == (plan.k, index, scale.numerator, scale.denominator)
+        else:  # a 53-bit odd mantissa of ε, or a value too far out on its grid
+            assert kind[i] == lk.EXACT and (epsilon in (0.05, 0.37) or abs(index) > 2**62)
+
+
+def test_per_cell_epsilons_of_the_grid_are_compiled() -> None:
+    """Every ε ``round_up`` can give (the dyadic grid, up to 20), with the cap-step sensitivities
+    of the CLIP mean (U c / S) and the variance (U^2 c / (4 S)), is drawn by the kernel: none
+    falls back to the Python sampler, which would be slower by two orders of magnitude."""
+    rng = np.random.default_rng(12)
+    needed = np.concatenate([rng.uniform(1e-4, 20.0, 3_000), [1e-9, EPSILON_STEP, 0.37, 0.05]])
+    eps = round_up(needed)
+    assert len(np.unique(eps)) > 1_000
+    caps, kept = rng.integers(1, 40, len(eps)), rng.integers(1, 5_000, len(eps))
+    sens = np.where(np.arange(len(eps)) % 2 == 0, 65.0 * caps / kept, 65.0**2 * caps / (4 * kept))
+    values = rng.uniform(0.0, 65.0, len(eps))
+    kind, _, _, t, s = lk.grid_plans(values, sens, eps, GRID_BITS)
+    assert np.all(kind == lk.DRAW)
+    z, in_python = _source(4).discrete_laplace_batch(kind, t, s, {})
+    assert in_python == {} and np.count_nonzero(z) > len(z) // 2
+
+
+def test_release_each_is_release_in_turn() -> None:
+    """One batch for all ε (several of the grid, one off it: the Python plan, sensitivity 0,
+    non-finite entries left unreleased): exactly ``release`` entry after entry, same bits."""
+    rng = np.random.default_rng(9)
+    size = 400
+    values = rng.uniform(0.0, 65.0, size)
+    sens = 65.0 / rng.integers(1, 300, size)
+    eps = rng.choice(np.array([3, 17, 47, 128, 300]) * EPSILON_STEP, size)
+    eps[::37] = 0.05  # its scale does not fit in int64
+    sens[::23] = 0.0
+    values[5], sens[6], eps[7] = math.nan, math.inf, math.inf
+    batch_source = _source(21)
+    batch = LaplaceNoise(batch_source).release_each(values, sens, eps)
+    one_by_one = _source(21)
+    noise = LaplaceNoise(one_by_one)
+    expected = [
+        noise.release(v, s, e) if math.isfinite(v + s + e) else math.nan
+        for v, s, e in zip(values.tolist(), sens.tolist(), eps.tolist(), strict=True)
+    ]
+    assert np.array_equal(batch, np.array(expected), equal_nan=True)
+    assert np.isnan(batch[5:8]).all() and np.isfinite(np.delete(batch, [5, 6, 7])).all()
+    assert batch_source.randbelow(2**64) == one_by_one.randbelow(2**64)  # same bits used
+    drawn = (sens > 0) & np.isfinite(batch)
+    assert np.all(batch[drawn] != values[drawn]) and np.all(batch[sens == 0] == values[sens == 0])
+
+
+def test_release_each_refuses_bad_arguments() -> None:
+    noise = LaplaceNoise(_source(2))
+    with pytest.raises(ValueError, match="epsilon"):
+        noise.release_each([1.0, 2.0], 1.0, [0.5, 0.0])
+    with pytest.raises(ValueError, match="sensitivities"):
+        noise.release_each([1.0, 2.0], [1.0, -1.0], 0.5)
+
+
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 0.25])
 def test_usual_plans_take_the_fast_path(epsilon: float) -> None:
     """Any sensitivity with a short epsilon, for values up to 2^20 scales: |n| <= 2^61."""
@@ -76,7 +165,7 @@ def test_usual_plans_take_the_fast_path(epsilon: float) -> None:
     sens = np.exp(rng.uniform(math.log(1e-300), math.log(1e300), 5_000))
     sens[:4] = [65.0 / 3, 65.0, 65.0**2 / 4, 1.0]
     values = rng.uniform(-1, 1, 5_000) * sens / max(epsilon, 1.0) * 2.0**20
-    kind, *_ = lk.grid_plans(values, sens, epsilon, GRID_BITS)
+    kind, *_ = lk.grid_plans(values, sens, _each(values, epsilon), GRID_BITS)
     assert np.all(kind == lk.DRAW)
 
 
@@ -84,14 +173,15 @@ def test_grid_indices_up_to_2_62_are_compiled() -> None:
     """Sensitivity 1, epsilon 1: grid 2^-40, so value 2^22 has index 2^62."""
     values = np.array([2.0**22, -(2.0**22), math.nextafter(2.0**22, 0), 2.0**22 + 2.0**-30])
     values = np.concatenate([values, [2.0**23, -(2.0**23), 2.0**24, 2.0**30]])
-    kind, _, n, _, _ = lk.grid_plans(values, np.ones(len(values)), 1.0, GRID_BITS)
+    kind, _, n, _, _ = lk.grid_plans(values, np.ones(len(values)), _each(values, 1.0), GRID_BITS)
     assert kind.tolist() == [lk.DRAW] * 3 + [lk.EXACT] * 5
     assert n[:3].tolist() == [_round_to_grid(v, -40) for v in values[:3].tolist()]
 
 
 def test_epsilon_with_a_wide_mantissa_falls_back() -> None:
     """0.05 = 3602879701896397 / 2^56: the scale needs about 97 bits."""
-    kind, *_ = lk.grid_plans(np.array([1.0, 2.0]), np.array([65.0 / 3, 0.0]), 0.05, GRID_BITS)
+    values = np.array([1.0, 2.0])
+    kind, *_ = lk.grid_plans(values, np.array([65.0 / 3, 0.0]), _each(values, 0.05), GRID_BITS)
     assert kind.tolist() == [lk.EXACT, lk.SKIP]
 
 
@@ -211,7 +301,7 @@ def test_release_many_is_release_in_turn() -> None:
     sens = np.concatenate([rng.uniform(0, 10, 300), [5e-324, 0.0, 1e308, 5e-324, 0.0, 1.0]])
     sens[::9] = 0.0
     for epsilon in (0.5, 0.05, 3.0, 1e-9):
-        kind, *_ = lk.grid_plans(values, sens, epsilon, GRID_BITS)
+        kind, *_ = lk.grid_plans(values, sens, _each(values, epsilon), GRID_BITS)
         batch = LaplaceNoise(_source(8)).release_many(values, sens, epsilon)
         one_by_one = LaplaceNoise(_source(8))
         pairs = zip(values.tolist(), sens.tolist(), strict=True)

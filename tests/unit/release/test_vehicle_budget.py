@@ -19,7 +19,7 @@ from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import plan_budget
+from stream_dp.dp.vehicle_budget import EPSILON_STEP, plan_budget
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
@@ -46,12 +46,14 @@ def test_a_dense_cell_needs_a_fraction_of_the_epsilon_of_a_sparse_one() -> None:
     eps = dict(zip(occ.cells, plan.epsilon.tolist(), strict=True))
     assert eps["a"] < eps["b"] / 5
     assert plan.kept.all()
-    # Each cell's ε meets T with its cap, and is the least on the 0.01 grid that does.
+    # Each cell's ε meets T with its cap, and is the least on the grid (1/128) that does.
     total = occ.total_per_cell()
     kept = np.bincount(occ.cell_index, weights=np.minimum(occ.count, plan.cap[occ.cell_index]))
     bars = mean_error(U, plan.epsilon, plan.cap, kept.astype(np.int64), total)
     assert np.all(bars <= T)
-    assert np.all(mean_error(U, plan.epsilon - 0.01, plan.cap, kept.astype(np.int64), total) > T)
+    below = plan.epsilon - EPSILON_STEP
+    assert np.all(mean_error(U, below, plan.cap, kept.astype(np.int64), total) > T)
+    assert np.all(plan.epsilon / EPSILON_STEP == np.round(plan.epsilon / EPSILON_STEP))
 
 
 def test_a_vehicle_past_its_room_sits_out_and_pays_at_most_its_room() -> None:
@@ -217,8 +219,9 @@ def test_records_carry_their_own_epsilon_that_meets_t() -> None:
 
 
 def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
-    # One cell, 6 new vessels an hour with 2 readings each: an hour needs ε 3.25 to meet T,
-    # four hours pooled 0.81, under the burst (B/6 = 1).
+    # One cell, 6 new vessels an hour with 2 readings each: an hour needs ε 3.247 to meet T
+    # (3.25 on the grid of 1/128), four hours pooled 0.812 (0.8125 = 104/128), under the burst
+    # (B/6 = 1).
     windows = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(6)]
     params = _params(vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8)
     releases, _ = _run(params, windows)
@@ -227,7 +230,7 @@ def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
     assert (record["window_start"], record["window_end"]) == (
         "1970-01-01T00:00:00Z", "1970-01-01T04:00:00Z",
     )  # fmt: skip
-    assert record["n_readings"] == 4 * 12 and record["epsilon"] == pytest.approx(0.82)
+    assert record["n_readings"] == 4 * 12 and record["epsilon"] == 104 * EPSILON_STEP
     # Released once: the next windows start afresh (their carry holds hours 4 and 5 only).
     assert releases[3].carry is None
     assert releases[5].carry is not None and int(releases[5].carry.count.sum()) == 24
@@ -371,6 +374,24 @@ def test_the_run_losses_count_a_failed_window_at_its_ledger_charge() -> None:
     assert rows["a"]["loss"] == pytest.approx(0.6)
     if pld_available():
         assert rows["a"]["loss_pld"] == pytest.approx(0.6)
+
+
+def test_the_run_losses_add_each_vehicles_cells_at_their_exact_epsilon() -> None:
+    """The audit (``--ledger-out``) counts each read at its cell's own ε: its basic figure is
+    the ledger's charge to the last bit (grid values and their sums are exact in binary)."""
+    from stream_dp.release.run_losses import RunLosses
+
+    releases, losses = _run(_params(), _busy_windows(6, 1))
+    runs = RunLosses(_params())
+    for release in releases:
+        runs.add(release)
+    charged: defaultdict[str, float] = defaultdict(float)
+    for loss in losses:
+        for name, value in zip(loss.vehicles, loss.loss.tolist(), strict=True):
+            charged[name] += value
+    assert {name: runs.basic(name) for name in charged} == dict(charged)
+    epsilons = {r["epsilon"] for rel in releases for r in rel.cells}
+    assert any(e != round(e, 2) for e in epsilons)  # off the old 0.01 grid: 0.3671875 and such
 
 
 def test_pld_composes_cells_of_different_epsilon_below_their_sum() -> None:
