@@ -201,7 +201,8 @@ class PrivacyAccountant:
         """The δ that goes with a vehicle's summed ε over the period (§7.11, §8.1): c cells
         (ε-loss c·ε) of an (ε, δ) mean cost c·δ by basic composition; 0 for pure ε. The
         ledger counts ε; this reads the cells back, so it assumes the current ε and mechanism
-        held over the whole period (as :meth:`period_pld` does)."""
+        held over the whole period (as :meth:`period_pld` does). A vehicle budget's cells (mixed
+        ε of the 1/128 grid) have the ``clip`` mean, pure ε: δ 0 whatever the mix."""
         return round(epsilon_loss / self.epsilon) * self.cell_delta
 
     def period_pld(self, epsilon_loss: float) -> float | None:
