@@ -353,10 +353,18 @@ def _choose_remainder(
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
     entries = pairs
     known: tuple[FloatArray, NDArray[np.bool_]] | None = None  # (error, passes), from below
-    for level in range(finest, coarsest - 1, -1):
+    level = finest
+    while level >= coarsest:
         alive = unit_of_cell >= 0
         if not alive.any():
             break
+        if level > coarsest and budget is not None and _all_wait(budget, alive):
+            # Nothing finer than the coarsest level may pass: every level up to it releases
+            # nothing and moves all its units up, so move them there at once.
+            up = _to_coarsest(unit_names, unit_of_cell, entries, partial_parent, coarsest, rule)
+            unit_names, unit_of_cell, entries, partial_parent = up
+            level, known = coarsest, None
+            continue
         unit, vehicle, count = entries
         n_units = len(unit_names)
         if level == finest and budget is not None:
@@ -408,7 +416,47 @@ def _choose_remainder(
             entries = _aggregate(
                 remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
             )
+        level -= 1
     return _result(released, final_of_cell)
+
+
+#: Whether the remainder choice moves units straight to the coarsest level when every
+#: remaining cell waits (:func:`_all_wait`); the tests switch it off to compare.
+JUMP_WAITING = True
+
+
+def _all_wait(budget: BudgetChoice, alive: NDArray[np.bool_]) -> bool:
+    """Whether every observed cell still unreleased (``alive``) may wait for a longer span:
+    then no unit finer than the coarsest level may pass (:meth:`BudgetChoice.may_pass`)."""
+    return JUMP_WAITING and budget.waiting is not None and bool(budget.waiting[alive].all())
+
+
+def _to_coarsest(
+    unit_names: list[str],
+    unit_of_cell: IntArray,
+    entries: tuple[IntArray, IntArray, IntArray],
+    partial_parent: set[str],
+    coarsest: int,
+    rule: _Rule,
+) -> tuple[list[str], IntArray, tuple[IntArray, IntArray, IntArray], set[str]]:
+    """The remainder choice's state at the coarsest level when the levels between release
+    nothing: each occupied unit moved into its ancestor there (names sorted, entries
+    aggregated, the remainders' ancestors), as moving up one level at a time does."""
+    unit, vehicle, count = entries
+    occupied = np.zeros(len(unit_names), dtype=bool)
+    occupied[unit] = True
+    ancestors = _parents(unit_names, coarsest)
+    names, ancestor_of = np.unique(np.asarray(ancestors, dtype=object), return_inverse=True)
+    moving = (unit_of_cell >= 0) & occupied[unit_of_cell.clip(0)]
+    used = np.unique(ancestor_of[unit_of_cell[moving]])
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    new_unit = remap[ancestor_of]
+    unit_of_cell = np.where(moving, new_unit[unit_of_cell.clip(0)], -1)
+    partial = {ancestors[u] for u in np.flatnonzero(occupied).tolist()
+               if unit_names[u] in partial_parent}  # fmt: skip
+    moved = _aggregate(new_unit[unit], vehicle, count, rule.n_vehicles)
+    return [str(names[i]) for i in used.tolist()], unit_of_cell, moved, partial
 
 
 def _first_level(

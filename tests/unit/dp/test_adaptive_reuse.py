@@ -157,14 +157,19 @@ def test_the_budget_choice_is_the_level_by_level_one(
     price = UnitPrice(room, 1.0, 7.0 / 3.0)
     memo: dict[str, Any] = {}
     refused: set[str] = set()
-    reused = {"first": 0}
-    real_first = ac._first_level
+    reused = {"first": 0, "jumps": 0}
+    real_first, real_jump = ac._first_level, ac._to_coarsest
 
     def first_level(rule: Any, entries: Any, n_units: int, memo: dict[str, Any]) -> Any:
         reused["first"] += "first_level" in memo
         return real_first(rule, entries, n_units, memo)
 
+    def to_coarsest(*args: Any) -> Any:
+        reused["jumps"] += 1
+        return real_jump(*args)
+
     monkeypatch.setattr(ac, "_first_level", first_level)
+    monkeypatch.setattr(ac, "_to_coarsest", to_coarsest)
     for _ in range(3):  # choices of one window, each refusing more cells (one memo)
         budget = BudgetChoice(price, frozenset(refused), wait, memo)
         kwargs: dict[str, Any] = dict(upper=U, mean_epsilon=1.0, target=T, finest=8,
@@ -175,7 +180,10 @@ def test_the_budget_choice_is_the_level_by_level_one(
         assert _fields(got) == _fields(want)
         finer = [n for n, r in zip(got.names, got.resolution.tolist(), strict=True) if r > 5]
         refused.update(finer[::2])
-    assert reused["first"] == 2  # the later choices took the finest level from the memo
+    if waiting == "all":  # every choice moved straight to the coarsest level
+        assert reused == {"first": 0, "jumps": 3}
+    else:  # the later choices took the finest level from the memo
+        assert reused["first"] == 2
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -200,3 +208,29 @@ def test_the_compiled_price_takes_the_lower_room_at_an_exact_half() -> None:
     order = price.order(group, vehicle, 2)
     got = weighted_quantile(order, group, price.room[vehicle], count, 2, 0.5)
     assert got.tolist() == price.pay_numpy(group, vehicle, count, 2).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_moving_waiting_cells_straight_to_the_coarsest_level_keeps_the_remainders(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The busiest cells are ready and released at resolution 8 or 7; every other cell waits,
+    # so from some level on nothing finer than 5 may pass and the choice moves them to 5 at
+    # once: their resolution-5 units are remainders of the cells released below.
+    names, cell, vehicle, count, room = _occupancy(seed)
+    wait = np.bincount(cell, minlength=len(names)) < 25
+    budget = BudgetChoice(UnitPrice(np.full_like(room, 2.0), 1.0, 7.0 / 3.0), waiting=wait)
+    kwargs: dict[str, Any] = dict(upper=U, mean_epsilon=1.0, target=T, finest=8, coarsest=5,
+                                  prefix_limit=64, detail_slack=0.3, budget=budget)  # fmt: skip
+    jumps: list[set[str]] = []
+    real_jump = ac._to_coarsest
+    monkeypatch.setattr(ac, "_to_coarsest", lambda *a: (jumps.append(set(a[3])), real_jump(*a))[1])
+    got = choose_cells(names, cell, vehicle, count, **kwargs)
+    assert len(jumps) == 1 and jumps[0]  # the jump carried remainders up
+    assert any(r == 5 and rem for r, rem in zip(got.resolution, got.remainder, strict=True))
+    monkeypatch.setattr(ac, "JUMP_WAITING", False)
+    level_by_level = choose_cells(names, cell, vehicle, count, **kwargs)
+    assert len(jumps) == 1
+    rule = ac._Rule(int(vehicle.max()) + 1, U, 1.0, 64, T, 1, budget.price)
+    old = _old_choose_remainder(names, (cell, vehicle, count), rule, (8, 5, 0.3), budget)
+    assert _fields(got) == _fields(level_by_level) == _fields(old)
