@@ -5,6 +5,7 @@ functions of the public occupancy only."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,19 @@ def adaptive_columns(
     """The window regrouped into the adaptive cells chosen from its occupancy
     (:func:`~stream_dp.dp.adaptive_cells.choose_cells`; under a vehicle budget with its
     ``budget`` choice and ``detail_slack``), and the (cells, readings) withheld."""
+    moves, chosen, withheld = adaptive_moves(columns, params, mean_epsilon, budget, detail_slack)
+    return moves.columns(params.prefix_limit), chosen, withheld
+
+
+def adaptive_moves(
+    columns: WindowColumns,
+    params: ReleaseParams,
+    mean_epsilon: float,
+    budget: BudgetChoice | None = None,
+    detail_slack: float = DETAIL_SLACK,
+) -> tuple[PairMoves, AdaptiveCells, tuple[int, int]]:
+    """:func:`adaptive_columns` with the regrouping not yet applied to the reading log: the
+    pairs' moves (:class:`PairMoves`), the chosen cells and the (cells, readings) withheld."""
     chosen = choose_cells(
         columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
         upper=params.upper, mean_epsilon=mean_epsilon, target=float(params.target_mean_error),
@@ -41,13 +55,12 @@ def adaptive_columns(
         budget=budget,
     )  # fmt: skip
     unit = chosen.unit_of_cell[columns.cell_code]
-    keep = unit >= 0
-    readings_out = int(columns.count[~keep].sum())
+    readings_out = int(columns.count[unit < 0].sum())
     cells_in = np.bincount(
         chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
     )
-    merged = regroup(columns, chosen.names, unit, params.prefix_limit, cells_in > 1)
-    return merged, chosen, (len(chosen.withheld_cells), readings_out)
+    moves = PairMoves.of(columns, chosen.names, unit, cells_in > 1)
+    return moves, chosen, (len(chosen.withheld_cells), readings_out)
 
 
 def regroup(
@@ -62,44 +75,98 @@ def regroup(
     back to each merged pair's first ``prefix_limit`` by ``(ts, value)``; only pairs whose
     joined log is longer are sorted). Only the pairs of a ``merged_unit`` (one made of
     several observed cells) can meet another pair of their vehicle, so only they are grouped."""
-    keep = unit >= 0
-    multi = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
-    single = np.flatnonzero(keep & ~multi)
-    group_cell, group_vehicle, inverse = pair_groups(
-        unit[multi], columns.vehicle_code[multi], len(names), len(columns.vehicle_names)
-    )
-    cell_code = np.concatenate((unit[single], group_cell))
-    vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
-    pair_of = np.full(len(columns), -1, dtype=np.int64)
-    pair_of[single] = np.arange(len(single))
-    pair_of[multi] = len(single) + inverse
-    n = len(cell_code)
-    inverse = pair_of[keep]
-    reading_pair = pair_of[columns.reading_pair]
-    ts, value = columns.reading_ts, columns.reading_value
-    if not keep.all():
-        live = reading_pair >= 0
-        reading_pair, ts, value = reading_pair[live], ts[live], value[live]
-    stored = np.bincount(reading_pair, minlength=n)
-    if n and int(stored.max()) > prefix_limit:
-        at = np.flatnonzero(stored[reading_pair] > prefix_limit)
-        order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
-        drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
-        kept = np.ones(len(reading_pair), dtype=bool)
-        kept[drop] = False
-        reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
-    return WindowColumns(
-        names,
-        cell_code,
-        columns.vehicle_names,
-        vehicle_code,
-        np.bincount(inverse, weights=columns.count[keep], minlength=n).astype(np.int64),
-        np.bincount(inverse, weights=columns.total[keep], minlength=n),
-        np.bincount(inverse, weights=columns.total_sq[keep], minlength=n),
-        reading_pair,
-        ts,
-        value,
-    )
+    return PairMoves.of(columns, names, unit, merged_unit).columns(prefix_limit)
+
+
+@dataclass(frozen=True)
+class PairMoves:
+    """The pairs of ``source`` moved into new cells (:func:`regroup`): the kept pairs that
+    stay alone (``single``, indices, in order) come first, then the merged ones (``merged``:
+    a kept pair of a merged unit; ``group``: its merged pair among those), and ``cell_code``
+    and ``vehicle_code`` are the new pairs'."""
+
+    source: WindowColumns
+    names: tuple[str, ...]
+    keep: np.ndarray
+    single: np.ndarray
+    merged: np.ndarray
+    group: np.ndarray
+    cell_code: np.ndarray
+    vehicle_code: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        columns: WindowColumns,
+        names: tuple[str, ...],
+        unit: np.ndarray,
+        merged_unit: np.ndarray,
+    ) -> PairMoves:
+        keep = unit >= 0
+        merged = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
+        single = np.flatnonzero(keep & ~merged)
+        group_cell, group_vehicle, group = pair_groups(
+            unit[merged], columns.vehicle_code[merged], len(names), len(columns.vehicle_names)
+        )
+        cell_code = np.concatenate((unit[single], group_cell))
+        vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
+        return cls(columns, names, keep, single, merged, group, cell_code, vehicle_code)
+
+    def _summed(self, values: np.ndarray) -> np.ndarray:
+        """Per new pair, the sum of its pairs' ``values`` in their order, as a float
+        ``bincount`` over the kept pairs adds them (a single pair's value plus 0.0)."""
+        n_single = len(self.single)
+        out = np.empty(len(self.cell_code))
+        np.add(values[self.single], 0.0, out=out[:n_single], dtype=np.float64)
+        out[n_single:] = np.bincount(
+            self.group, weights=values[self.merged], minlength=len(out) - n_single
+        )
+        return out
+
+    def counts(self) -> WindowColumns:
+        """The new pairs with their counts and sums and no reading log (the occupancy and
+        the plan read no more)."""
+        return self._columns(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+
+    def columns(self, prefix_limit: int) -> WindowColumns:
+        """The new pairs with their reading logs, each merged pair's cut back to its first
+        ``prefix_limit`` by ``(ts, value)`` (only pairs whose joined log is longer are sorted)."""
+        source, keep = self.source, self.keep
+        pair_of = np.full(len(source), -1, dtype=np.int64)
+        pair_of[self.single] = np.arange(len(self.single))
+        pair_of[self.merged] = len(self.single) + self.group
+        n = len(self.cell_code)
+        reading_pair = pair_of[source.reading_pair]
+        ts, value = source.reading_ts, source.reading_value
+        if not keep.all():
+            live = reading_pair >= 0
+            reading_pair, ts, value = reading_pair[live], ts[live], value[live]
+        stored = np.bincount(reading_pair, minlength=n)
+        if n and int(stored.max()) > prefix_limit:
+            at = np.flatnonzero(stored[reading_pair] > prefix_limit)
+            order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
+            drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
+            kept = np.ones(len(reading_pair), dtype=bool)
+            kept[drop] = False
+            reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
+        return self._columns(reading_pair, ts, value)
+
+    def _columns(
+        self, reading_pair: np.ndarray, ts: np.ndarray, value: np.ndarray
+    ) -> WindowColumns:
+        source = self.source
+        return WindowColumns(
+            self.names,
+            self.cell_code,
+            source.vehicle_names,
+            self.vehicle_code,
+            self._summed(source.count).astype(np.int64),
+            self._summed(source.total),
+            self._summed(source.total_sq),
+            reading_pair,
+            ts,
+            value,
+        )
 
 
 def cell_shapes(
