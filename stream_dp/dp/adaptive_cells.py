@@ -162,6 +162,10 @@ class UnitPrice:
         """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
         if not len(group):
             return np.zeros(n_groups)
+        if self.room_rank[1] == 1:  # one room for every vehicle: each group's price is it
+            out = np.zeros(n_groups)
+            out[group] = self.room[0]
+            return out
         if kernel_choice.use_kernels(len(group)):
             from stream_dp.dp.adaptive_kernel import weighted_quantile
 
@@ -394,10 +398,8 @@ def _choose_remainder(
         if level == coarsest:
             break
         # A parent unit is a remainder when readings under it were released at a finer level.
-        partial_parent = {
-            parents[u]
-            for u in range(n_units)
-            if release_now[u] or (move_up[u] and unit_names[u] in partial_parent)
+        partial_parent = {parents[u] for u in np.flatnonzero(release_now).tolist()} | {
+            parents[u] for u in np.flatnonzero(move_up).tolist() if unit_names[u] in partial_parent
         }
         moving = alive & move_up[unit_of_cell.clip(0)]
         next_unit = np.full(n_cells, -1, dtype=np.int64)

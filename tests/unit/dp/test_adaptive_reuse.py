@@ -234,3 +234,29 @@ def test_moving_waiting_cells_straight_to_the_coarsest_level_keeps_the_remainder
     rule = ac._Rule(int(vehicle.max()) + 1, U, 1.0, 64, T, 1, budget.price)
     old = _old_choose_remainder(names, (cell, vehicle, count), rule, (8, 5, 0.3), budget)
     assert _fields(got) == _fields(level_by_level) == _fields(old)
+
+
+@pytest.mark.parametrize("kernels", [True, False])
+def test_one_room_for_every_vehicle_prices_each_unit_at_it(
+    kernels: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh ledger gives every vehicle the same room: the price skips the weighted median
+    # (units without entries still pay 0).
+    rng = np.random.default_rng(3)
+    price = UnitPrice(np.full(300, 7.0 / 3.0), 1.0, 7.0 / 3.0)
+    group, vehicle = rng.integers(0, 27, 400), rng.integers(0, 300, 400)
+    count = rng.integers(1, 40, 400)
+    monkeypatch.setattr(ac.kernel_choice, "use_kernels", lambda n: kernels)
+    called = {"median": 0}
+    real_order = UnitPrice.order
+
+    def order(self: UnitPrice, *args: Any) -> Any:
+        called["median"] += 1
+        return real_order(self, *args)
+
+    monkeypatch.setattr(UnitPrice, "order", order)
+    got = price.pay(group, vehicle, count, 30)
+    assert called["median"] == 0
+    want = price.pay_numpy(group, vehicle, count, 30)
+    assert called["median"] == 1
+    assert got.tobytes() == want.tobytes() and want[27:].tolist() == [0.0] * 3
