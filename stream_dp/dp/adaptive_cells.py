@@ -347,7 +347,6 @@ def _choose_remainder(
     ``coarsest`` (``levels``: those and the detail slack)."""
     finest, coarsest, detail_slack = levels
     n_cells = len(cell_names)
-    n_vehicles = rule.n_vehicles
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
@@ -386,7 +385,7 @@ def _choose_remainder(
             move_up = np.zeros(n_units, dtype=bool)
         else:
             split = _split_parents(rule, unit_names, level, entries, passes, occupied, detail_slack)
-            parents, parent_names, parent_of, release_now, whole = split
+            parents, parent_names, parent_of, release_now, moved = split
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
         for u in np.flatnonzero(release_now).tolist():
@@ -409,15 +408,9 @@ def _choose_remainder(
         remap[used] = np.arange(len(used))
         unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
         unit_names = [str(parent_names[i]) for i in used.tolist()]
-        up_entry = move_up[unit]
-        known = None
-        if np.array_equal(up_entry, whole.select):  # the whole parents move up: reuse them
-            entries = (remap[whole.group], whole.vehicle, whole.count)
-            known = (whole.error[used], whole.passes[used])
-        else:
-            entries = _aggregate(
-                remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
-            )
+        # The moving units' entries and pass test, as the split aggregated and tested them.
+        entries = (remap[moved.group], moved.vehicle, moved.count)
+        known = (moved.error[used], moved.passes[used])
         level -= 1
     return _result(released, final_of_cell)
 
@@ -496,7 +489,7 @@ def _split_parents(
 ) -> tuple[list[str], np.ndarray, IntArray, np.ndarray, _Whole]:
     """One level up from ``level``: each unit's parent name, the distinct parents, each
     unit's parent index, the units released now (passing, under a parent that is split), and
-    the whole parents with a failing child (:class:`_Whole`)."""
+    the entries that move up with their pass test (:func:`_moved`)."""
     unit, vehicle, count = entries
     n_units = len(unit_names)
     parents = _parents(unit_names, level - 1)
@@ -513,9 +506,10 @@ def _split_parents(
     whole_passes = whole_parents.passes
     remainder = mixed & failing[unit]
     if np.array_equal(remainder, mixed):  # no passing child under them: the same units
-        remainder_passes = whole_passes
+        rest_parents = whole_parents
     else:
-        _, remainder_passes = rule.passing(up, vehicle, count, n_parents, remainder)
+        rest_parents = _Whole.of(rule, remainder, up, entries, n_parents)
+    remainder_passes = rest_parents.passes
     # Readings covered now or next level: split vs whole parent.
     readings = np.bincount(unit, weights=count, minlength=n_units)
     kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
@@ -525,16 +519,31 @@ def _split_parents(
     kept_whole = whole * whole_passes
     split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
     release_now = occupied & passes & split[parent_of]
-    return parents, parent_names, parent_of, release_now, whole_parents
+    return parents, parent_names, parent_of, release_now, _moved(whole_parents, rest_parents, split)
+
+
+def _moved(whole: _Whole, rest: _Whole, split: NDArray[np.bool_]) -> _Whole:
+    """What moves up a level, as it was aggregated and tested for the split: a parent with a
+    failing child moves as its remainder (``rest``) where it is split, else ``whole``; a
+    parent without one releases all its children and moves nothing."""
+    if rest is whole:
+        return whole
+    from_whole, from_rest = ~split[whole.group], split[rest.group]
+    return _Whole(
+        np.concatenate((whole.group[from_whole], rest.group[from_rest])),
+        np.concatenate((whole.vehicle[from_whole], rest.vehicle[from_rest])),
+        np.concatenate((whole.count[from_whole], rest.count[from_rest])),
+        np.where(split, rest.error, whole.error),
+        np.where(split, rest.passes, whole.passes),
+    )
 
 
 class _Whole(NamedTuple):
-    """The parents with a failing child, whole: the entries under them (``select``), their
-    (parent, vehicle) entries with counts added, and each parent's predicted error and pass
-    flag (:meth:`_Rule.passing`). When exactly these entries move up a level they are that
-    level's entries and pass test, not computed again."""
+    """Some entries under parents (those a ``select`` picks, :meth:`of`) as (parent,
+    vehicle) entries with counts added, and each parent's predicted error and pass flag
+    (:meth:`_Rule.passing`). The entries that move up a level are made of these
+    (:func:`_moved`): that level's entries and pass test, not computed again."""
 
-    select: NDArray[np.bool_]
     group: IntArray
     vehicle: IntArray
     count: IntArray
@@ -555,7 +564,7 @@ class _Whole(NamedTuple):
             up[select], vehicle[select], count[select], rule.n_vehicles
         )
         error, passes = rule.passing(group, vehicle, count, n_parents, unique=True)
-        return cls(select, group, vehicle, count, error, passes)
+        return cls(group, vehicle, count, error, passes)
 
 
 def _choose_compact(
