@@ -113,24 +113,35 @@ class PairMoves:
         return cls(columns, names, keep, single, merged, group, cell_code, vehicle_code)
 
     def _summed(self, values: np.ndarray) -> np.ndarray:
-        """Per new pair, the sum of its pairs' ``values`` in their order, as a float
+        """Per new pair, the sum of its pairs' float ``values`` in their order, as a
         ``bincount`` over the kept pairs adds them (a single pair's value plus 0.0)."""
         n_single = len(self.single)
         out = np.empty(len(self.cell_code))
-        np.add(values[self.single], 0.0, out=out[:n_single], dtype=np.float64)
+        np.add(values[self.single], 0.0, out=out[:n_single])
         out[n_single:] = np.bincount(
             self.group, weights=values[self.merged], minlength=len(out) - n_single
         )
         return out
 
+    def _counts(self) -> np.ndarray:
+        """Per new pair, its readings (integer counts, added exactly)."""
+        count, n_merged = self.source.count, len(self.cell_code) - len(self.single)
+        merged = np.bincount(self.group, weights=count[self.merged], minlength=n_merged)
+        return np.concatenate((count[self.single], merged.astype(np.int64)))
+
     def counts(self) -> WindowColumns:
-        """The new pairs with their counts and sums and no reading log (the occupancy and
-        the plan read no more)."""
-        return self._columns(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+        """The new pairs with their counts alone: no sums and no reading log, as ``plan``'s
+        columns (the occupancy and the budget plan read no more)."""
+        n, source, none = len(self.cell_code), self.source, np.zeros(0)
+        return WindowColumns(
+            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self._counts(),
+            np.zeros(n), np.zeros(n), np.zeros(0, dtype=np.int64), none, none,
+        )  # fmt: skip
 
     def columns(self, prefix_limit: int) -> WindowColumns:
-        """The new pairs with their reading logs, each merged pair's cut back to its first
-        ``prefix_limit`` by ``(ts, value)`` (only pairs whose joined log is longer are sorted)."""
+        """The new pairs with their sums and reading logs, each merged pair's cut back to its
+        first ``prefix_limit`` by ``(ts, value)`` (only pairs whose joined log is longer are
+        sorted)."""
         source, keep = self.source, self.keep
         pair_of = np.full(len(source), -1, dtype=np.int64)
         pair_of[self.single] = np.arange(len(self.single))
@@ -149,24 +160,10 @@ class PairMoves:
             kept = np.ones(len(reading_pair), dtype=bool)
             kept[drop] = False
             reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
-        return self._columns(reading_pair, ts, value)
-
-    def _columns(
-        self, reading_pair: np.ndarray, ts: np.ndarray, value: np.ndarray
-    ) -> WindowColumns:
-        source = self.source
         return WindowColumns(
-            self.names,
-            self.cell_code,
-            source.vehicle_names,
-            self.vehicle_code,
-            self._summed(source.count).astype(np.int64),
-            self._summed(source.total),
-            self._summed(source.total_sq),
-            reading_pair,
-            ts,
-            value,
-        )
+            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self._counts(),
+            self._summed(source.total), self._summed(source.total_sq), reading_pair, ts, value,
+        )  # fmt: skip
 
 
 def cell_shapes(
