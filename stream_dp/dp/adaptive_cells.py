@@ -257,6 +257,27 @@ def _aggregate(
     return aggregate_by_sort(group, vehicle, count, n_groups, n_vehicles)
 
 
+def _aggregate_selected(
+    group: IntArray,
+    vehicle: IntArray,
+    count: IntArray,
+    select: NDArray[np.bool_],
+    n_groups: int,
+    n_vehicles: int,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`_aggregate` of the ``select``-ed entries (groups below ``n_groups``); compiled,
+    without copying them out first."""
+    n = int(np.count_nonzero(select))
+    if n and kernel_choice.use_kernels(n):
+        from stream_dp.dp.adaptive_kernel import aggregate_selected_pairs
+
+        return aggregate_selected_pairs(  # type: ignore[no-any-return]
+            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
+            count.astype(np.int64, copy=False), select, n_groups, max(n_vehicles, 1),
+        )  # fmt: skip
+    return _aggregate(group[select], vehicle[select], count[select], n_vehicles)
+
+
 def aggregate_by_sort(
     group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
@@ -560,8 +581,8 @@ class _Whole(NamedTuple):
         n_parents: int,
     ) -> _Whole:
         _, vehicle, count = entries
-        group, vehicle, count = _aggregate(
-            up[select], vehicle[select], count[select], rule.n_vehicles
+        group, vehicle, count = _aggregate_selected(
+            up, vehicle, count, select, n_parents, rule.n_vehicles
         )
         error, passes = rule.passing(group, vehicle, count, n_parents, unique=True)
         return cls(group, vehicle, count, error, passes)

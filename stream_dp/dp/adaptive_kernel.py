@@ -74,10 +74,47 @@ def aggregate_pairs(
     """One entry per distinct ``(group, vehicle)``, counts added: groups ascending, within a
     group its vehicles in the order they first appear (not sorted: what the adaptive choice
     computes from a group's entries does not depend on their order). A stable counting pass
-    by group, then one slot per vehicle: a slot below the group's first entry is an earlier
-    group's, so the vehicle is new to this one."""
-    n = len(group)
+    by group, then one slot per vehicle (:func:`_aggregate_in_order`)."""
     order = stable_order_by(group, n_groups)
+    return _aggregate_in_order(order, group, vehicle, count, n_vehicles)
+
+
+@njit(cache=True, nogil=True)
+def aggregate_selected_pairs(
+    group: np.ndarray,
+    vehicle: np.ndarray,
+    count: np.ndarray,
+    select: np.ndarray,
+    n_groups: int,
+    n_vehicles: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`aggregate_pairs` of the ``select``-ed entries alone (the same entries as of
+    ``group[select]``, ... ), without copying them out first."""
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    n = 0
+    for i in range(len(group)):
+        if select[i]:
+            start[group[i] + 1] += 1
+            n += 1
+    for k in range(n_groups):
+        start[k + 1] += start[k]
+    order = np.empty(n, dtype=np.int64)
+    for i in range(len(group)):
+        if select[i]:
+            k = group[i]
+            order[start[k]] = i
+            start[k] += 1
+    return _aggregate_in_order(order, group, vehicle, count, n_vehicles)
+
+
+@njit(cache=True, nogil=True)
+def _aggregate_in_order(
+    order: np.ndarray, group: np.ndarray, vehicle: np.ndarray, count: np.ndarray, n_vehicles: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The aggregation of the entries ``order`` lists (grouped by group, ascending): one slot
+    per vehicle; a slot below the group's first entry is an earlier group's, so the vehicle
+    is new to this one."""
+    n = len(order)
     slot = np.full(n_vehicles, -1, dtype=np.int64)
     out_group = np.empty(n, dtype=np.int64)
     out_vehicle = np.empty(n, dtype=np.int64)

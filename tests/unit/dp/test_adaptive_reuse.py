@@ -14,7 +14,11 @@ import pytest
 
 from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, aggregate_by_sort, choose_cells
-from stream_dp.dp.adaptive_kernel import aggregate_pairs, weighted_quantile
+from stream_dp.dp.adaptive_kernel import (
+    aggregate_pairs,
+    aggregate_selected_pairs,
+    weighted_quantile,
+)
 
 U, T = 65.0, 10.0
 CENTRE = h3.latlng_to_cell(40.70, -74.02, 8)
@@ -35,6 +39,18 @@ def test_the_compiled_aggregation_has_the_sorted_ones_entries(seed: int) -> None
     by_vehicle = np.lexsort((got[1], got[0]))  # within a group: in no promised order
     for a, b in zip(got, want, strict=True):
         assert np.array_equal(a[by_vehicle], b)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aggregating_the_selected_entries_is_aggregating_their_copy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, n_groups, n_vehicles = int(rng.integers(1, 3000)), int(rng.integers(1, 40)), 500
+    group, vehicle = rng.integers(0, n_groups, n), rng.integers(0, n_vehicles, n)
+    count, select = rng.integers(1, 30, n), rng.random(n) < 0.6
+    got = aggregate_selected_pairs(group, vehicle, count, select, n_groups + 3, n_vehicles)
+    want = aggregate_pairs(group[select], vehicle[select], count[select], n_groups, n_vehicles)
+    assert len(want[0]) < select.sum()  # repeats were added up
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want, strict=True))
 
 
 @pytest.mark.parametrize("seed", range(8))
