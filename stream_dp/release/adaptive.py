@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_dp.dp import kernel_choice
 from stream_dp.dp.adaptive_cells import (
     DETAIL_SLACK,
     AdaptiveCells,
@@ -147,9 +148,15 @@ class PairMoves:
         pair_of[self.single] = np.arange(len(self.single))
         pair_of[self.merged] = len(self.single) + self.group
         n = len(self.cell_code)
-        reading_pair = pair_of[source.reading_pair]
         ts, value = source.reading_ts, source.reading_value
-        if not keep.all():
+        if keep.all():
+            reading_pair = pair_of[source.reading_pair]
+        elif kernel_choice.use_kernels(len(ts)):  # the kept pairs' readings in one pass
+            from stream_dp.dp.span_kernels import take_readings
+
+            reading_pair, ts, value = take_readings(source.reading_pair, pair_of, ts, value)
+        else:
+            reading_pair = pair_of[source.reading_pair]
             live = reading_pair >= 0
             reading_pair, ts, value = reading_pair[live], ts[live], value[live]
         stored = np.bincount(reading_pair, minlength=n)

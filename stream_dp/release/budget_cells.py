@@ -60,10 +60,11 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     moves = None
     for _ in range(MAX_CHOICES):
-        moves, state.adaptive, withheld = adaptive_moves(
+        moves, adaptive, withheld = adaptive_moves(
             columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting, memo),
             BUDGET_DETAIL_SLACK,
         )  # fmt: skip
+        state.adaptive = adaptive
         state.columns = moves.counts() if lazy else moves.columns(params.prefix_limit)
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
         if not len(chosen):
@@ -71,9 +72,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         state.pairs = Contributions(chosen, *occupancy_of(state.columns, chosen))
         occupancy = state.pairs.occupancy
         plan = budget_plan(state, occupancy)
-        adaptive = state.adaptive
-        resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
-        fine = np.array([resolution[c] > coarsest for c in occupancy.cells], dtype=bool)
+        fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
         state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
         if not len(drop):
