@@ -170,3 +170,37 @@ def weighted_quantile(
         at = np.searchsorted(cum, goal)
         out[k] = r[min(at, j - 1)]
     return out
+
+
+@njit(cache=True, nogil=True)
+def split_moves(
+    unit: np.ndarray, merged_unit: np.ndarray, vehicle: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """The regrouping's pairs (``unit``: each pair's new cell, -1: dropped) in one pass: the
+    indices of the pairs that stay alone and of those whose cell is a ``merged_unit``, each in
+    order, and buffers of new cells, vehicles and counts (int64) whose first entries are the
+    lone pairs' (room left for one merged pair per merged entry)."""
+    n_single, n_merged = 0, 0
+    for u in unit:
+        if u >= 0:
+            if merged_unit[u]:
+                n_merged += 1
+            else:
+                n_single += 1
+    single = np.empty(n_single, dtype=np.int64)
+    merged = np.empty(n_merged, dtype=np.int64)
+    cell = np.empty(n_single + n_merged, dtype=np.int64)
+    vehicles = np.empty(n_single + n_merged, dtype=np.int64)
+    counts = np.empty(n_single + n_merged, dtype=np.int64)
+    a, b = 0, 0
+    for i in range(len(unit)):
+        u = unit[i]
+        if u < 0:
+            continue
+        if merged_unit[u]:
+            merged[b] = i
+            b += 1
+        else:
+            single[a], cell[a], vehicles[a], counts[a] = i, u, vehicle[i], count[i]
+            a += 1
+    return single, merged, cell, vehicles, counts

@@ -82,18 +82,20 @@ def regroup(
 @dataclass(frozen=True)
 class PairMoves:
     """The pairs of ``source`` moved into new cells (:func:`regroup`): the kept pairs that
-    stay alone (``single``, indices, in order) come first, then the merged ones (``merged``:
-    a kept pair of a merged unit; ``group``: its merged pair among those), and ``cell_code``
-    and ``vehicle_code`` are the new pairs'."""
+    stay alone (``single``, indices, in order) come first, then the merged ones (``merged``,
+    indices of the kept pairs of a merged unit, in order; ``group``: each one's merged pair
+    among those); ``cell_code``, ``vehicle_code`` and ``count`` are the new pairs',
+    ``dropped`` whether some pair is in no new cell."""
 
     source: WindowColumns
     names: tuple[str, ...]
-    keep: np.ndarray
     single: np.ndarray
     merged: np.ndarray
     group: np.ndarray
     cell_code: np.ndarray
     vehicle_code: np.ndarray
+    count: np.ndarray
+    dropped: bool
 
     @classmethod
     def of(
@@ -103,15 +105,34 @@ class PairMoves:
         unit: np.ndarray,
         merged_unit: np.ndarray,
     ) -> PairMoves:
-        keep = unit >= 0
-        merged = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
-        single = np.flatnonzero(keep & ~merged)
+        vehicle, count = columns.vehicle_code, columns.count
+        if kernel_choice.use_kernels(len(unit)):
+            from stream_dp.dp.adaptive_kernel import split_moves
+
+            single, merged, cell_code, vehicle_code, counts = split_moves(
+                unit.astype(np.int64, copy=False), np.asarray(merged_unit, dtype=np.bool_),
+                vehicle.astype(np.int64, copy=False), count.astype(np.int64, copy=False),
+            )  # fmt: skip
+        else:
+            keep = unit >= 0
+            is_merged = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
+            single, merged = np.flatnonzero(keep & ~is_merged), np.flatnonzero(is_merged)
+            cell_code = np.concatenate((unit[single], unit[merged])).astype(np.int64)
+            vehicle_code = np.concatenate((vehicle[single], vehicle[merged])).astype(np.int64)
+            counts = np.concatenate((count[single], count[merged])).astype(np.int64)
         group_cell, group_vehicle, group = pair_groups(
-            unit[merged], columns.vehicle_code[merged], len(names), len(columns.vehicle_names)
+            unit[merged], vehicle[merged], len(names), len(columns.vehicle_names)
         )
-        cell_code = np.concatenate((unit[single], group_cell))
-        vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
-        return cls(columns, names, keep, single, merged, group, cell_code, vehicle_code)
+        n_single = len(single)
+        n = n_single + len(group_cell)  # the merged pairs go after the lone ones
+        cell_code[n_single:n], vehicle_code[n_single:n] = group_cell, group_vehicle
+        summed = np.bincount(group, weights=count[merged], minlength=len(group_cell))
+        counts[n_single:n] = summed.astype(np.int64)
+        dropped = n_single + len(merged) < len(unit)
+        return cls(
+            columns, names, single, merged, group, cell_code[:n], vehicle_code[:n], counts[:n],
+            dropped,
+        )  # fmt: skip
 
     def _summed(self, values: np.ndarray) -> np.ndarray:
         """Per new pair, the sum of its pairs' float ``values`` in their order, as a
@@ -124,18 +145,12 @@ class PairMoves:
         )
         return out
 
-    def _counts(self) -> np.ndarray:
-        """Per new pair, its readings (integer counts, added exactly)."""
-        count, n_merged = self.source.count, len(self.cell_code) - len(self.single)
-        merged = np.bincount(self.group, weights=count[self.merged], minlength=n_merged)
-        return np.concatenate((count[self.single], merged.astype(np.int64)))
-
     def counts(self) -> WindowColumns:
         """The new pairs with their counts alone: no sums and no reading log, as ``plan``'s
         columns (the occupancy and the budget plan read no more)."""
         n, source, none = len(self.cell_code), self.source, np.zeros(0)
         return WindowColumns(
-            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self._counts(),
+            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self.count,
             np.zeros(n), np.zeros(n), np.zeros(0, dtype=np.int64), none, none,
         )  # fmt: skip
 
@@ -143,13 +158,13 @@ class PairMoves:
         """The new pairs with their sums and reading logs, each merged pair's cut back to its
         first ``prefix_limit`` by ``(ts, value)`` (only pairs whose joined log is longer are
         sorted)."""
-        source, keep = self.source, self.keep
+        source = self.source
         pair_of = np.full(len(source), -1, dtype=np.int64)
         pair_of[self.single] = np.arange(len(self.single))
         pair_of[self.merged] = len(self.single) + self.group
         n = len(self.cell_code)
         ts, value = source.reading_ts, source.reading_value
-        if keep.all():
+        if not self.dropped:
             reading_pair = pair_of[source.reading_pair]
         elif kernel_choice.use_kernels(len(ts)):  # the kept pairs' readings in one pass
             from stream_dp.dp.span_kernels import take_readings
@@ -168,7 +183,7 @@ class PairMoves:
             kept[drop] = False
             reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
         return WindowColumns(
-            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self._counts(),
+            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self.count,
             self._summed(source.total), self._summed(source.total_sq), reading_pair, ts, value,
         )  # fmt: skip
 
