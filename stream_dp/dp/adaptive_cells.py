@@ -81,16 +81,29 @@ def best_cap_mean_error(
     out = np.full(n_units, np.inf)
     if len(unit) == 0:
         return out
-    from stream_dp.dp.adaptive_kernel import best_cap_scan  # numba: imported on first use
-    from stream_dp.dp.ordering import order_by_pair
+    from stream_dp.dp import adaptive_kernel  # numba: imported on first use
+    from stream_dp.dp.ordering import counting_sort_fits, order_by_pair
 
     unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
-    order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
+    width = int(count.max()) + 1
     limit = -1 if prefix_limit is None else int(prefix_limit)
     factor = LN20 * (1.0 + SAMPLER_RTOL)
     eps = np.broadcast_to(np.asarray(mean_epsilon, dtype=np.float64), (n_units,))
     eps = np.ascontiguousarray(eps)  # per unit (one ε for all, or a price's, §13.1)
-    return best_cap_scan(unit[order], count[order], n_units, upper, eps, limit, factor)
+    if TALLY_COUNTS and counting_sort_fits(len(unit), n_units * width):  # no order needed
+        return adaptive_kernel.best_cap_by_counts(  # type: ignore[no-any-return]
+            unit, count, n_units, width, upper, eps, limit, factor
+        )
+    order = order_by_pair(unit, count, n_units, width)
+    return adaptive_kernel.best_cap_scan(  # type: ignore[no-any-return]
+        unit[order], count[order], n_units, upper, eps, limit, factor
+    )
+
+
+#: Whether :func:`best_cap_mean_error` tallies each unit's counts where that is small
+#: (:func:`~stream_dp.dp.adaptive_kernel.best_cap_by_counts`) instead of ordering the
+#: entries; the tests switch it off to compare.
+TALLY_COUNTS = True
 
 
 @dataclass(frozen=True)

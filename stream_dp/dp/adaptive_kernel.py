@@ -68,6 +68,66 @@ def best_cap_scan(
 
 
 @njit(cache=True, nogil=True)
+def best_cap_by_counts(
+    unit: np.ndarray,
+    count: np.ndarray,
+    n_units: int,
+    width: int,
+    upper: float,
+    mean_epsilon: np.ndarray,
+    prefix_limit: int,
+    noise_factor: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`best_cap_scan` of the entries in any order (counts below ``width``): each
+    unit's counts tallied per value, then scanned in ascending order with the same integer
+    sums and the same float steps, so the floats are the scan's."""
+    tally = np.zeros(n_units * width, dtype=np.int64)
+    for i in range(len(unit)):
+        tally[unit[i] * width + count[i]] += 1
+    out = np.full(n_units, np.inf)
+    for u in range(n_units):
+        base = u * width
+        n, total, lowest, highest = 0, 0, -1, -1
+        for c in range(width):
+            h = tally[base + c]
+            if h:
+                n += h
+                total += h * c
+                if lowest < 0:
+                    lowest = c
+                highest = c
+        if n == 0:
+            continue
+        total_f = float(total)
+        best = np.inf
+        below, seen = 0, 0  # the sum and number of the counts below the current one
+        at_c_done = prefix_limit < 0 or not (lowest <= prefix_limit <= highest)
+        for c in range(lowest, highest + 1):
+            h = tally[base + c]
+            if h == 0:
+                continue
+            if not at_c_done and prefix_limit < c:  # the cap C lies between counts
+                kept = float(below + prefix_limit * (n - seen))
+                value = (
+                    upper * (1.0 - kept / total_f)
+                    + noise_factor * (upper * prefix_limit / kept) / mean_epsilon[u]
+                )
+                best = min(best, value)
+                at_c_done = True
+            below += h * c
+            seen += h
+            if prefix_limit < 0 or c <= prefix_limit or c == highest:
+                kept = float(below + c * (n - seen))
+                value = (
+                    upper * (1.0 - kept / total_f)
+                    + noise_factor * (upper * c / kept) / mean_epsilon[u]
+                )
+                best = min(best, value)
+        out[u] = best
+    return out
+
+
+@njit(cache=True, nogil=True)
 def aggregate_pairs(
     group: np.ndarray, vehicle: np.ndarray, count: np.ndarray, n_groups: int, n_vehicles: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled

@@ -276,3 +276,19 @@ def test_one_room_for_every_vehicle_prices_each_unit_at_it(
     want = price.pay_numpy(group, vehicle, count, 30)
     assert called["median"] == 1
     assert got.tobytes() == want.tobytes() and want[27:].tolist() == [0.0] * 3
+
+
+@pytest.mark.parametrize("limit", [None, 1, 7, 64])  # 7: a cap between the counts
+@pytest.mark.parametrize("seed", range(4))
+def test_tallied_counts_give_the_ordered_scans_errors_to_the_bit(
+    seed: int, limit: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(seed)
+    n, n_units = 4000, 60  # units 55-59 have no entry
+    unit, count = rng.integers(0, n_units - 5, n), rng.choice([1, 2, 3, 5, 9, 12, 40], n)
+    eps = rng.choice([0.3, 0.7, 1.9], n_units)
+    tallied = ac.best_cap_mean_error(unit, count, n_units, U, eps, limit)
+    monkeypatch.setattr(ac, "TALLY_COUNTS", False)
+    ordered = ac.best_cap_mean_error(unit, count, n_units, U, eps, limit)
+    assert np.isinf(ordered[-5:]).all() and np.isfinite(ordered[:-5]).all()
+    assert tallied.tobytes() == ordered.tobytes()
