@@ -504,7 +504,9 @@ def _first_level(
             seen_rule.price is rule.price  # the same rooms (an array: compared by identity)
             and replace(seen_rule, price=None) == replace(rule, price=None)
             and len(error) == n_units
-            and all(np.array_equal(a, b) for a, b in zip(seen_entries, entries, strict=True))
+            and all(
+                a is b or np.array_equal(a, b) for a, b in zip(seen_entries, entries, strict=True)
+            )
         ):
             return error.copy(), passes.copy()
     error, passes = rule.passing(*entries, n_units, unique=True)
@@ -534,8 +536,8 @@ def _split_parents(
     n_parents = len(parent_names)
     has_failing = np.zeros(n_parents, dtype=bool)
     has_failing[parent_of[failing]] = True
-    mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
     up = parent_of[unit]
+    mixed = has_failing[up]  # entries under a parent with a failing child
     whole_parents = _Whole.of(rule, mixed, up, entries, n_parents)
     whole_passes = whole_parents.passes
     remainder = mixed & failing[unit]
