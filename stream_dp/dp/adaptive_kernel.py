@@ -10,6 +10,15 @@ from numba import njit
 from stream_dp.dp.array_kernels import stable_order_by
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _cap_error(
+    upper: float, cap: int, kept: float, total: float, mean_epsilon: float, noise_factor: float
+) -> float:  # pragma: no cover - compiled
+    """A unit's predicted error at ``cap`` with ``kept`` of its ``total`` readings kept:
+    ``U (1 - S/M) + noise_factor U c / (S eps)``."""
+    return upper * (1.0 - kept / total) + noise_factor * (upper * cap / kept) / mean_epsilon
+
+
 @njit(cache=True, nogil=True)
 def best_cap_scan(
     unit: np.ndarray,
@@ -44,11 +53,10 @@ def best_cap_scan(
             c = count[i]
             if not at_c_done and prefix_limit < c:  # the cap C lies between counts
                 kept = float(below + prefix_limit * (b - i))
-                value = (
-                    upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * prefix_limit / kept) / mean_epsilon[u]
+                best = min(
+                    best,
+                    _cap_error(upper, prefix_limit, kept, total_f, mean_epsilon[u], noise_factor),
                 )
-                best = min(best, value)
                 at_c_done = True
             j = i
             while j < b and count[j] == c:
@@ -56,11 +64,7 @@ def best_cap_scan(
                 j += 1
             if prefix_limit < 0 or c <= prefix_limit or c == highest:
                 kept = float(below + c * (b - j))
-                value = (
-                    upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * c / kept) / mean_epsilon[u]
-                )
-                best = min(best, value)
+                best = min(best, _cap_error(upper, c, kept, total_f, mean_epsilon[u], noise_factor))
             i = j
         out[u] = best
         a = b
@@ -108,21 +112,16 @@ def best_cap_by_counts(
                 continue
             if not at_c_done and prefix_limit < c:  # the cap C lies between counts
                 kept = float(below + prefix_limit * (n - seen))
-                value = (
-                    upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * prefix_limit / kept) / mean_epsilon[u]
+                best = min(
+                    best,
+                    _cap_error(upper, prefix_limit, kept, total_f, mean_epsilon[u], noise_factor),
                 )
-                best = min(best, value)
                 at_c_done = True
             below += h * c
             seen += h
             if prefix_limit < 0 or c <= prefix_limit or c == highest:
                 kept = float(below + c * (n - seen))
-                value = (
-                    upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * c / kept) / mean_epsilon[u]
-                )
-                best = min(best, value)
+                best = min(best, _cap_error(upper, c, kept, total_f, mean_epsilon[u], noise_factor))
         out[u] = best
     return out
 

@@ -26,42 +26,46 @@ from stream_dp.windows.state import rank_in_runs
 
 
 def adaptive_columns(
-    columns: WindowColumns,
-    params: ReleaseParams,
-    mean_epsilon: float,
-    budget: BudgetChoice | None = None,
-    detail_slack: float = DETAIL_SLACK,
+    columns: WindowColumns, params: ReleaseParams, mean_epsilon: float
 ) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
     """The window regrouped into the adaptive cells chosen from its occupancy
-    (:func:`~stream_dp.dp.adaptive_cells.choose_cells`; under a vehicle budget with its
-    ``budget`` choice and ``detail_slack``), and the (cells, readings) withheld."""
-    moves, chosen, withheld = adaptive_moves(columns, params, mean_epsilon, budget, detail_slack)
+    (:func:`adaptive_choice`), those cells, and the (cells, readings) withheld."""
+    chosen = adaptive_choice(columns, params, mean_epsilon)
+    moves, withheld = adaptive_moves(columns, chosen)
     return moves.columns(params.prefix_limit), chosen, withheld
 
 
-def adaptive_moves(
+def adaptive_choice(
     columns: WindowColumns,
     params: ReleaseParams,
     mean_epsilon: float,
     budget: BudgetChoice | None = None,
     detail_slack: float = DETAIL_SLACK,
-) -> tuple[PairMoves, AdaptiveCells, tuple[int, int]]:
-    """:func:`adaptive_columns` with the regrouping not yet applied to the reading log: the
-    pairs' moves (:class:`PairMoves`), the chosen cells and the (cells, readings) withheld."""
-    chosen = choose_cells(
+) -> AdaptiveCells:
+    """The adaptive cells chosen from the window's occupancy
+    (:func:`~stream_dp.dp.adaptive_cells.choose_cells`; under a vehicle budget with its
+    ``budget`` choice and ``detail_slack``)."""
+    return choose_cells(
         columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
         upper=params.upper, mean_epsilon=mean_epsilon, target=float(params.target_mean_error),
         finest=params.resolution, coarsest=params.coarsest, prefix_limit=params.prefix_limit,
         min_vehicles=params.min_vehicles, shape=params.adaptive_shape, detail_slack=detail_slack,
         budget=budget,
     )  # fmt: skip
+
+
+def adaptive_moves(
+    columns: WindowColumns, chosen: AdaptiveCells
+) -> tuple[PairMoves, tuple[int, int]]:
+    """The window's pairs moved into the ``chosen`` cells (:class:`PairMoves`: the regrouping
+    not yet applied to the reading log) and the (cells, readings) withheld."""
     unit = chosen.unit_of_cell[columns.cell_code]
     readings_out = int(columns.count[unit < 0].sum())
     cells_in = np.bincount(
         chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
     )
     moves = PairMoves.of(columns, chosen.names, unit, cells_in > 1)
-    return moves, chosen, (len(chosen.withheld_cells), readings_out)
+    return moves, (len(chosen.withheld_cells), readings_out)
 
 
 def regroup(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_dp.dp.adaptive_cells import BudgetChoice
-from stream_dp.release.adaptive import adaptive_moves
+from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
@@ -60,10 +60,9 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     moves = None
     for _ in range(MAX_CHOICES):
-        moves, adaptive, withheld = adaptive_moves(
-            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting, memo),
-            BUDGET_DETAIL_SLACK,
-        )  # fmt: skip
+        choice = BudgetChoice(price, frozenset(refused), waiting, memo)
+        adaptive = adaptive_choice(columns, params, mean_epsilon, choice, BUDGET_DETAIL_SLACK)
+        moves, withheld = adaptive_moves(columns, adaptive)
         state.adaptive = adaptive
         state.columns = moves.counts() if lazy else moves.columns(params.prefix_limit)
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)

@@ -143,9 +143,9 @@ def test_a_choice_regrouped_without_reading_logs_releases_what_the_old_one_did(
         return real(self, prefix_limit)
 
     monkeypatch.setattr(adaptive.PairMoves, "columns", columns_of)
-    real_moves = budget_cells.adaptive_moves
+    real_choice = budget_cells.adaptive_choice
     monkeypatch.setattr(
-        budget_cells, "adaptive_moves", lambda *a: (choices.append(True), real_moves(*a))[1]
+        budget_cells, "adaptive_choice", lambda *a: (choices.append(True), real_choice(*a))[1]
     )
 
     def release() -> Any:
