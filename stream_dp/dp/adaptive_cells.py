@@ -370,6 +370,29 @@ def choose_cells(
     return _choose_remainder(list(cell_names), pairs, rule, levels, budget)
 
 
+#: Whether the budget choice orders the pairs by cell first (:func:`_by_cell`); the tests
+#: switch it off to compare.
+SORT_PAIRS = True
+
+
+def _by_cell(
+    pairs: tuple[IntArray, IntArray, IntArray], n_cells: int, memo: dict[str, Any]
+) -> tuple[IntArray, IntArray, IntArray]:
+    """The pairs in the stable order of their cells, kept in ``memo`` for the window's next
+    choice. Nothing the choice computes depends on the pairs' order (:func:`_aggregate`), but
+    grouped by cell, and so by parent at every level (sorted H3 cells of one resolution have
+    sorted parents), its passes over them read memory in order."""
+    from stream_dp.dp.ordering import stable_order
+
+    seen = memo.get("by_cell")
+    if seen is not None and all(a is b for a, b in zip(seen[0], pairs, strict=True)):
+        return seen[1]  # type: ignore[no-any-return]
+    order = stable_order(pairs[0], max(n_cells, 1))
+    ordered = (pairs[0][order], pairs[1][order], pairs[2][order])
+    memo["by_cell"] = (pairs, ordered)
+    return ordered
+
+
 def _choose_remainder(
     cell_names: list[str],
     pairs: tuple[IntArray, IntArray, IntArray],
@@ -402,14 +425,16 @@ def _choose_remainder(
             unit_names, unit_of_cell, entries, partial_parent = up
             level, known = coarsest, None
             continue
-        unit, vehicle, count = entries
         n_units = len(unit_names)
         if level == finest and budget is not None:
+            if SORT_PAIRS:  # at the finest level each cell is its own unit
+                entries = _by_cell(entries, n_cells, budget.memo)
             error, passes = _first_level(rule, entries, n_units, budget.memo)
         elif known is None:
-            error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+            error, passes = rule.passing(*entries, n_units, unique=True)
         else:
             error, passes = known
+        unit = entries[0]
         if budget is not None:
             passes &= budget.may_pass(unit_names, unit_of_cell, level > coarsest)
         occupied = np.zeros(n_units, dtype=bool)

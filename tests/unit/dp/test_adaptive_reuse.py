@@ -168,6 +168,8 @@ def test_the_budget_choice_is_the_level_by_level_one(
 ) -> None:
     names, cell, vehicle, count, room = _occupancy(seed)
     rng = np.random.default_rng(seed)
+    shuffle = rng.permutation(len(cell))  # the pairs in no order, as a window's are
+    cell, vehicle, count = cell[shuffle], vehicle[shuffle], count[shuffle]
     wait = {"none": None, "all": np.ones(len(names), dtype=bool),
             "some": rng.random(len(names)) < 0.5}[waiting]  # fmt: skip
     price = UnitPrice(room, 1.0, 7.0 / 3.0)
@@ -198,8 +200,9 @@ def test_the_budget_choice_is_the_level_by_level_one(
         refused.update(finer[::2])
     if waiting == "all":  # every choice moved straight to the coarsest level
         assert reused == {"first": 0, "jumps": 3}
-    else:  # the later choices took the finest level from the memo
+    else:  # the later choices took the finest level, its pairs ordered by cell, from the memo
         assert reused["first"] == 2
+        assert np.all(np.diff(memo["by_cell"][1][0]) >= 0)  # ordered by cell
 
 
 @pytest.mark.parametrize("seed", range(8))
