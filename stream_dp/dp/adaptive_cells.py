@@ -81,16 +81,29 @@ def best_cap_mean_error(
     out = np.full(n_units, np.inf)
     if len(unit) == 0:
         return out
-    from stream_dp.dp.adaptive_kernel import best_cap_scan  # numba: imported on first use
-    from stream_dp.dp.ordering import order_by_pair
+    from stream_dp.dp import adaptive_kernel  # numba: imported on first use
+    from stream_dp.dp.ordering import counting_sort_fits, order_by_pair
 
     unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
-    order = order_by_pair(unit, count, n_units, int(count.max()) + 1)
+    width = int(count.max()) + 1
     limit = -1 if prefix_limit is None else int(prefix_limit)
     factor = LN20 * (1.0 + SAMPLER_RTOL)
     eps = np.broadcast_to(np.asarray(mean_epsilon, dtype=np.float64), (n_units,))
     eps = np.ascontiguousarray(eps)  # per unit (one ε for all, or a price's, §13.1)
-    return best_cap_scan(unit[order], count[order], n_units, upper, eps, limit, factor)
+    if TALLY_COUNTS and counting_sort_fits(len(unit), n_units * width):  # no order needed
+        return adaptive_kernel.best_cap_by_counts(  # type: ignore[no-any-return]
+            unit, count, n_units, width, upper, eps, limit, factor
+        )
+    order = order_by_pair(unit, count, n_units, width)
+    return adaptive_kernel.best_cap_scan(  # type: ignore[no-any-return]
+        unit[order], count[order], n_units, upper, eps, limit, factor
+    )
+
+
+#: Whether :func:`best_cap_mean_error` tallies each unit's counts where that is small
+#: (:func:`~stream_dp.dp.adaptive_kernel.best_cap_by_counts`) instead of ordering the
+#: entries; the tests switch it off to compare.
+TALLY_COUNTS = True
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,10 @@ class UnitPrice:
         """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
         if not len(group):
             return np.zeros(n_groups)
+        if self.room_rank[1] == 1:  # one room for every vehicle: each group's price is it
+            out = np.zeros(n_groups)
+            out[group] = self.room[0]
+            return out
         if kernel_choice.use_kernels(len(group)):
             from stream_dp.dp.adaptive_kernel import weighted_quantile
 
@@ -253,6 +270,27 @@ def _aggregate(
     return aggregate_by_sort(group, vehicle, count, n_groups, n_vehicles)
 
 
+def _aggregate_selected(
+    group: IntArray,
+    vehicle: IntArray,
+    count: IntArray,
+    select: NDArray[np.bool_],
+    n_groups: int,
+    n_vehicles: int,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`_aggregate` of the ``select``-ed entries (groups below ``n_groups``); compiled,
+    without copying them out first."""
+    n = int(np.count_nonzero(select))
+    if n and kernel_choice.use_kernels(n):
+        from stream_dp.dp.adaptive_kernel import aggregate_selected_pairs
+
+        return aggregate_selected_pairs(  # type: ignore[no-any-return]
+            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
+            count.astype(np.int64, copy=False), select, n_groups, max(n_vehicles, 1),
+        )  # fmt: skip
+    return _aggregate(group[select], vehicle[select], count[select], n_vehicles)
+
+
 def aggregate_by_sort(
     group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int, n_vehicles: int
 ) -> tuple[IntArray, IntArray, IntArray]:
@@ -332,6 +370,29 @@ def choose_cells(
     return _choose_remainder(list(cell_names), pairs, rule, levels, budget)
 
 
+#: Whether the budget choice orders the pairs by cell first (:func:`_by_cell`); the tests
+#: switch it off to compare.
+SORT_PAIRS = True
+
+
+def _by_cell(
+    pairs: tuple[IntArray, IntArray, IntArray], n_cells: int, memo: dict[str, Any]
+) -> tuple[IntArray, IntArray, IntArray]:
+    """The pairs in the stable order of their cells, kept in ``memo`` for the window's next
+    choice. Nothing the choice computes depends on the pairs' order (:func:`_aggregate`), but
+    grouped by cell, and so by parent at every level (sorted H3 cells of one resolution have
+    sorted parents), its passes over them read memory in order."""
+    from stream_dp.dp.ordering import stable_order
+
+    seen = memo.get("by_cell")
+    if seen is not None and all(a is b for a, b in zip(seen[0], pairs, strict=True)):
+        return seen[1]  # type: ignore[no-any-return]
+    order = stable_order(pairs[0], max(n_cells, 1))
+    ordered = (pairs[0][order], pairs[1][order], pairs[2][order])
+    memo["by_cell"] = (pairs, ordered)
+    return ordered
+
+
 def _choose_remainder(
     cell_names: list[str],
     pairs: tuple[IntArray, IntArray, IntArray],
@@ -343,7 +404,6 @@ def _choose_remainder(
     ``coarsest`` (``levels``: those and the detail slack)."""
     finest, coarsest, detail_slack = levels
     n_cells = len(cell_names)
-    n_vehicles = rule.n_vehicles
     # Per observed cell: its unit at the current level (-1 once released or withheld).
     unit_of_cell = np.arange(n_cells, dtype=np.int64)
     unit_names: list[str] = list(cell_names)
@@ -353,18 +413,28 @@ def _choose_remainder(
     # One entry per (unit, vehicle) at the current level: (unit, vehicle, readings).
     entries = pairs
     known: tuple[FloatArray, NDArray[np.bool_]] | None = None  # (error, passes), from below
-    for level in range(finest, coarsest - 1, -1):
+    level = finest
+    while level >= coarsest:
         alive = unit_of_cell >= 0
         if not alive.any():
             break
-        unit, vehicle, count = entries
+        if level > coarsest and budget is not None and _all_wait(budget, alive):
+            # Nothing finer than the coarsest level may pass: every level up to it releases
+            # nothing and moves all its units up, so move them there at once.
+            up = _to_coarsest(unit_names, unit_of_cell, entries, partial_parent, coarsest, rule)
+            unit_names, unit_of_cell, entries, partial_parent = up
+            level, known = coarsest, None
+            continue
         n_units = len(unit_names)
         if level == finest and budget is not None:
+            if SORT_PAIRS:  # at the finest level each cell is its own unit
+                entries = _by_cell(entries, n_cells, budget.memo)
             error, passes = _first_level(rule, entries, n_units, budget.memo)
         elif known is None:
-            error, passes = rule.passing(unit, vehicle, count, n_units, unique=True)
+            error, passes = rule.passing(*entries, n_units, unique=True)
         else:
             error, passes = known
+        unit = entries[0]
         if budget is not None:
             passes &= budget.may_pass(unit_names, unit_of_cell, level > coarsest)
         occupied = np.zeros(n_units, dtype=bool)
@@ -374,7 +444,7 @@ def _choose_remainder(
             move_up = np.zeros(n_units, dtype=bool)
         else:
             split = _split_parents(rule, unit_names, level, entries, passes, occupied, detail_slack)
-            parents, parent_names, parent_of, release_now, whole = split
+            parents, parent_names, parent_of, release_now, moved = split
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
         for u in np.flatnonzero(release_now).tolist():
@@ -386,10 +456,8 @@ def _choose_remainder(
         if level == coarsest:
             break
         # A parent unit is a remainder when readings under it were released at a finer level.
-        partial_parent = {
-            parents[u]
-            for u in range(n_units)
-            if release_now[u] or (move_up[u] and unit_names[u] in partial_parent)
+        partial_parent = {parents[u] for u in np.flatnonzero(release_now).tolist()} | {
+            parents[u] for u in np.flatnonzero(move_up).tolist() if unit_names[u] in partial_parent
         }
         moving = alive & move_up[unit_of_cell.clip(0)]
         next_unit = np.full(n_cells, -1, dtype=np.int64)
@@ -399,16 +467,50 @@ def _choose_remainder(
         remap[used] = np.arange(len(used))
         unit_of_cell = np.where(moving, remap[next_unit.clip(0)], -1)
         unit_names = [str(parent_names[i]) for i in used.tolist()]
-        up_entry = move_up[unit]
-        known = None
-        if np.array_equal(up_entry, whole.select):  # the whole parents move up: reuse them
-            entries = (remap[whole.group], whole.vehicle, whole.count)
-            known = (whole.error[used], whole.passes[used])
-        else:
-            entries = _aggregate(
-                remap[parent_of[unit[up_entry]]], vehicle[up_entry], count[up_entry], n_vehicles
-            )
+        # The moving units' entries and pass test, as the split aggregated and tested them.
+        entries = (remap[moved.group], moved.vehicle, moved.count)
+        known = (moved.error[used], moved.passes[used])
+        level -= 1
     return _result(released, final_of_cell)
+
+
+#: Whether the remainder choice moves units straight to the coarsest level when every
+#: remaining cell waits (:func:`_all_wait`); the tests switch it off to compare.
+JUMP_WAITING = True
+
+
+def _all_wait(budget: BudgetChoice, alive: NDArray[np.bool_]) -> bool:
+    """Whether every observed cell still unreleased (``alive``) may wait for a longer span:
+    then no unit finer than the coarsest level may pass (:meth:`BudgetChoice.may_pass`)."""
+    return JUMP_WAITING and budget.waiting is not None and bool(budget.waiting[alive].all())
+
+
+def _to_coarsest(
+    unit_names: list[str],
+    unit_of_cell: IntArray,
+    entries: tuple[IntArray, IntArray, IntArray],
+    partial_parent: set[str],
+    coarsest: int,
+    rule: _Rule,
+) -> tuple[list[str], IntArray, tuple[IntArray, IntArray, IntArray], set[str]]:
+    """The remainder choice's state at the coarsest level when the levels between release
+    nothing: each occupied unit moved into its ancestor there (names sorted, entries
+    aggregated, the remainders' ancestors), as moving up one level at a time does."""
+    unit, vehicle, count = entries
+    occupied = np.zeros(len(unit_names), dtype=bool)
+    occupied[unit] = True
+    ancestors = _parents(unit_names, coarsest)
+    names, ancestor_of = np.unique(np.asarray(ancestors, dtype=object), return_inverse=True)
+    moving = (unit_of_cell >= 0) & occupied[unit_of_cell.clip(0)]
+    used = np.unique(ancestor_of[unit_of_cell[moving]])
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[used] = np.arange(len(used))
+    new_unit = remap[ancestor_of]
+    unit_of_cell = np.where(moving, new_unit[unit_of_cell.clip(0)], -1)
+    partial = {ancestors[u] for u in np.flatnonzero(occupied).tolist()
+               if unit_names[u] in partial_parent}  # fmt: skip
+    moved = _aggregate(new_unit[unit], vehicle, count, rule.n_vehicles)
+    return [str(names[i]) for i in used.tolist()], unit_of_cell, moved, partial
 
 
 def _first_level(
@@ -427,7 +529,9 @@ def _first_level(
             seen_rule.price is rule.price  # the same rooms (an array: compared by identity)
             and replace(seen_rule, price=None) == replace(rule, price=None)
             and len(error) == n_units
-            and all(np.array_equal(a, b) for a, b in zip(seen_entries, entries, strict=True))
+            and all(
+                a is b or np.array_equal(a, b) for a, b in zip(seen_entries, entries, strict=True)
+            )
         ):
             return error.copy(), passes.copy()
     error, passes = rule.passing(*entries, n_units, unique=True)
@@ -446,7 +550,7 @@ def _split_parents(
 ) -> tuple[list[str], np.ndarray, IntArray, np.ndarray, _Whole]:
     """One level up from ``level``: each unit's parent name, the distinct parents, each
     unit's parent index, the units released now (passing, under a parent that is split), and
-    the whole parents with a failing child (:class:`_Whole`)."""
+    the entries that move up with their pass test (:func:`_moved`)."""
     unit, vehicle, count = entries
     n_units = len(unit_names)
     parents = _parents(unit_names, level - 1)
@@ -457,15 +561,16 @@ def _split_parents(
     n_parents = len(parent_names)
     has_failing = np.zeros(n_parents, dtype=bool)
     has_failing[parent_of[failing]] = True
-    mixed = has_failing[parent_of[unit]]  # entries under a parent with a failing child
     up = parent_of[unit]
+    mixed = has_failing[up]  # entries under a parent with a failing child
     whole_parents = _Whole.of(rule, mixed, up, entries, n_parents)
     whole_passes = whole_parents.passes
     remainder = mixed & failing[unit]
     if np.array_equal(remainder, mixed):  # no passing child under them: the same units
-        remainder_passes = whole_passes
+        rest_parents = whole_parents
     else:
-        _, remainder_passes = rule.passing(up, vehicle, count, n_parents, remainder)
+        rest_parents = _Whole.of(rule, remainder, up, entries, n_parents)
+    remainder_passes = rest_parents.passes
     # Readings covered now or next level: split vs whole parent.
     readings = np.bincount(unit, weights=count, minlength=n_units)
     kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
@@ -475,16 +580,31 @@ def _split_parents(
     kept_whole = whole * whole_passes
     split = ~has_failing | (kept_split >= (1.0 - detail_slack) * kept_whole)
     release_now = occupied & passes & split[parent_of]
-    return parents, parent_names, parent_of, release_now, whole_parents
+    return parents, parent_names, parent_of, release_now, _moved(whole_parents, rest_parents, split)
+
+
+def _moved(whole: _Whole, rest: _Whole, split: NDArray[np.bool_]) -> _Whole:
+    """What moves up a level, as it was aggregated and tested for the split: a parent with a
+    failing child moves as its remainder (``rest``) where it is split, else ``whole``; a
+    parent without one releases all its children and moves nothing."""
+    if rest is whole:
+        return whole
+    from_whole, from_rest = ~split[whole.group], split[rest.group]
+    return _Whole(
+        np.concatenate((whole.group[from_whole], rest.group[from_rest])),
+        np.concatenate((whole.vehicle[from_whole], rest.vehicle[from_rest])),
+        np.concatenate((whole.count[from_whole], rest.count[from_rest])),
+        np.where(split, rest.error, whole.error),
+        np.where(split, rest.passes, whole.passes),
+    )
 
 
 class _Whole(NamedTuple):
-    """The parents with a failing child, whole: the entries under them (``select``), their
-    (parent, vehicle) entries with counts added, and each parent's predicted error and pass
-    flag (:meth:`_Rule.passing`). When exactly these entries move up a level they are that
-    level's entries and pass test, not computed again."""
+    """Some entries under parents (those a ``select`` picks, :meth:`of`) as (parent,
+    vehicle) entries with counts added, and each parent's predicted error and pass flag
+    (:meth:`_Rule.passing`). The entries that move up a level are made of these
+    (:func:`_moved`): that level's entries and pass test, not computed again."""
 
-    select: NDArray[np.bool_]
     group: IntArray
     vehicle: IntArray
     count: IntArray
@@ -501,11 +621,11 @@ class _Whole(NamedTuple):
         n_parents: int,
     ) -> _Whole:
         _, vehicle, count = entries
-        group, vehicle, count = _aggregate(
-            up[select], vehicle[select], count[select], rule.n_vehicles
+        group, vehicle, count = _aggregate_selected(
+            up, vehicle, count, select, n_parents, rule.n_vehicles
         )
         error, passes = rule.passing(group, vehicle, count, n_parents, unique=True)
-        return cls(select, group, vehicle, count, error, passes)
+        return cls(group, vehicle, count, error, passes)
 
 
 def _choose_compact(

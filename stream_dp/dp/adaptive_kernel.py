@@ -10,6 +10,15 @@ from numba import njit
 from stream_dp.dp.array_kernels import stable_order_by
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _cap_error(
+    upper: float, cap: int, kept: float, total: float, mean_epsilon: float, noise_factor: float
+) -> float:  # pragma: no cover - compiled
+    """A unit's predicted error at ``cap`` with ``kept`` of its ``total`` readings kept:
+    ``U (1 - S/M) + noise_factor U c / (S eps)``."""
+    return upper * (1.0 - kept / total) + noise_factor * (upper * cap / kept) / mean_epsilon
+
+
 @njit(cache=True, nogil=True)
 def best_cap_scan(
     unit: np.ndarray,
@@ -44,11 +53,10 @@ def best_cap_scan(
             c = count[i]
             if not at_c_done and prefix_limit < c:  # the cap C lies between counts
                 kept = float(below + prefix_limit * (b - i))
-                value = (
-                    upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * prefix_limit / kept) / mean_epsilon[u]
+                best = min(
+                    best,
+                    _cap_error(upper, prefix_limit, kept, total_f, mean_epsilon[u], noise_factor),
                 )
-                best = min(best, value)
                 at_c_done = True
             j = i
             while j < b and count[j] == c:
@@ -56,14 +64,65 @@ def best_cap_scan(
                 j += 1
             if prefix_limit < 0 or c <= prefix_limit or c == highest:
                 kept = float(below + c * (b - j))
-                value = (
-                    upper * (1.0 - kept / total_f)
-                    + noise_factor * (upper * c / kept) / mean_epsilon[u]
-                )
-                best = min(best, value)
+                best = min(best, _cap_error(upper, c, kept, total_f, mean_epsilon[u], noise_factor))
             i = j
         out[u] = best
         a = b
+    return out
+
+
+@njit(cache=True, nogil=True)
+def best_cap_by_counts(
+    unit: np.ndarray,
+    count: np.ndarray,
+    n_units: int,
+    width: int,
+    upper: float,
+    mean_epsilon: np.ndarray,
+    prefix_limit: int,
+    noise_factor: float,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`best_cap_scan` of the entries in any order (counts below ``width``): each
+    unit's counts tallied per value, then scanned in ascending order with the same integer
+    sums and the same float steps, so the floats are the scan's."""
+    tally = np.zeros(n_units * width, dtype=np.int64)
+    for i in range(len(unit)):
+        tally[unit[i] * width + count[i]] += 1
+    out = np.full(n_units, np.inf)
+    for u in range(n_units):
+        base = u * width
+        n, total, lowest, highest = 0, 0, -1, -1
+        for c in range(width):
+            h = tally[base + c]
+            if h:
+                n += h
+                total += h * c
+                if lowest < 0:
+                    lowest = c
+                highest = c
+        if n == 0:
+            continue
+        total_f = float(total)
+        best = np.inf
+        below, seen = 0, 0  # the sum and number of the counts below the current one
+        at_c_done = prefix_limit < 0 or not (lowest <= prefix_limit <= highest)
+        for c in range(lowest, highest + 1):
+            h = tally[base + c]
+            if h == 0:
+                continue
+            if not at_c_done and prefix_limit < c:  # the cap C lies between counts
+                kept = float(below + prefix_limit * (n - seen))
+                best = min(
+                    best,
+                    _cap_error(upper, prefix_limit, kept, total_f, mean_epsilon[u], noise_factor),
+                )
+                at_c_done = True
+            below += h * c
+            seen += h
+            if prefix_limit < 0 or c <= prefix_limit or c == highest:
+                kept = float(below + c * (n - seen))
+                best = min(best, _cap_error(upper, c, kept, total_f, mean_epsilon[u], noise_factor))
+        out[u] = best
     return out
 
 
@@ -74,10 +133,47 @@ def aggregate_pairs(
     """One entry per distinct ``(group, vehicle)``, counts added: groups ascending, within a
     group its vehicles in the order they first appear (not sorted: what the adaptive choice
     computes from a group's entries does not depend on their order). A stable counting pass
-    by group, then one slot per vehicle: a slot below the group's first entry is an earlier
-    group's, so the vehicle is new to this one."""
-    n = len(group)
+    by group, then one slot per vehicle (:func:`_aggregate_in_order`)."""
     order = stable_order_by(group, n_groups)
+    return _aggregate_in_order(order, group, vehicle, count, n_vehicles)
+
+
+@njit(cache=True, nogil=True)
+def aggregate_selected_pairs(
+    group: np.ndarray,
+    vehicle: np.ndarray,
+    count: np.ndarray,
+    select: np.ndarray,
+    n_groups: int,
+    n_vehicles: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`aggregate_pairs` of the ``select``-ed entries alone (the same entries as of
+    ``group[select]``, ... ), without copying them out first."""
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    n = 0
+    for i in range(len(group)):
+        if select[i]:
+            start[group[i] + 1] += 1
+            n += 1
+    for k in range(n_groups):
+        start[k + 1] += start[k]
+    order = np.empty(n, dtype=np.int64)
+    for i in range(len(group)):
+        if select[i]:
+            k = group[i]
+            order[start[k]] = i
+            start[k] += 1
+    return _aggregate_in_order(order, group, vehicle, count, n_vehicles)
+
+
+@njit(cache=True, nogil=True)
+def _aggregate_in_order(
+    order: np.ndarray, group: np.ndarray, vehicle: np.ndarray, count: np.ndarray, n_vehicles: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The aggregation of the entries ``order`` lists (grouped by group, ascending): one slot
+    per vehicle; a slot below the group's first entry is an earlier group's, so the vehicle
+    is new to this one."""
+    n = len(order)
     slot = np.full(n_vehicles, -1, dtype=np.int64)
     out_group = np.empty(n, dtype=np.int64)
     out_vehicle = np.empty(n, dtype=np.int64)
@@ -133,3 +229,37 @@ def weighted_quantile(
         at = np.searchsorted(cum, goal)
         out[k] = r[min(at, j - 1)]
     return out
+
+
+@njit(cache=True, nogil=True)
+def split_moves(
+    unit: np.ndarray, merged_unit: np.ndarray, vehicle: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """The regrouping's pairs (``unit``: each pair's new cell, -1: dropped) in one pass: the
+    indices of the pairs that stay alone and of those whose cell is a ``merged_unit``, each in
+    order, and buffers of new cells, vehicles and counts (int64) whose first entries are the
+    lone pairs' (room left for one merged pair per merged entry)."""
+    n_single, n_merged = 0, 0
+    for u in unit:
+        if u >= 0:
+            if merged_unit[u]:
+                n_merged += 1
+            else:
+                n_single += 1
+    single = np.empty(n_single, dtype=np.int64)
+    merged = np.empty(n_merged, dtype=np.int64)
+    cell = np.empty(n_single + n_merged, dtype=np.int64)
+    vehicles = np.empty(n_single + n_merged, dtype=np.int64)
+    counts = np.empty(n_single + n_merged, dtype=np.int64)
+    a, b = 0, 0
+    for i in range(len(unit)):
+        u = unit[i]
+        if u < 0:
+            continue
+        if merged_unit[u]:
+            merged[b] = i
+            b += 1
+        else:
+            single[a], cell[a], vehicles[a], counts[a] = i, u, vehicle[i], count[i]
+            a += 1
+    return single, merged, cell, vehicles, counts

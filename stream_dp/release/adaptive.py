@@ -5,10 +5,12 @@ functions of the public occupancy only."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from stream_dp.dp import kernel_choice
 from stream_dp.dp.adaptive_cells import (
     DETAIL_SLACK,
     AdaptiveCells,
@@ -24,30 +26,46 @@ from stream_dp.windows.state import rank_in_runs
 
 
 def adaptive_columns(
+    columns: WindowColumns, params: ReleaseParams, mean_epsilon: float
+) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
+    """The window regrouped into the adaptive cells chosen from its occupancy
+    (:func:`adaptive_choice`), those cells, and the (cells, readings) withheld."""
+    chosen = adaptive_choice(columns, params, mean_epsilon)
+    moves, withheld = adaptive_moves(columns, chosen)
+    return moves.columns(params.prefix_limit), chosen, withheld
+
+
+def adaptive_choice(
     columns: WindowColumns,
     params: ReleaseParams,
     mean_epsilon: float,
     budget: BudgetChoice | None = None,
     detail_slack: float = DETAIL_SLACK,
-) -> tuple[WindowColumns, AdaptiveCells, tuple[int, int]]:
-    """The window regrouped into the adaptive cells chosen from its occupancy
+) -> AdaptiveCells:
+    """The adaptive cells chosen from the window's occupancy
     (:func:`~stream_dp.dp.adaptive_cells.choose_cells`; under a vehicle budget with its
-    ``budget`` choice and ``detail_slack``), and the (cells, readings) withheld."""
-    chosen = choose_cells(
+    ``budget`` choice and ``detail_slack``)."""
+    return choose_cells(
         columns.cell_names, columns.cell_code, columns.vehicle_code, columns.count,
         upper=params.upper, mean_epsilon=mean_epsilon, target=float(params.target_mean_error),
         finest=params.resolution, coarsest=params.coarsest, prefix_limit=params.prefix_limit,
         min_vehicles=params.min_vehicles, shape=params.adaptive_shape, detail_slack=detail_slack,
         budget=budget,
     )  # fmt: skip
+
+
+def adaptive_moves(
+    columns: WindowColumns, chosen: AdaptiveCells
+) -> tuple[PairMoves, tuple[int, int]]:
+    """The window's pairs moved into the ``chosen`` cells (:class:`PairMoves`: the regrouping
+    not yet applied to the reading log) and the (cells, readings) withheld."""
     unit = chosen.unit_of_cell[columns.cell_code]
-    keep = unit >= 0
-    readings_out = int(columns.count[~keep].sum())
+    readings_out = int(columns.count[unit < 0].sum())
     cells_in = np.bincount(
         chosen.unit_of_cell[chosen.unit_of_cell >= 0], minlength=len(chosen.names)
     )
-    merged = regroup(columns, chosen.names, unit, params.prefix_limit, cells_in > 1)
-    return merged, chosen, (len(chosen.withheld_cells), readings_out)
+    moves = PairMoves.of(columns, chosen.names, unit, cells_in > 1)
+    return moves, (len(chosen.withheld_cells), readings_out)
 
 
 def regroup(
@@ -62,44 +80,116 @@ def regroup(
     back to each merged pair's first ``prefix_limit`` by ``(ts, value)``; only pairs whose
     joined log is longer are sorted). Only the pairs of a ``merged_unit`` (one made of
     several observed cells) can meet another pair of their vehicle, so only they are grouped."""
-    keep = unit >= 0
-    multi = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
-    single = np.flatnonzero(keep & ~multi)
-    group_cell, group_vehicle, inverse = pair_groups(
-        unit[multi], columns.vehicle_code[multi], len(names), len(columns.vehicle_names)
-    )
-    cell_code = np.concatenate((unit[single], group_cell))
-    vehicle_code = np.concatenate((columns.vehicle_code[single], group_vehicle))
-    pair_of = np.full(len(columns), -1, dtype=np.int64)
-    pair_of[single] = np.arange(len(single))
-    pair_of[multi] = len(single) + inverse
-    n = len(cell_code)
-    inverse = pair_of[keep]
-    reading_pair = pair_of[columns.reading_pair]
-    ts, value = columns.reading_ts, columns.reading_value
-    if not keep.all():
-        live = reading_pair >= 0
-        reading_pair, ts, value = reading_pair[live], ts[live], value[live]
-    stored = np.bincount(reading_pair, minlength=n)
-    if n and int(stored.max()) > prefix_limit:
-        at = np.flatnonzero(stored[reading_pair] > prefix_limit)
-        order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
-        drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
-        kept = np.ones(len(reading_pair), dtype=bool)
-        kept[drop] = False
-        reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
-    return WindowColumns(
-        names,
-        cell_code,
-        columns.vehicle_names,
-        vehicle_code,
-        np.bincount(inverse, weights=columns.count[keep], minlength=n).astype(np.int64),
-        np.bincount(inverse, weights=columns.total[keep], minlength=n),
-        np.bincount(inverse, weights=columns.total_sq[keep], minlength=n),
-        reading_pair,
-        ts,
-        value,
-    )
+    return PairMoves.of(columns, names, unit, merged_unit).columns(prefix_limit)
+
+
+@dataclass(frozen=True)
+class PairMoves:
+    """The pairs of ``source`` moved into new cells (:func:`regroup`): the kept pairs that
+    stay alone (``single``, indices, in order) come first, then the merged ones (``merged``,
+    indices of the kept pairs of a merged unit, in order; ``group``: each one's merged pair
+    among those); ``cell_code``, ``vehicle_code`` and ``count`` are the new pairs',
+    ``dropped`` whether some pair is in no new cell."""
+
+    source: WindowColumns
+    names: tuple[str, ...]
+    single: np.ndarray
+    merged: np.ndarray
+    group: np.ndarray
+    cell_code: np.ndarray
+    vehicle_code: np.ndarray
+    count: np.ndarray
+    dropped: bool
+
+    @classmethod
+    def of(
+        cls,
+        columns: WindowColumns,
+        names: tuple[str, ...],
+        unit: np.ndarray,
+        merged_unit: np.ndarray,
+    ) -> PairMoves:
+        vehicle, count = columns.vehicle_code, columns.count
+        if kernel_choice.use_kernels(len(unit)):
+            from stream_dp.dp.adaptive_kernel import split_moves
+
+            single, merged, cell_code, vehicle_code, counts = split_moves(
+                unit.astype(np.int64, copy=False), np.asarray(merged_unit, dtype=np.bool_),
+                vehicle.astype(np.int64, copy=False), count.astype(np.int64, copy=False),
+            )  # fmt: skip
+        else:
+            keep = unit >= 0
+            is_merged = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
+            single, merged = np.flatnonzero(keep & ~is_merged), np.flatnonzero(is_merged)
+            cell_code = np.concatenate((unit[single], unit[merged])).astype(np.int64)
+            vehicle_code = np.concatenate((vehicle[single], vehicle[merged])).astype(np.int64)
+            counts = np.concatenate((count[single], count[merged])).astype(np.int64)
+        group_cell, group_vehicle, group = pair_groups(
+            unit[merged], vehicle[merged], len(names), len(columns.vehicle_names)
+        )
+        n_single = len(single)
+        n = n_single + len(group_cell)  # the merged pairs go after the lone ones
+        cell_code[n_single:n], vehicle_code[n_single:n] = group_cell, group_vehicle
+        summed = np.bincount(group, weights=count[merged], minlength=len(group_cell))
+        counts[n_single:n] = summed.astype(np.int64)
+        dropped = n_single + len(merged) < len(unit)
+        return cls(
+            columns, names, single, merged, group, cell_code[:n], vehicle_code[:n], counts[:n],
+            dropped,
+        )  # fmt: skip
+
+    def _summed(self, values: np.ndarray) -> np.ndarray:
+        """Per new pair, the sum of its pairs' float ``values`` in their order, as a
+        ``bincount`` over the kept pairs adds them (a single pair's value plus 0.0)."""
+        n_single = len(self.single)
+        out = np.empty(len(self.cell_code))
+        np.add(values[self.single], 0.0, out=out[:n_single])
+        out[n_single:] = np.bincount(
+            self.group, weights=values[self.merged], minlength=len(out) - n_single
+        )
+        return out
+
+    def counts(self) -> WindowColumns:
+        """The new pairs with their counts alone: no sums and no reading log, as ``plan``'s
+        columns (the occupancy and the budget plan read no more)."""
+        n, source, none = len(self.cell_code), self.source, np.zeros(0)
+        return WindowColumns(
+            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self.count,
+            np.zeros(n), np.zeros(n), np.zeros(0, dtype=np.int64), none, none,
+        )  # fmt: skip
+
+    def columns(self, prefix_limit: int) -> WindowColumns:
+        """The new pairs with their sums and reading logs, each merged pair's cut back to its
+        first ``prefix_limit`` by ``(ts, value)`` (only pairs whose joined log is longer are
+        sorted)."""
+        source = self.source
+        pair_of = np.full(len(source), -1, dtype=np.int64)
+        pair_of[self.single] = np.arange(len(self.single))
+        pair_of[self.merged] = len(self.single) + self.group
+        n = len(self.cell_code)
+        ts, value = source.reading_ts, source.reading_value
+        if not self.dropped:
+            reading_pair = pair_of[source.reading_pair]
+        elif kernel_choice.use_kernels(len(ts)):  # the kept pairs' readings in one pass
+            from stream_dp.dp.span_kernels import take_readings
+
+            reading_pair, ts, value = take_readings(source.reading_pair, pair_of, ts, value)
+        else:
+            reading_pair = pair_of[source.reading_pair]
+            live = reading_pair >= 0
+            reading_pair, ts, value = reading_pair[live], ts[live], value[live]
+        stored = np.bincount(reading_pair, minlength=n)
+        if n and int(stored.max()) > prefix_limit:
+            at = np.flatnonzero(stored[reading_pair] > prefix_limit)
+            order = at[np.lexsort((value[at], ts[at], reading_pair[at]))]
+            drop = order[rank_in_runs(reading_pair[order]) >= prefix_limit]
+            kept = np.ones(len(reading_pair), dtype=bool)
+            kept[drop] = False
+            reading_pair, ts, value = reading_pair[kept], ts[kept], value[kept]
+        return WindowColumns(
+            self.names, self.cell_code, source.vehicle_names, self.vehicle_code, self.count,
+            self._summed(source.total), self._summed(source.total_sq), reading_pair, ts, value,
+        )  # fmt: skip
 
 
 def cell_shapes(

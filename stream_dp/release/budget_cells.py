@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_dp.dp.adaptive_cells import BudgetChoice
-from stream_dp.release.adaptive import adaptive_columns
+from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
@@ -39,6 +39,10 @@ MAX_CHOICES = 8
 #: once its span is full, so the split's detail is worth a remainder that waits or is withheld.
 BUDGET_DETAIL_SLACK = 0.3
 
+#: Whether a choice's regrouped pairs get their reading logs only once the choice is kept
+#: (when nothing is held); the tests switch it off to compare.
+LAZY_READINGS = True
+
 
 def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     """Regroup ``state.columns`` into adaptive cells its vehicles can pay for (module
@@ -48,28 +52,35 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     assert price is not None, "budget_regroup runs under a vehicle budget"
     coarsest = params.coarsest
     waiting = waiting_cells(state)
+    # Nothing is held (§13.3), so the plan reads no reading log: a choice's regrouped pairs
+    # get theirs only when the choice is kept.
+    lazy = LAZY_READINGS and waiting is None
     refused: set[str] = set()
     withheld = (0, 0)
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
+    moves = None
     for _ in range(MAX_CHOICES):
-        state.columns, state.adaptive, withheld = adaptive_columns(
-            columns, params, mean_epsilon, BudgetChoice(price, frozenset(refused), waiting, memo),
-            BUDGET_DETAIL_SLACK,
-        )  # fmt: skip
+        choice = BudgetChoice(price, frozenset(refused), waiting, memo)
+        adaptive = adaptive_choice(columns, params, mean_epsilon, choice, BUDGET_DETAIL_SLACK)
+        moves, withheld = adaptive_moves(columns, adaptive)
+        state.adaptive = adaptive
+        state.columns = moves.counts() if lazy else moves.columns(params.prefix_limit)
         chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
         if not len(chosen):
             break
         state.pairs = Contributions(chosen, *occupancy_of(state.columns, chosen))
         occupancy = state.pairs.occupancy
         plan = budget_plan(state, occupancy)
-        adaptive = state.adaptive
-        resolution = dict(zip(adaptive.names, adaptive.resolution.tolist(), strict=True))
-        fine = np.array([resolution[c] > coarsest for c in occupancy.cells], dtype=bool)
+        fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
         state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
         if not len(drop):
             break
         refused.update(occupancy.cells[g] for g in drop.tolist())
+    if lazy and moves is not None:  # the kept choice's pairs, with their reading logs
+        counted, state.columns = state.columns, moves.columns(params.prefix_limit)
+        if state.choice_memo is not None and state.choice_memo[0] is counted:  # same pairs
+            state.choice_memo = (state.columns, state.choice_memo[1], state.choice_memo[2])
     state.pairs = None
     return withheld
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stream_dp.release.adaptive import adaptive_columns
+from stream_dp.release.adaptive import adaptive_choice
 from stream_dp.release.spans import pooled, take_pairs
 from stream_dp.windows.columns import WindowColumns
 
@@ -56,7 +56,7 @@ def choose_pooling(
     if carry is None or not len(carry) or not len(columns) or params.target_mean_error is None:
         return SpanChoice(columns, carry)
     everything = pooled(columns, carry, params.prefix_limit)
-    chosen = adaptive_columns(everything, params, mean_epsilon)[1]
+    chosen = adaptive_choice(everything, params, mean_epsilon)
     if np.all(chosen.unit_of_cell >= 0):
         return SpanChoice(columns, carry)  # the pool withholds nothing: nothing is lost to it
     kept = {everything.cell_names[i] for i in np.flatnonzero(chosen.unit_of_cell >= 0).tolist()}
@@ -92,7 +92,7 @@ def due_cells(cells: tuple[str, ...] | list[str], due: tuple[str, ...]) -> np.nd
 
 def _units(columns: WindowColumns, params: ReleaseParams, mean_epsilon: float) -> list[str]:
     """The units the regrouping (§12) chooses for ``columns`` alone: each meets T."""
-    return list(adaptive_columns(columns, params, mean_epsilon)[1].names)
+    return list(adaptive_choice(columns, params, mean_epsilon).names)
 
 
 def _lost_in_pool(units: list[str], part: WindowColumns, kept: set[str], coarsest: int) -> set[str]:

@@ -14,7 +14,11 @@ import pytest
 
 from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, aggregate_by_sort, choose_cells
-from stream_dp.dp.adaptive_kernel import aggregate_pairs, weighted_quantile
+from stream_dp.dp.adaptive_kernel import (
+    aggregate_pairs,
+    aggregate_selected_pairs,
+    weighted_quantile,
+)
 
 U, T = 65.0, 10.0
 CENTRE = h3.latlng_to_cell(40.70, -74.02, 8)
@@ -35,6 +39,18 @@ def test_the_compiled_aggregation_has_the_sorted_ones_entries(seed: int) -> None
     by_vehicle = np.lexsort((got[1], got[0]))  # within a group: in no promised order
     for a, b in zip(got, want, strict=True):
         assert np.array_equal(a[by_vehicle], b)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aggregating_the_selected_entries_is_aggregating_their_copy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, n_groups, n_vehicles = int(rng.integers(1, 3000)), int(rng.integers(1, 40)), 500
+    group, vehicle = rng.integers(0, n_groups, n), rng.integers(0, n_vehicles, n)
+    count, select = rng.integers(1, 30, n), rng.random(n) < 0.6
+    got = aggregate_selected_pairs(group, vehicle, count, select, n_groups + 3, n_vehicles)
+    want = aggregate_pairs(group[select], vehicle[select], count[select], n_groups, n_vehicles)
+    assert len(want[0]) < select.sum()  # repeats were added up
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want, strict=True))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -152,19 +168,26 @@ def test_the_budget_choice_is_the_level_by_level_one(
 ) -> None:
     names, cell, vehicle, count, room = _occupancy(seed)
     rng = np.random.default_rng(seed)
+    shuffle = rng.permutation(len(cell))  # the pairs in no order, as a window's are
+    cell, vehicle, count = cell[shuffle], vehicle[shuffle], count[shuffle]
     wait = {"none": None, "all": np.ones(len(names), dtype=bool),
             "some": rng.random(len(names)) < 0.5}[waiting]  # fmt: skip
     price = UnitPrice(room, 1.0, 7.0 / 3.0)
     memo: dict[str, Any] = {}
     refused: set[str] = set()
-    reused = {"first": 0}
-    real_first = ac._first_level
+    reused = {"first": 0, "jumps": 0}
+    real_first, real_jump = ac._first_level, ac._to_coarsest
 
     def first_level(rule: Any, entries: Any, n_units: int, memo: dict[str, Any]) -> Any:
         reused["first"] += "first_level" in memo
         return real_first(rule, entries, n_units, memo)
 
+    def to_coarsest(*args: Any) -> Any:
+        reused["jumps"] += 1
+        return real_jump(*args)
+
     monkeypatch.setattr(ac, "_first_level", first_level)
+    monkeypatch.setattr(ac, "_to_coarsest", to_coarsest)
     for _ in range(3):  # choices of one window, each refusing more cells (one memo)
         budget = BudgetChoice(price, frozenset(refused), wait, memo)
         kwargs: dict[str, Any] = dict(upper=U, mean_epsilon=1.0, target=T, finest=8,
@@ -175,7 +198,11 @@ def test_the_budget_choice_is_the_level_by_level_one(
         assert _fields(got) == _fields(want)
         finer = [n for n, r in zip(got.names, got.resolution.tolist(), strict=True) if r > 5]
         refused.update(finer[::2])
-    assert reused["first"] == 2  # the later choices took the finest level from the memo
+    if waiting == "all":  # every choice moved straight to the coarsest level
+        assert reused == {"first": 0, "jumps": 3}
+    else:  # the later choices took the finest level, its pairs ordered by cell, from the memo
+        assert reused["first"] == 2
+        assert np.all(np.diff(memo["by_cell"][1][0]) >= 0)  # ordered by cell
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -200,3 +227,71 @@ def test_the_compiled_price_takes_the_lower_room_at_an_exact_half() -> None:
     order = price.order(group, vehicle, 2)
     got = weighted_quantile(order, group, price.room[vehicle], count, 2, 0.5)
     assert got.tolist() == price.pay_numpy(group, vehicle, count, 2).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_moving_waiting_cells_straight_to_the_coarsest_level_keeps_the_remainders(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The busiest cells are ready and released at resolution 8 or 7; every other cell waits,
+    # so from some level on nothing finer than 5 may pass and the choice moves them to 5 at
+    # once: their resolution-5 units are remainders of the cells released below.
+    names, cell, vehicle, count, room = _occupancy(seed)
+    wait = np.bincount(cell, minlength=len(names)) < 25
+    budget = BudgetChoice(UnitPrice(np.full_like(room, 2.0), 1.0, 7.0 / 3.0), waiting=wait)
+    kwargs: dict[str, Any] = dict(upper=U, mean_epsilon=1.0, target=T, finest=8, coarsest=5,
+                                  prefix_limit=64, detail_slack=0.3, budget=budget)  # fmt: skip
+    jumps: list[set[str]] = []
+    real_jump = ac._to_coarsest
+    monkeypatch.setattr(ac, "_to_coarsest", lambda *a: (jumps.append(set(a[3])), real_jump(*a))[1])
+    got = choose_cells(names, cell, vehicle, count, **kwargs)
+    assert len(jumps) == 1 and jumps[0]  # the jump carried remainders up
+    assert any(r == 5 and rem for r, rem in zip(got.resolution, got.remainder, strict=True))
+    monkeypatch.setattr(ac, "JUMP_WAITING", False)
+    level_by_level = choose_cells(names, cell, vehicle, count, **kwargs)
+    assert len(jumps) == 1
+    rule = ac._Rule(int(vehicle.max()) + 1, U, 1.0, 64, T, 1, budget.price)
+    old = _old_choose_remainder(names, (cell, vehicle, count), rule, (8, 5, 0.3), budget)
+    assert _fields(got) == _fields(level_by_level) == _fields(old)
+
+
+@pytest.mark.parametrize("kernels", [True, False])
+def test_one_room_for_every_vehicle_prices_each_unit_at_it(
+    kernels: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh ledger gives every vehicle the same room: the price skips the weighted median
+    # (units without entries still pay 0).
+    rng = np.random.default_rng(3)
+    price = UnitPrice(np.full(300, 7.0 / 3.0), 1.0, 7.0 / 3.0)
+    group, vehicle = rng.integers(0, 27, 400), rng.integers(0, 300, 400)
+    count = rng.integers(1, 40, 400)
+    monkeypatch.setattr(ac.kernel_choice, "use_kernels", lambda n: kernels)
+    called = {"median": 0}
+    real_order = UnitPrice.order
+
+    def order(self: UnitPrice, *args: Any) -> Any:
+        called["median"] += 1
+        return real_order(self, *args)
+
+    monkeypatch.setattr(UnitPrice, "order", order)
+    got = price.pay(group, vehicle, count, 30)
+    assert called["median"] == 0
+    want = price.pay_numpy(group, vehicle, count, 30)
+    assert called["median"] == 1
+    assert got.tobytes() == want.tobytes() and want[27:].tolist() == [0.0] * 3
+
+
+@pytest.mark.parametrize("limit", [None, 1, 7, 64])  # 7: a cap between the counts
+@pytest.mark.parametrize("seed", range(4))
+def test_tallied_counts_give_the_ordered_scans_errors_to_the_bit(
+    seed: int, limit: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(seed)
+    n, n_units = 4000, 60  # units 55-59 have no entry
+    unit, count = rng.integers(0, n_units - 5, n), rng.choice([1, 2, 3, 5, 9, 12, 40], n)
+    eps = rng.choice([0.3, 0.7, 1.9], n_units)
+    tallied = ac.best_cap_mean_error(unit, count, n_units, U, eps, limit)
+    monkeypatch.setattr(ac, "TALLY_COUNTS", False)
+    ordered = ac.best_cap_mean_error(unit, count, n_units, U, eps, limit)
+    assert np.isinf(ordered[-5:]).all() and np.isfinite(ordered[:-5]).all()
+    assert tallied.tobytes() == ordered.tobytes()
