@@ -181,14 +181,17 @@ class Cap(Stage):
 class Statistics(Stage):
     """The kept readings' counts, sums, clipped means and variances (§9.3). It starts the
     pairs' totals, and with the cap the reading prefixes' sums, beside CLIP-USER (the compiled
-    kernels release the GIL)."""
+    kernels release the GIL). Under a vehicle budget nothing runs beside it (the plan is
+    made during the regrouping) and the cap cuts few pairs: their prefixes alone are summed
+    when needed (:func:`~stream_dp.release.statistics.cut_prefix_sums`)."""
 
     name = "statistics"
     _prefix_sums: Future[tuple[Any, ...]] | None = None
     _entry_totals: Future[tuple[Any, Any]] | None = None
 
     def begin(self, state: WindowState) -> None:
-        if state.params.pseudo_user:  # only the cap reads each pair's reading prefixes
+        params = state.params
+        if params.pseudo_user and params.vehicle_budget is None:  # only the cap reads them
             self._prefix_sums = start_prefix_sums(state.columns)
         self._entry_totals = start_entry_totals(state.columns, _pairs(state).entry_of)
 

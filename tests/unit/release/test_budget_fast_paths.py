@@ -1,0 +1,69 @@
+"""The vehicle-budget release's fast paths (issue 25, the 1M-reading window) give exactly what
+the slower forms they replace give, on data where they differ in work done."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
+from stream_dp.release.statistics import kept_sums
+from stream_dp.windows.columns import WindowColumns
+
+log = st.lists(  # (pair, ts, value): repeated times and values, so the sort's ties matter
+    st.tuples(st.integers(0, 7), st.integers(0, 5).map(float), st.integers(-3, 9).map(float)),
+    max_size=120,
+)
+
+
+@given(log, st.lists(st.booleans(), min_size=8, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_wanted_prefix_sums_are_the_running_sums_of_the_wanted_pairs_alone(items, wanted):
+    """Each wanted pair's segment: its readings by (time, value), summed in that order (the
+    whole log's :func:`pair_prefix_sums` layout); every other pair's segment is empty."""
+    pair = np.array([p for p, _, _ in items], dtype=np.int64)
+    ts = np.array([t for _, t, _ in items], dtype=np.float64)
+    value = np.array([v / 7.0 for _, _, v in items], dtype=np.float64)  # inexact sums
+    start, sums, sums_sq = wanted_prefix_sums(pair, ts, value, np.array(wanted))
+    for p in range(8):
+        segment = slice(start[p], start[p + 1])
+        if not wanted[p]:
+            assert start[p + 1] == start[p]
+            continue
+        mine = [v for _, v in sorted(zip(ts[pair == p], value[pair == p], strict=True))]
+        running = np.cumsum(mine) if mine else np.zeros(0)  # sequential, as s += v
+        assert sums[segment].tobytes() == running.tobytes()
+        assert sums_sq[segment].tobytes() == np.cumsum(np.square(mine)).tobytes()
+
+
+def _finished(value: object) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+@given(st.randoms(use_true_random=False))
+@settings(max_examples=100, deadline=None)
+def test_kept_sums_of_the_cut_pairs_alone_equal_the_whole_logs_prefix_sums(rnd):
+    """Readings with fractional values (sums depend on their order); some entries kept whole,
+    some cut by a cap, some not at all: without the whole log's prefix sums (the budget's
+    path) the sums are the same floats as with them."""
+    n = rnd.randint(1, 300)
+    cells = [f"c{rnd.randint(0, 4)}" for _ in range(n)]
+    vehicles = [f"v{rnd.randint(0, 9)}" for _ in range(n)]
+    ts = [float(rnd.randint(0, 20)) for _ in range(n)]
+    values = [rnd.uniform(0.0, 65.0) for _ in range(n)]
+    columns = WindowColumns.from_readings(cells, vehicles, ts, values, 64)
+    entries = np.array(sorted(rnd.sample(range(len(columns)), rnd.randint(1, len(columns)))))
+    count = columns.count[entries].astype(np.int64)
+    kept = np.array([rnd.choice([0, int(c), rnd.randint(0, int(c))]) for c in count])
+    whole = _finished(
+        pair_prefix_sums(columns.reading_pair, columns.reading_ts, columns.reading_value,
+                         len(columns))
+    )  # fmt: skip
+    total, total_sq = kept_sums(columns, entries, kept, prefix_sums=whole)
+    fast, fast_sq = kept_sums(columns, entries, kept)
+    assert fast.tobytes() == total.tobytes() and fast_sq.tobytes() == total_sq.tobytes()
