@@ -46,7 +46,11 @@ EPSILON_STEP = 0.01
 _MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: A plan's round re-sums only the payments of the vehicles in the changed cells when
-#: those cells hold fewer than 1/_FEW of the entries (else one pass over all is faster).
+#: those cells hold fewer entries than 1/_FEW of the vehicles (else one pass over all entries
+#: is faster). Each such entry's vehicle is re-summed over all its entries, by random reads
+#: (~20x the cost per entry of the sequential pass: measured on the 1M-reading window, 100,000
+#: vehicles in 5.5 cells each), so the work is about ``touched × entries per vehicle``
+#: against the pass's ``entries``.
 _FEW = 16
 
 
@@ -191,7 +195,7 @@ def plan_budget(
         else:  # cells are only dropped among the re-costed ones
             kernel.clear_cells(changed[dropped[changed]], cell_start, order, kept)
         touched = int((cell_start[changed + 1] - cell_start[changed]).sum())
-        if touched * _FEW > len(cell):  # many payers: one pass over all entries is faster
+        if touched * _FEW > n_vehicles:  # many payers: one pass over all entries is faster
             kernel.pay_all(vehicle, cell, kept, epsilon, paid)
         else:
             kernel.repay(changed, cell_start, order, vehicle, vehicle_start, by_vehicle, kept,

@@ -6,12 +6,16 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dp.dp import vehicle_budget
 from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
+from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
+from tests.unit.dp.test_vehicle_budget_plan import T, U, assert_same, both
 
 log = st.lists(  # (pair, ts, value): repeated times and values, so the sort's ties matter
     st.tuples(st.integers(0, 7), st.integers(0, 5).map(float), st.integers(-3, 9).map(float)),
@@ -67,3 +71,33 @@ def test_kept_sums_of_the_cut_pairs_alone_equal_the_whole_logs_prefix_sums(rnd):
     total, total_sq = kept_sums(columns, entries, kept, prefix_sums=whole)
     fast, fast_sq = kept_sums(columns, entries, kept)
     assert fast.tobytes() == total.tobytes() and fast_sq.tobytes() == total_sq.tobytes()
+
+
+def _roaming_occupancy(rng: np.random.Generator, n_cells: int, n_vehicles: int) -> Occupancy:
+    """Each vehicle in 6 to 14 random cells (long payment sums, whose float result depends on
+    their order), skewed counts; entries grouped by cell."""
+    triples = []
+    for v in range(n_vehicles):
+        for g in rng.choice(n_cells, int(rng.integers(6, 15)), replace=False).tolist():
+            triples.append((f"c{g:03d}", f"v{v:05d}", int(rng.choice([1, 1, 2, 3, 7, 20]))))
+    return Occupancy.from_triples(triples)
+
+
+@pytest.mark.parametrize("few", [0, 16, 10**9])  # always re-sum the few, as chosen, always all
+def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
+    few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round re-sums the payments of the vehicles in the changed cells or of all vehicles
+    (:data:`~stream_dp.dp.vehicle_budget._FEW` chooses by the work): either gives the
+    reference plan bit for bit, on a window with many sit-out rounds."""
+    monkeypatch.setattr(vehicle_budget, "_FEW", few)
+    rng = np.random.default_rng(7)
+    occ = _roaming_occupancy(rng, 80, 3000)
+    short = rng.random(len(occ.vehicles)) < 0.15
+    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
+    plan, reference = both(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    assert plan.rounds >= 4 and (~plan.kept & ~plan.dropped[occ.cell_index]).sum() > 100
+    assert_same(plan, reference)
