@@ -3,6 +3,7 @@ the slower forms they replace give, on data where they differ in work done."""
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Future
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from stream_dp.dp import vehicle_budget
 from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.release.spans import _taken, take_pairs
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_vehicle_budget_plan import T, U, assert_same, both
@@ -101,3 +103,35 @@ def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
     )  # fmt: skip
     assert plan.rounds >= 4 and (~plan.kept & ~plan.dropped[occ.cell_index]).sum() > 100
     assert_same(plan, reference)
+
+
+def _fields(columns: WindowColumns) -> list[object]:
+    return [
+        (value.dtype.str, value.tobytes()) if isinstance(value, np.ndarray) else value
+        for value in (getattr(columns, f.name) for f in dataclasses.fields(columns))
+    ]
+
+
+def test_taking_every_pair_of_a_window_gives_what_the_renumbering_gives() -> None:
+    """A window that holds every cell carries all its pairs: the shortcut (the same arrays,
+    codes as int64) equals the renumbered copy field by field, dtypes included; with a pair
+    left out the renumbering runs."""
+    rng = np.random.default_rng(3)
+    n = 400
+    columns = WindowColumns.from_readings(
+        [f"c{g}" for g in rng.integers(0, 9, n)], [f"v{v}" for v in rng.integers(0, 40, n)],
+        rng.integers(0, 3600, n).astype(float).tolist(), rng.uniform(0, 65, n).tolist(), 8,
+    )  # fmt: skip
+    columns = dataclasses.replace(  # narrow codes, as merged partials may hold them
+        columns, cell_code=columns.cell_code.astype(np.uint8),
+        vehicle_code=columns.vehicle_code.astype(np.uint16),
+        reading_pair=columns.reading_pair.astype(np.int32),
+    )  # fmt: skip
+    every = np.arange(len(columns))
+    assert _fields(take_pairs(columns, every)) == _fields(_taken(columns, every))
+    some = every[1:]
+    assert _fields(take_pairs(columns, some)) == _fields(_taken(columns, some))
+    assert len(take_pairs(columns, some)) == len(columns) - 1
+    unused = dataclasses.replace(columns, cell_names=(*columns.cell_names, "z"))  # compacted
+    assert _fields(take_pairs(unused, every)) == _fields(_taken(unused, every))
+    assert take_pairs(unused, every).cell_names == columns.cell_names
