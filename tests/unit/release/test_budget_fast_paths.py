@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from stream_dp.dp import vehicle_budget
 from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
+from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.spans import _taken, take_pairs
 from stream_dp.release.statistics import kept_sums
@@ -135,3 +136,24 @@ def test_taking_every_pair_of_a_window_gives_what_the_renumbering_gives() -> Non
     unused = dataclasses.replace(columns, cell_names=(*columns.cell_names, "z"))  # compacted
     assert _fields(take_pairs(unused, every)) == _fields(_taken(unused, every))
     assert take_pairs(unused, every).cell_names == columns.cell_names
+
+
+def _loss_fields(loss: WindowLoss) -> list[object]:
+    arrays = [(a.dtype.str, a.tobytes(), a.flags.writeable) for a in (loss.cells, loss.losses)]
+    return [type(loss.window_start), loss.window_start, type(loss.epsilon), loss.epsilon,
+            loss.vehicles, *arrays]  # fmt: skip
+
+
+@pytest.mark.parametrize("idle", [0, 3])  # every vehicle charged; some charged nothing
+def test_an_occupancys_loss_without_the_name_checks_is_the_checked_one(idle: int) -> None:
+    occupancy = _roaming_occupancy(np.random.default_rng(5), 30, 200)
+    n = len(occupancy.vehicles)
+    cells = np.bincount(occupancy.vehicle_index, minlength=n)
+    cells[:idle] = 0
+    losses = np.where(cells > 0, 0.37 * cells + 0.01, 0.0)
+    fast = WindowLoss.of_occupancy_losses(7200, occupancy, cells, losses)
+    checked = WindowLoss.of_losses(7200, occupancy.vehicles, cells, losses)
+    assert _loss_fields(fast) == _loss_fields(checked) and fast == checked
+    assert len(fast) == n - idle
+    with pytest.raises(ValueError, match="losses must be finite"):
+        WindowLoss.of_occupancy_losses(7200, occupancy, cells, np.where(cells > 0, np.nan, 0.0))
