@@ -15,7 +15,7 @@ from stream_dp.dp import vehicle_budget
 from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.release.spans import _taken, take_pairs
+from stream_dp.release.spans import _cell_span_starts, _taken, first_window, take_pairs
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_vehicle_budget_plan import T, U, assert_same, both
@@ -157,3 +157,60 @@ def test_an_occupancys_loss_without_the_name_checks_is_the_checked_one(idle: int
     assert len(fast) == n - idle
     with pytest.raises(ValueError, match="losses must be finite"):
         WindowLoss.of_occupancy_losses(7200, occupancy, cells, np.where(cells > 0, np.nan, 0.0))
+
+
+def _three_hours(rng: np.random.Generator, n: int = 500) -> WindowColumns:
+    """Readings over three hours (spans; cell ``g`` mostly in hour ``g % 3``), some pairs
+    with no reading logged."""
+    cells = rng.integers(0, 12, n)
+    hour = np.where(rng.random(n) < 0.9, cells % 3, rng.integers(0, 3, n))
+    columns = WindowColumns.from_readings(
+        [f"c{g:02d}" for g in cells], [f"v{v}" for v in rng.integers(0, 60, n)],
+        (hour * 3600 + rng.uniform(0, 3600, n)).tolist(), rng.uniform(0, 65, n).tolist(), 8,
+    )  # fmt: skip
+    unlogged = rng.random(len(columns)) < 0.1
+    live = ~unlogged[columns.reading_pair]
+    return dataclasses.replace(
+        columns, reading_pair=columns.reading_pair[live], reading_ts=columns.reading_ts[live],
+        reading_value=columns.reading_value[live],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_span_starts_per_cell_in_one_pass_are_the_per_pair_minima(seed: int) -> None:
+    """A cell's span start: the earlier of the window and its pairs' first windows, computed
+    per cell in one pass over the log, equals the per pair way; a time that is not finite
+    sends the caller back to it."""
+    rng = np.random.default_rng(seed)
+    columns = _three_hours(rng)
+    entry_of = np.sort(rng.choice(len(columns), len(columns) * 2 // 3, replace=False))
+    cell_index = columns.cell_code[entry_of].astype(np.int64)  # the chosen pairs of 12 cells
+    first = first_window(columns, 3600)[entry_of]
+    per_pair = np.full(12, 7200, dtype=np.int64)
+    np.minimum.at(per_pair, cell_index, first)
+    fast = _cell_span_starts(columns, entry_of, cell_index, 12, 7200, 3600)
+    assert fast is not None and fast.dtype == np.int64
+    assert fast.tolist() == per_pair.tolist()
+    assert len(set(per_pair.tolist())) > 1  # cells of different span starts
+    ts = columns.reading_ts.copy()
+    ts[np.flatnonzero(np.isin(columns.reading_pair, entry_of))[0]] = np.nan  # a chosen pair's
+    nan_log = dataclasses.replace(columns, reading_ts=ts)
+    assert _cell_span_starts(nan_log, entry_of, cell_index, 12, 7200, 3600) is None
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, -np.inf, np.inf])
+def test_the_wanted_pairs_first_windows_are_the_whole_logs(bad: float | None) -> None:
+    """Also when a wanted pair holds a time that is not finite beside finite ones (the whole
+    log's way then leaves a NaN or -inf pair out)."""
+    rng = np.random.default_rng(11)
+    columns = _three_hours(rng)
+    wanted = rng.random(len(columns)) < 0.5
+    if bad is not None:
+        logged = np.bincount(columns.reading_pair, minlength=len(columns))
+        pair = np.flatnonzero(wanted & (logged >= 2))[0]
+        ts = columns.reading_ts.copy()
+        ts[np.flatnonzero(columns.reading_pair == pair)[-1]] = bad
+        columns = dataclasses.replace(columns, reading_ts=ts)
+    whole = first_window(columns, 3600)
+    assert first_window(columns, 3600, wanted)[wanted].tolist() == whole[wanted].tolist()
+    assert len(set(whole[wanted].tolist())) >= 3  # three windows and unlogged pairs
