@@ -50,8 +50,23 @@ def pair_prefix_sums(
     likewise ``sums_sq`` for the squares. Releases the GIL: the release computes it in a
     thread while CLIP-USER runs.
     """
+    start = np.zeros(n_pairs + 1, dtype=np.int64)
+    for p in reading_pair:
+        start[p + 1] += 1
+    for p in range(n_pairs):
+        start[p + 1] += start[p]
+    fill = start[:-1].copy()
+    ts = np.empty(len(reading_pair), dtype=np.float64)
+    value = np.empty(len(reading_pair), dtype=np.float64)
+    for i in range(len(reading_pair)):
+        p = reading_pair[i]
+        j = fill[p]
+        ts[j] = reading_ts[i]
+        value[j] = reading_value[i]
+        fill[p] = j + 1
     all_pairs = np.ones(n_pairs, dtype=np.bool_)
-    return wanted_prefix_sums(reading_pair, reading_ts, reading_value, all_pairs)
+    sums, sums_sq = _running_sums(start, ts, value, all_pairs)
+    return start, sums, sums_sq
 
 
 @njit(cache=True, nogil=True)
@@ -87,9 +102,19 @@ def wanted_prefix_sums(
         ts[j] = reading_ts[i]
         value[j] = reading_value[i]
         fill[p] = j + 1
-    sums = np.empty(n, dtype=np.float64)
-    sums_sq = np.empty(n, dtype=np.float64)
-    for p in range(n_pairs):
+    sums, sums_sq = _running_sums(start, ts, value, wanted)
+    return start, sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def _running_sums(
+    start: np.ndarray, ts: np.ndarray, value: np.ndarray, wanted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Each ``wanted`` pair's segment ``start[p]:start[p + 1]`` of ``ts`` and ``value``
+    sorted by (ts, value) in place, and its running sums and sums of squares."""
+    sums = np.empty(len(value), dtype=np.float64)
+    sums_sq = np.empty(len(value), dtype=np.float64)
+    for p in range(len(wanted)):
         if not wanted[p]:
             continue
         a, b = start[p], start[p + 1]
@@ -109,7 +134,7 @@ def wanted_prefix_sums(
             sq += value[j] * value[j]
             sums[j] = s
             sums_sq[j] = sq
-    return start, sums, sums_sq
+    return sums, sums_sq
 
 
 @njit(cache=True, nogil=True)
