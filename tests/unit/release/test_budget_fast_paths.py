@@ -227,3 +227,15 @@ def test_the_plans_slot_columns_are_the_two_gathers(top: int) -> None:
     assert slot_cell.dtype == slot_count.dtype == np.int64
     assert slot_cell.tolist() == cell[by_vehicle].tolist()
     assert slot_count.tolist() == count[by_vehicle].tolist()
+
+
+def test_cells_per_vehicle_counted_as_integers_are_the_weighted_count() -> None:
+    occupancy = _roaming_occupancy(np.random.default_rng(9), 40, 300)
+    mask = np.random.default_rng(10).random(occupancy.n_entries) < 0.6
+    for kept in (None, mask, np.zeros(occupancy.n_entries, dtype=bool)):
+        weights = None if kept is None else kept.astype(np.int64)
+        expected = np.bincount(occupancy.vehicle_index, weights=weights,
+                               minlength=len(occupancy.vehicles)).astype(np.int64)  # fmt: skip
+        grids = occupancy.grids_per_vehicle(kept)
+        assert grids.dtype == np.int64 and grids.tolist() == expected.tolist()
+    assert occupancy.grids_per_vehicle(mask).sum() == mask.sum() < occupancy.n_entries
