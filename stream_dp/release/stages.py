@@ -290,11 +290,12 @@ class Records(Stage):
         )  # fmt: skip
         if state.budget is not None:  # each record states its own ε (§13)
             released = np.flatnonzero(state.released).tolist()
-            epsilons = state.accountant.cell_epsilons(len(occupancy.cells))
+            epsilons = state.accountant.cell_epsilons(len(occupancy.cells)).tolist()
             starts = span_starts(state).tolist()
+            stamps = {start: rfc3339(start) for start in set(starts)}  # a few spans' starts
             for record, g in zip(state.cells, released, strict=True):
-                record["epsilon"] = float(epsilons[g])
-                record["window_start"] = rfc3339(starts[g])
+                record["epsilon"] = epsilons[g]
+                record["window_start"] = stamps[starts[g]]
 
 
 class Summary(Stage):
