@@ -239,3 +239,21 @@ def test_cells_per_vehicle_counted_as_integers_are_the_weighted_count() -> None:
         grids = occupancy.grids_per_vehicle(kept)
         assert grids.dtype == np.int64 and grids.tolist() == expected.tolist()
     assert occupancy.grids_per_vehicle(mask).sum() == mask.sum() < occupancy.n_entries
+
+
+def test_each_record_carries_its_own_cells_span_start() -> None:
+    """A release with records of different span starts (at the input's end, a sparse cell
+    pooled over four hours beside a dense one seen for two): each record's ``window_start``
+    is its own span's."""
+    from tests.unit.release.test_vehicle_budget import _params, _run
+
+    windows = [
+        [(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)]  # sparse: pools
+        + [(3, 1000 + 40 * h + v, 20.0 + v % 7) for v in range(40) for _ in range(5) if h >= 2]
+        for h in range(4)
+    ]
+    params = _params(vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8)
+    releases, _ = _run(params, windows, ends=True)
+    spans = sorted((r["window_start"], r["window_end"]) for r in releases[3].cells)
+    assert spans == [("1970-01-01T00:00:00Z", "1970-01-01T04:00:00Z"),
+                     ("1970-01-01T02:00:00Z", "1970-01-01T04:00:00Z")]  # fmt: skip
