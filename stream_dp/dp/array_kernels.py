@@ -6,7 +6,7 @@
 - :func:`pair_prefix_sums`: per pair, the running sums and sums of squares of its stored
   readings in (event time, value) order, from which the kept readings of a capped pair
   (pseudo-user step, composition paper Sec. V-B3) are read off without sorting the whole
-  reading log.
+  reading log (:func:`wanted_prefix_sums`: of the pairs a cap cuts alone).
 
 Both are exact (no floating-point reassociation: sums run in event-time order) and checked
 against numpy in the tests.
@@ -64,9 +64,59 @@ def pair_prefix_sums(
         ts[j] = reading_ts[i]
         value[j] = reading_value[i]
         fill[p] = j + 1
-    sums = np.empty(len(reading_pair), dtype=np.float64)
-    sums_sq = np.empty(len(reading_pair), dtype=np.float64)
+    all_pairs = np.ones(n_pairs, dtype=np.bool_)
+    sums, sums_sq = _running_sums(start, ts, value, all_pairs)
+    return start, sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def wanted_prefix_sums(
+    reading_pair: np.ndarray,
+    reading_ts: np.ndarray,
+    reading_value: np.ndarray,
+    wanted: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`pair_prefix_sums` of the ``wanted`` pairs alone (a bool per pair), in its
+    layout: a wanted pair's segment holds exactly what the whole log's would (same order,
+    same running sums, so the same floats); every other pair's segment is empty. One pass
+    over the log picks the wanted readings: the release needs the running sums of the few
+    pairs a cap cuts, not of the whole window (benchmarks/release.py)."""
+    n_pairs = len(wanted)
+    start = np.zeros(n_pairs + 1, dtype=np.int64)
+    picked = np.empty(len(reading_pair), dtype=np.int64)  # the wanted readings, in log order
+    n = 0
+    for i in range(len(reading_pair)):
+        p = reading_pair[i]
+        if wanted[p]:
+            start[p + 1] += 1
+            picked[n] = i
+            n += 1
     for p in range(n_pairs):
+        start[p + 1] += start[p]
+    fill = start[:-1].copy()
+    ts = np.empty(n, dtype=np.float64)
+    value = np.empty(n, dtype=np.float64)
+    for i in picked[:n]:
+        p = reading_pair[i]
+        j = fill[p]
+        ts[j] = reading_ts[i]
+        value[j] = reading_value[i]
+        fill[p] = j + 1
+    sums, sums_sq = _running_sums(start, ts, value, wanted)
+    return start, sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def _running_sums(
+    start: np.ndarray, ts: np.ndarray, value: np.ndarray, wanted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Each ``wanted`` pair's segment ``start[p]:start[p + 1]`` of ``ts`` and ``value``
+    sorted by (ts, value) in place, and its running sums and sums of squares."""
+    sums = np.empty(len(value), dtype=np.float64)
+    sums_sq = np.empty(len(value), dtype=np.float64)
+    for p in range(len(wanted)):
+        if not wanted[p]:
+            continue
         a, b = start[p], start[p + 1]
         for j in range(a + 1, b):  # insertion sort by (ts, value): segments are short
             t, v = ts[j], value[j]
@@ -84,7 +134,7 @@ def pair_prefix_sums(
             sq += value[j] * value[j]
             sums[j] = s
             sums_sq[j] = sq
-    return start, sums, sums_sq
+    return sums, sums_sq
 
 
 @njit(cache=True, nogil=True)

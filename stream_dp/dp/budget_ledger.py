@@ -207,12 +207,49 @@ class WindowLoss:
         used = np.flatnonzero(cells > 0)
         if len(used) < len(names):
             names, cells = take_names(names, used), cells[used]
+        return cls._unchecked_names(window_start, epsilon, tuple(names), cells)
+
+    @classmethod
+    def of_occupancy_losses(
+        cls,
+        window_start: int,
+        occupancy: Occupancy,
+        cells_per_vehicle: IntArray,
+        losses: FloatArray,
+    ) -> WindowLoss:
+        """:meth:`of_losses` of ``occupancy``'s vehicles, whose names are not checked again
+        (as in :meth:`of_occupancy`); the counts and losses are."""
+        names = occupancy.vehicles
+        cells = _as_int_array(cells_per_vehicle, "cells_per_vehicle", len(names))
+        loss = np.array(losses, dtype=np.float64)
+        used = np.flatnonzero(cells > 0)
+        if len(used) < len(names):
+            names, cells, loss = take_names(names, used), cells[used], loss[used]
+        if loss.shape != cells.shape or not np.all(np.isfinite(loss) & (loss > 0)):
+            raise ValueError("losses must be finite, > 0, one per vehicle")
+        top = float(loss.max()) if len(used) else 1.0
+        loss.setflags(write=False)
+        return cls._unchecked_names(window_start, top, tuple(names), cells, loss)
+
+    @classmethod
+    def _unchecked_names(
+        cls,
+        window_start: int,
+        epsilon: float,
+        vehicles: tuple[str, ...],
+        cells: IntArray,
+        losses: FloatArray | None = None,
+    ) -> WindowLoss:
+        """A loss of an occupancy's vehicle names, which :meth:`__post_init__` would check
+        again (sorted unique strings by construction; a window has ~10^5 of them): ``cells``
+        (> 0, int64, this loss's own copy) become read-only."""
         cells.setflags(write=False)
         loss = object.__new__(cls)
         object.__setattr__(loss, "window_start", _as_int(window_start, "window_start"))
         object.__setattr__(loss, "epsilon", _as_positive_float(epsilon, "epsilon"))
-        object.__setattr__(loss, "vehicles", tuple(names))
+        object.__setattr__(loss, "vehicles", vehicles)
         object.__setattr__(loss, "cells", cells)
+        object.__setattr__(loss, "losses", losses)
         return loss
 
     @classmethod

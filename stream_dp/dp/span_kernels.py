@@ -4,6 +4,7 @@ readings, each one linear pass where numpy needs several (or an unbuffered ``ufu
 - :func:`minimum_at`: ``np.minimum.at(out, group, values)``, for per pair the earliest
   reading and per cell the earliest window of its pairs (exact; a NaN propagates as in
   ``np.minimum``);
+- :func:`earliest_of_groups`: per group of pairs (a released cell's), its earliest reading;
 - :func:`take_readings`: the logged readings of the pairs a carry keeps, renumbered.
 """
 
@@ -23,6 +24,27 @@ def minimum_at(
         v = values[i]
         if v < out[g] or v != v:
             out[g] = v
+
+
+@njit(cache=True, nogil=True)
+def earliest_of_groups(
+    reading_pair: np.ndarray, reading_ts: np.ndarray, group_of_pair: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, bool]:  # pragma: no cover - compiled
+    """Per group of pairs (``group_of_pair``, -1: none), the earliest time of its pairs'
+    readings (+inf: none), in one pass over the log into an array of ``n_groups``; and
+    whether every time read was finite (else the caller takes the per-pair way, whose
+    NaN and infinities leave a pair out instead)."""
+    out = np.full(n_groups, np.inf)
+    finite = True
+    for i in range(len(reading_pair)):
+        g = group_of_pair[reading_pair[i]]
+        if g >= 0:
+            t = reading_ts[i]
+            if not np.isfinite(t):
+                finite = False
+            elif t < out[g]:
+                out[g] = t
+    return out, finite
 
 
 @njit(cache=True, nogil=True)

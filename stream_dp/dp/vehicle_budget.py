@@ -48,7 +48,11 @@ EPSILON_STEP = 2.0**-7
 _MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: A plan's round re-sums only the payments of the vehicles in the changed cells when
-#: those cells hold fewer than 1/_FEW of the entries (else one pass over all is faster).
+#: those cells hold fewer entries than 1/_FEW of the vehicles (else one pass over all entries
+#: is faster). Each such entry's vehicle is re-summed over all its entries, by random reads
+#: (~20x the cost per entry of the sequential pass: measured on the 1M-reading window, 100,000
+#: vehicles in 5.5 cells each), so the work is about ``touched × entries per vehicle``
+#: against the pass's ``entries``.
 _FEW = 16
 
 
@@ -174,7 +178,7 @@ def plan_budget(
     cell_start = occupancy.cell_start  # entries are grouped by cell: ``order``'s runs too
     by_vehicle = stable_order_by(vehicle, n_vehicles)
     vehicle_start = np.concatenate(([0], np.cumsum(np.bincount(vehicle, minlength=n_vehicles))))
-    slot_cell, slot_count = cell[by_vehicle], count[by_vehicle]
+    slot_cell, slot_count = slot_columns(cell, count, by_vehicle)
     mean_eps, cap = np.empty(n_cells), np.empty(n_cells, dtype=np.int64)
     vehicles_kept = np.empty(n_cells, dtype=np.int64)
     limit = -1 if prefix_limit is None else int(prefix_limit)
@@ -193,7 +197,7 @@ def plan_budget(
         else:  # cells are only dropped among the re-costed ones
             kernel.clear_cells(changed[dropped[changed]], cell_start, order, kept)
         touched = int((cell_start[changed + 1] - cell_start[changed]).sum())
-        if touched * _FEW > len(cell):  # many payers: one pass over all entries is faster
+        if touched * _FEW > n_vehicles:  # many payers: one pass over all entries is faster
             kernel.pay_all(vehicle, cell, kept, epsilon, paid)
         else:
             kernel.repay(changed, cell_start, order, vehicle, vehicle_start, by_vehicle, kept,
@@ -208,6 +212,19 @@ def plan_budget(
         changed = np.flatnonzero(np.bincount(cell[leave], minlength=n_cells))
         kernel.cost_cells(changed, cell_start, *costing)
         rounds += 1
+
+
+def slot_columns(
+    cell: IntArray, count: IntArray, by_vehicle: IntArray
+) -> tuple[IntArray, IntArray]:
+    """``cell[by_vehicle]`` and ``count[by_vehicle]``. Both fit in 32 bits in practice: then
+    they are packed into one int64 per entry and gathered once (one random read per entry
+    instead of two; 5.5 → 2.3 ms on the 1M-reading window's 551,000 entries)."""
+    if not len(cell) or int(cell.max()) >= 2**31 or int(count.max()) >= 2**32:
+        return cell[by_vehicle], count[by_vehicle]
+    packed = (cell.astype(np.int64) << 32) | count.astype(np.int64)
+    slots = packed[by_vehicle]
+    return slots >> 32, slots & 0xFFFFFFFF
 
 
 def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:

@@ -37,7 +37,9 @@ def cost_cells(
 ) -> None:  # pragma: no cover - compiled
     """For each of ``cells``: the least mean ε meeting ``target`` with its kept entries and
     its cap (+inf and 0 where none does; ties to the smaller cap), and how many entries it
-    keeps. ``prefix_limit`` < 0: none. ``factor_upper`` is ``ln20 (1 + rtol) U``."""
+    keeps. ``prefix_limit`` < 0: none. ``factor_upper`` is ``ln20 (1 + rtol) U``. Equal
+    counts share ``S(c)`` (each adds ``c`` below and takes one ``c`` off the rest), so a run of
+    them is costed once: the later ones could only tie, and a tie keeps the first."""
     for g in cells:
         begin, end = cell_start[g], cell_start[g + 1]
         n = 0
@@ -55,6 +57,7 @@ def cost_cells(
             m = 1.0
         below = 0
         j = 0
+        previous = -1
         for p in range(begin, end):
             e = order[p]
             if not kept[e]:
@@ -63,6 +66,9 @@ def cost_cells(
             s = below + (n - j) * c  # S(c): kept readings with this count as the cap
             below += c
             j += 1
+            if c == previous:  # a run of equal counts has one S(c), one ε: its first's
+                continue
+            previous = c
             if not pseudo_user:
                 allowed = c == largest
             elif prefix_limit >= 0:

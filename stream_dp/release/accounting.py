@@ -162,7 +162,7 @@ class PrivacyAccountant:
         n = len(occupancy.vehicles)
         cells = np.bincount(occupancy.vehicle_index[read], minlength=n)
         losses = np.bincount(occupancy.vehicle_index, weights=np.where(read, eps, 0.0), minlength=n)
-        return WindowLoss.of_losses(window_start, occupancy.vehicles, cells, losses)
+        return WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
 
     def failed_charge(self, window_start: int, occupancy: Occupancy) -> WindowLoss:
         """A failed window's charge: every vehicle pays each cell of ``occupancy`` it is in

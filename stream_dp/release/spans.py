@@ -78,24 +78,41 @@ def fresh_carry(
     return (take_pairs(carry, keep) if len(keep) else None), stale
 
 
-def first_window(columns: WindowColumns, window_seconds: int) -> np.ndarray:
+def first_window(
+    columns: WindowColumns, window_seconds: int, wanted: np.ndarray | None = None
+) -> np.ndarray:
     """Per pair, the start of the window of its first reading (its log holds it); a pair
     with no reading logged (``plan``'s occupancy of counts alone) has no earlier window: the
-    largest int64, so it counts as the current window's."""
-    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
+    largest int64, so it counts as the current window's. With ``wanted`` (a bool per pair),
+    only those pairs' (the others' read as unlogged)."""
+    from stream_dp.dp.span_kernels import earliest_of_groups, minimum_at  # numba: on first use
 
-    first = np.full(len(columns), np.inf)
-    minimum_at(first, columns.reading_pair, columns.reading_ts)
+    if wanted is not None:  # the wanted pairs' minima alone: in cache, and no NaN to carry
+        group = np.where(wanted, np.arange(len(columns)), -1)
+        first, finite = earliest_of_groups(
+            columns.reading_pair.astype(np.int64, copy=False),
+            columns.reading_ts.astype(np.float64, copy=False), group, len(columns),
+        )  # fmt: skip
+        if not finite:  # a time that is not finite leaves its pair out: the whole log's way
+            return first_window(columns, window_seconds)
+    else:
+        first = np.full(len(columns), np.inf)
+        minimum_at(first, columns.reading_pair, columns.reading_ts)
     logged = np.isfinite(first)
     start = np.full(len(columns), np.iinfo(np.int64).max, dtype=np.int64)
     start[logged] = np.floor(first[logged] / window_seconds) * window_seconds
     return start
 
 
-def first_window_of(state: WindowState, columns: WindowColumns) -> np.ndarray:
+def first_window_of(
+    state: WindowState, columns: WindowColumns, wanted: np.ndarray | None = None
+) -> np.ndarray:
     """:func:`first_window` of ``columns`` at the state's window length, computed once per
-    columns in a window's release (the regrouping and the carry both read the pooled one)."""
+    columns in a window's release (the regrouping and the carry both read the pooled one);
+    if it was not, and only the ``wanted`` pairs' are read, theirs alone."""
     memo = state.first_window_memo
+    if wanted is not None and (memo is None or memo[0] is not columns):
+        return first_window(columns, state.params.window_seconds, wanted)
     if memo is None or memo[0] is not columns:
         memo = (columns, first_window(columns, state.params.window_seconds))
         state.first_window_memo = memo
@@ -104,6 +121,17 @@ def first_window_of(state: WindowState, columns: WindowColumns) -> np.ndarray:
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """The window of ``columns``' pairs ``pairs`` (indices) alone, names compacted."""
+    if (
+        np.array_equal(pairs, np.arange(len(columns)))
+        and np.bincount(columns.cell_code, minlength=len(columns.cell_names)).all()
+        and np.bincount(columns.vehicle_code, minlength=len(columns.vehicle_names)).all()
+    ):
+        return _every_pair(columns)
+    return _taken(columns, pairs)
+
+
+def _taken(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
+    """:func:`take_pairs` by renumbering the names, pairs and reading log."""
     from stream_dp.dp.span_kernels import take_readings  # numba: imported on first use
 
     cells_used = _used(columns.cell_code[pairs], len(columns.cell_names))
@@ -131,6 +159,21 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     )
 
 
+def _every_pair(columns: WindowColumns) -> WindowColumns:
+    """:func:`take_pairs` of every pair when every name is used: the same columns, codes and
+    pair numbers as int64 (what :func:`_taken`'s renumbering makes of them), the arrays
+    shared instead of copied (a window that holds every cell carries all its pairs on: ~10^6
+    readings, benchmarks/release.py)."""
+    cell_code, vehicle_code, reading_pair = (
+        codes.astype(np.int64, copy=False)
+        for codes in (columns.cell_code, columns.vehicle_code, columns.reading_pair)
+    )
+    return WindowColumns(
+        columns.cell_names, cell_code, columns.vehicle_names, vehicle_code, columns.count,
+        columns.total, columns.total_sq, reading_pair, columns.reading_ts, columns.reading_value,
+    )  # fmt: skip
+
+
 def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
     """The distinct ``codes`` ascending (``np.unique`` of small non-negative codes, by
     counting)."""
@@ -152,7 +195,8 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
             covered[index[cells[g]]] = True
     open_pairs = ~covered[unit]
     oldest_next = state.window_start - (params.max_span_hours - 1) * params.window_seconds
-    young = first_window_of(state, pooled_columns) >= oldest_next + params.window_seconds
+    first = first_window_of(state, pooled_columns, open_pairs)
+    young = first >= oldest_next + params.window_seconds
     carry = np.flatnonzero(open_pairs & young)
     return take_pairs(pooled_columns, carry) if len(carry) else None
 
@@ -167,8 +211,41 @@ def span_starts(state: WindowState) -> np.ndarray:
     memo = state.span_start_memo
     if memo is not None and memo[0] is pairs.occupancy:
         return memo[1].copy()
-    first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
-    start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
-    minimum_at(start, pairs.occupancy.cell_index, first)
+    start = _cell_span_starts(state.columns, pairs.entry_of, pairs.occupancy.cell_index,
+                              len(pairs.occupancy.cells), state.window_start,
+                              state.params.window_seconds)  # fmt: skip
+    if start is None:  # a time that is not finite: per pair, as first_window leaves it out
+        first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
+        start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
+        minimum_at(start, pairs.occupancy.cell_index, first)
     state.span_start_memo = (pairs.occupancy, start.copy())
     return start
+
+
+def _cell_span_starts(
+    columns: WindowColumns,
+    entry_of: np.ndarray,
+    cell_index: np.ndarray,
+    n_cells: int,
+    window_start: int,
+    window_seconds: int,
+) -> np.ndarray | None:
+    """Per cell, the earlier of ``window_start`` and the window of its pairs' earliest
+    reading, in one pass over the log into ``n_cells`` minima instead of one per pair; the
+    same values as the per-pair minima (``floor(t / w) w`` does not decrease with ``t``).
+    None if a logged time is not finite."""
+    from stream_dp.dp.span_kernels import earliest_of_groups
+
+    cell_of_pair = np.full(len(columns), -1, dtype=np.int64)
+    cell_of_pair[entry_of] = cell_index
+    earliest, finite = earliest_of_groups(
+        columns.reading_pair.astype(np.int64, copy=False),
+        columns.reading_ts.astype(np.float64, copy=False), cell_of_pair, n_cells,
+    )  # fmt: skip
+    if not finite:
+        return None
+    start = np.full(n_cells, window_start, dtype=np.int64)
+    logged = np.isfinite(earliest)
+    first = np.full(n_cells, np.iinfo(np.int64).max, dtype=np.int64)
+    first[logged] = np.floor(earliest[logged] / window_seconds) * window_seconds
+    return np.minimum(start, first)

@@ -181,14 +181,17 @@ class Cap(Stage):
 class Statistics(Stage):
     """The kept readings' counts, sums, clipped means and variances (§9.3). It starts the
     pairs' totals, and with the cap the reading prefixes' sums, beside CLIP-USER (the compiled
-    kernels release the GIL)."""
+    kernels release the GIL). Under a vehicle budget nothing runs beside it (the plan is
+    made during the regrouping) and the cap cuts few pairs: their prefixes alone are summed
+    when needed (:func:`~stream_dp.release.statistics.cut_prefix_sums`)."""
 
     name = "statistics"
     _prefix_sums: Future[tuple[Any, ...]] | None = None
     _entry_totals: Future[tuple[Any, Any]] | None = None
 
     def begin(self, state: WindowState) -> None:
-        if state.params.pseudo_user:  # only the cap reads each pair's reading prefixes
+        params = state.params
+        if params.pseudo_user and params.vehicle_budget is None:  # only the cap reads them
             self._prefix_sums = start_prefix_sums(state.columns)
         self._entry_totals = start_entry_totals(state.columns, _pairs(state).entry_of)
 
@@ -287,11 +290,12 @@ class Records(Stage):
         )  # fmt: skip
         if state.budget is not None:  # each record states its own ε (§13)
             released = np.flatnonzero(state.released).tolist()
-            epsilons = state.accountant.cell_epsilons(len(occupancy.cells))
+            epsilons = state.accountant.cell_epsilons(len(occupancy.cells)).tolist()
             starts = span_starts(state).tolist()
+            stamps = {start: rfc3339(start) for start in set(starts)}  # a few spans' starts
             for record, g in zip(state.cells, released, strict=True):
-                record["epsilon"] = float(epsilons[g])
-                record["window_start"] = rfc3339(starts[g])
+                record["epsilon"] = epsilons[g]
+                record["window_start"] = stamps[starts[g]]
 
 
 class Summary(Stage):

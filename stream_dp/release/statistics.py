@@ -26,16 +26,21 @@ def kept_sums(
     """Sum and sum of squares of the first ``kept_count`` readings of each chosen entry.
 
     ``prefix_sums`` and ``entry_totals``: :func:`start_prefix_sums` and
-    :func:`start_entry_totals` of these columns and entries, if started earlier; ``count``:
-    ``columns.count[entries]``, if at hand (the occupancy's counts)."""
+    :func:`start_entry_totals` of these columns and entries, if started earlier (without
+    ``prefix_sums``, the running sums of the partly kept entries' pairs alone are computed
+    here, :func:`cut_prefix_sums`); ``count``: ``columns.count[entries]``, if at hand (the
+    occupancy's counts)."""
     from stream_dp.dp.array_kernels import kept_entry_sums
 
     entries = entries.astype(np.int64, copy=False)
     kept_count = kept_count.astype(np.int64, copy=False)
     count = np.take(columns.count, entries) if count is None else count
     count = count.astype(np.int64, copy=False)
-    if np.any((kept_count != count) & (kept_count > 0)):
-        start, sums, sums_sq = (prefix_sums or start_prefix_sums(columns)).result()
+    cut = (kept_count != count) & (kept_count > 0)
+    if prefix_sums is not None and cut.any():
+        start, sums, sums_sq = prefix_sums.result()
+    elif cut.any():
+        start, sums, sums_sq = cut_prefix_sums(columns, entries[cut])
     else:
         start = np.zeros(1, dtype=np.int64)
         sums = sums_sq = np.zeros(0, dtype=np.float64)
@@ -60,6 +65,25 @@ def start_entry_totals(
         entries.astype(np.int64, copy=False),
         columns.total.astype(np.float64, copy=False),
         columns.total_sq.astype(np.float64, copy=False),
+    )
+
+
+def cut_prefix_sums(
+    columns: WindowColumns, pairs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of ``pairs`` (the pairs a cap
+    cuts) alone, in its layout and with its floats: under a vehicle budget they are a few
+    percent of the window's pairs, and a pass over the reading log that sorts only theirs
+    costs a fraction of the whole log's (benchmarks/release.py)."""
+    from stream_dp.dp.array_kernels import wanted_prefix_sums
+
+    wanted = np.zeros(len(columns), dtype=bool)
+    wanted[pairs[pairs < len(wanted)]] = True  # a pair past the columns: kept_sums refuses it
+    return wanted_prefix_sums(
+        columns.reading_pair.astype(np.int64, copy=False),
+        columns.reading_ts.astype(np.float64, copy=False),
+        columns.reading_value.astype(np.float64, copy=False),
+        wanted,
     )
 
 

@@ -1,0 +1,259 @@
+"""The vehicle-budget release's fast paths (issue 25, the 1M-reading window) give exactly what
+the slower forms they replace give, on data where they differ in work done."""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dp.dp import vehicle_budget
+from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
+from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.release.spans import _cell_span_starts, _taken, first_window, take_pairs
+from stream_dp.release.statistics import kept_sums
+from stream_dp.windows.columns import WindowColumns
+from tests.unit.dp.test_vehicle_budget_plan import T, U, assert_same, both
+
+log = st.lists(  # (pair, ts, value): repeated times and values, so the sort's ties matter
+    st.tuples(st.integers(0, 7), st.integers(0, 5).map(float), st.integers(-3, 9).map(float)),
+    max_size=120,
+)
+
+
+@given(log, st.lists(st.booleans(), min_size=8, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_wanted_prefix_sums_are_the_running_sums_of_the_wanted_pairs_alone(items, wanted):
+    """Each wanted pair's segment: its readings by (time, value), summed in that order (the
+    whole log's :func:`pair_prefix_sums` layout); every other pair's segment is empty."""
+    pair = np.array([p for p, _, _ in items], dtype=np.int64)
+    ts = np.array([t for _, t, _ in items], dtype=np.float64)
+    value = np.array([v / 7.0 for _, _, v in items], dtype=np.float64)  # inexact sums
+    start, sums, sums_sq = wanted_prefix_sums(pair, ts, value, np.array(wanted))
+    for p in range(8):
+        segment = slice(start[p], start[p + 1])
+        if not wanted[p]:
+            assert start[p + 1] == start[p]
+            continue
+        mine = [v for _, v in sorted(zip(ts[pair == p], value[pair == p], strict=True))]
+        running = np.cumsum(mine) if mine else np.zeros(0)  # sequential, as s += v
+        assert sums[segment].tobytes() == running.tobytes()
+        assert sums_sq[segment].tobytes() == np.cumsum(np.square(mine)).tobytes()
+
+
+def _finished(value: object) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+@given(st.randoms(use_true_random=False))
+@settings(max_examples=100, deadline=None)
+def test_kept_sums_of_the_cut_pairs_alone_equal_the_whole_logs_prefix_sums(rnd):
+    """Readings with fractional values (sums depend on their order); some entries kept whole,
+    some cut by a cap, some not at all: without the whole log's prefix sums (the budget's
+    path) the sums are the same floats as with them."""
+    n = rnd.randint(1, 300)
+    cells = [f"c{rnd.randint(0, 4)}" for _ in range(n)]
+    vehicles = [f"v{rnd.randint(0, 9)}" for _ in range(n)]
+    ts = [float(rnd.randint(0, 20)) for _ in range(n)]
+    values = [rnd.uniform(0.0, 65.0) for _ in range(n)]
+    columns = WindowColumns.from_readings(cells, vehicles, ts, values, 64)
+    entries = np.array(sorted(rnd.sample(range(len(columns)), rnd.randint(1, len(columns)))))
+    count = columns.count[entries].astype(np.int64)
+    kept = np.array([rnd.choice([0, int(c), rnd.randint(0, int(c))]) for c in count])
+    whole = _finished(
+        pair_prefix_sums(columns.reading_pair, columns.reading_ts, columns.reading_value,
+                         len(columns))
+    )  # fmt: skip
+    total, total_sq = kept_sums(columns, entries, kept, prefix_sums=whole)
+    fast, fast_sq = kept_sums(columns, entries, kept)
+    assert fast.tobytes() == total.tobytes() and fast_sq.tobytes() == total_sq.tobytes()
+
+
+def _roaming_occupancy(rng: np.random.Generator, n_cells: int, n_vehicles: int) -> Occupancy:
+    """Each vehicle in 6 to 14 random cells (long payment sums, whose float result depends on
+    their order), skewed counts; entries grouped by cell."""
+    triples = []
+    for v in range(n_vehicles):
+        for g in rng.choice(n_cells, int(rng.integers(6, 15)), replace=False).tolist():
+            triples.append((f"c{g:03d}", f"v{v:05d}", int(rng.choice([1, 1, 2, 3, 7, 20]))))
+    return Occupancy.from_triples(triples)
+
+
+@pytest.mark.parametrize("few", [0, 16, 10**9])  # always re-sum the few, as chosen, always all
+def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
+    few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round re-sums the payments of the vehicles in the changed cells or of all vehicles
+    (:data:`~stream_dp.dp.vehicle_budget._FEW` chooses by the work): either gives the
+    reference plan bit for bit, on a window with many sit-out rounds."""
+    monkeypatch.setattr(vehicle_budget, "_FEW", few)
+    rng = np.random.default_rng(7)
+    occ = _roaming_occupancy(rng, 80, 3000)
+    short = rng.random(len(occ.vehicles)) < 0.15
+    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
+    plan, reference = both(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    assert plan.rounds >= 4 and (~plan.kept & ~plan.dropped[occ.cell_index]).sum() > 100
+    assert_same(plan, reference)
+
+
+def _fields(columns: WindowColumns) -> list[object]:
+    return [
+        (value.dtype.str, value.tobytes()) if isinstance(value, np.ndarray) else value
+        for value in (getattr(columns, f.name) for f in dataclasses.fields(columns))
+    ]
+
+
+def test_taking_every_pair_of_a_window_gives_what_the_renumbering_gives() -> None:
+    """A window that holds every cell carries all its pairs: the shortcut (the same arrays,
+    codes as int64) equals the renumbered copy field by field, dtypes included; with a pair
+    left out the renumbering runs."""
+    rng = np.random.default_rng(3)
+    n = 400
+    columns = WindowColumns.from_readings(
+        [f"c{g}" for g in rng.integers(0, 9, n)], [f"v{v}" for v in rng.integers(0, 40, n)],
+        rng.integers(0, 3600, n).astype(float).tolist(), rng.uniform(0, 65, n).tolist(), 8,
+    )  # fmt: skip
+    columns = dataclasses.replace(  # narrow codes, as merged partials may hold them
+        columns, cell_code=columns.cell_code.astype(np.uint8),
+        vehicle_code=columns.vehicle_code.astype(np.uint16),
+        reading_pair=columns.reading_pair.astype(np.int32),
+    )  # fmt: skip
+    every = np.arange(len(columns))
+    assert _fields(take_pairs(columns, every)) == _fields(_taken(columns, every))
+    some = every[1:]
+    assert _fields(take_pairs(columns, some)) == _fields(_taken(columns, some))
+    assert len(take_pairs(columns, some)) == len(columns) - 1
+    unused = dataclasses.replace(columns, cell_names=(*columns.cell_names, "z"))  # compacted
+    assert _fields(take_pairs(unused, every)) == _fields(_taken(unused, every))
+    assert take_pairs(unused, every).cell_names == columns.cell_names
+
+
+def _loss_fields(loss: WindowLoss) -> list[object]:
+    arrays = [(a.dtype.str, a.tobytes(), a.flags.writeable) for a in (loss.cells, loss.losses)]
+    return [type(loss.window_start), loss.window_start, type(loss.epsilon), loss.epsilon,
+            loss.vehicles, *arrays]  # fmt: skip
+
+
+@pytest.mark.parametrize("idle", [0, 3])  # every vehicle charged; some charged nothing
+def test_an_occupancys_loss_without_the_name_checks_is_the_checked_one(idle: int) -> None:
+    occupancy = _roaming_occupancy(np.random.default_rng(5), 30, 200)
+    n = len(occupancy.vehicles)
+    cells = np.bincount(occupancy.vehicle_index, minlength=n)
+    cells[:idle] = 0
+    losses = np.where(cells > 0, 0.37 * cells + 0.01, 0.0)
+    fast = WindowLoss.of_occupancy_losses(7200, occupancy, cells, losses)
+    checked = WindowLoss.of_losses(7200, occupancy.vehicles, cells, losses)
+    assert _loss_fields(fast) == _loss_fields(checked) and fast == checked
+    assert len(fast) == n - idle
+    with pytest.raises(ValueError, match="losses must be finite"):
+        WindowLoss.of_occupancy_losses(7200, occupancy, cells, np.where(cells > 0, np.nan, 0.0))
+
+
+def _three_hours(rng: np.random.Generator, n: int = 500) -> WindowColumns:
+    """Readings over three hours (spans; cell ``g`` mostly in hour ``g % 3``), some pairs
+    with no reading logged."""
+    cells = rng.integers(0, 12, n)
+    hour = np.where(rng.random(n) < 0.9, cells % 3, rng.integers(0, 3, n))
+    columns = WindowColumns.from_readings(
+        [f"c{g:02d}" for g in cells], [f"v{v}" for v in rng.integers(0, 60, n)],
+        (hour * 3600 + rng.uniform(0, 3600, n)).tolist(), rng.uniform(0, 65, n).tolist(), 8,
+    )  # fmt: skip
+    unlogged = rng.random(len(columns)) < 0.1
+    live = ~unlogged[columns.reading_pair]
+    return dataclasses.replace(
+        columns, reading_pair=columns.reading_pair[live], reading_ts=columns.reading_ts[live],
+        reading_value=columns.reading_value[live],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_span_starts_per_cell_in_one_pass_are_the_per_pair_minima(seed: int) -> None:
+    """A cell's span start: the earlier of the window and its pairs' first windows, computed
+    per cell in one pass over the log, equals the per pair way; a time that is not finite
+    sends the caller back to it."""
+    rng = np.random.default_rng(seed)
+    columns = _three_hours(rng)
+    entry_of = np.sort(rng.choice(len(columns), len(columns) * 2 // 3, replace=False))
+    cell_index = columns.cell_code[entry_of].astype(np.int64)  # the chosen pairs of 12 cells
+    first = first_window(columns, 3600)[entry_of]
+    per_pair = np.full(12, 7200, dtype=np.int64)
+    np.minimum.at(per_pair, cell_index, first)
+    fast = _cell_span_starts(columns, entry_of, cell_index, 12, 7200, 3600)
+    assert fast is not None and fast.dtype == np.int64
+    assert fast.tolist() == per_pair.tolist()
+    assert len(set(per_pair.tolist())) > 1  # cells of different span starts
+    ts = columns.reading_ts.copy()
+    ts[np.flatnonzero(np.isin(columns.reading_pair, entry_of))[0]] = np.nan  # a chosen pair's
+    nan_log = dataclasses.replace(columns, reading_ts=ts)
+    assert _cell_span_starts(nan_log, entry_of, cell_index, 12, 7200, 3600) is None
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, -np.inf, np.inf])
+def test_the_wanted_pairs_first_windows_are_the_whole_logs(bad: float | None) -> None:
+    """Also when a wanted pair holds a time that is not finite beside finite ones (the whole
+    log's way then leaves a NaN or -inf pair out)."""
+    rng = np.random.default_rng(11)
+    columns = _three_hours(rng)
+    wanted = rng.random(len(columns)) < 0.5
+    if bad is not None:
+        logged = np.bincount(columns.reading_pair, minlength=len(columns))
+        pair = np.flatnonzero(wanted & (logged >= 2))[0]
+        ts = columns.reading_ts.copy()
+        ts[np.flatnonzero(columns.reading_pair == pair)[-1]] = bad
+        columns = dataclasses.replace(columns, reading_ts=ts)
+    whole = first_window(columns, 3600)
+    assert first_window(columns, 3600, wanted)[wanted].tolist() == whole[wanted].tolist()
+    assert len(set(whole[wanted].tolist())) >= 3  # three windows and unlogged pairs
+
+
+@pytest.mark.parametrize("top", [9, 2**32 - 1, 2**32])  # packed; the largest packed; not
+def test_the_plans_slot_columns_are_the_two_gathers(top: int) -> None:
+    rng = np.random.default_rng(2)
+    cell = np.sort(rng.integers(0, 500, 3000))
+    count = rng.integers(1, 10, 3000)
+    count[rng.integers(3000)] = top
+    by_vehicle = rng.permutation(3000)
+    slot_cell, slot_count = vehicle_budget.slot_columns(cell, count, by_vehicle)
+    assert slot_cell.dtype == slot_count.dtype == np.int64
+    assert slot_cell.tolist() == cell[by_vehicle].tolist()
+    assert slot_count.tolist() == count[by_vehicle].tolist()
+
+
+def test_cells_per_vehicle_counted_as_integers_are_the_weighted_count() -> None:
+    occupancy = _roaming_occupancy(np.random.default_rng(9), 40, 300)
+    mask = np.random.default_rng(10).random(occupancy.n_entries) < 0.6
+    for kept in (None, mask, np.zeros(occupancy.n_entries, dtype=bool)):
+        weights = None if kept is None else kept.astype(np.int64)
+        expected = np.bincount(occupancy.vehicle_index, weights=weights,
+                               minlength=len(occupancy.vehicles)).astype(np.int64)  # fmt: skip
+        grids = occupancy.grids_per_vehicle(kept)
+        assert grids.dtype == np.int64 and grids.tolist() == expected.tolist()
+    assert occupancy.grids_per_vehicle(mask).sum() == mask.sum() < occupancy.n_entries
+
+
+def test_each_record_carries_its_own_cells_span_start() -> None:
+    """A release with records of different span starts (at the input's end, a sparse cell
+    pooled over four hours beside a dense one seen for two): each record's ``window_start``
+    is its own span's."""
+    from tests.unit.release.test_vehicle_budget import _params, _run
+
+    windows = [
+        [(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)]  # sparse: pools
+        + [(3, 1000 + 40 * h + v, 20.0 + v % 7) for v in range(40) for _ in range(5) if h >= 2]
+        for h in range(4)
+    ]
+    params = _params(vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8)
+    releases, _ = _run(params, windows, ends=True)
+    spans = sorted((r["window_start"], r["window_end"]) for r in releases[3].cells)
+    assert spans == [("1970-01-01T00:00:00Z", "1970-01-01T04:00:00Z"),
+                     ("1970-01-01T02:00:00Z", "1970-01-01T04:00:00Z")]  # fmt: skip
