@@ -47,12 +47,13 @@ EPSILON_STEP = 2.0**-7
 #: published error bar above T.
 _MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
-#: A plan's round re-sums only the payments of the vehicles in the changed cells when
-#: those cells hold fewer entries than 1/_FEW of the vehicles (else one pass over all entries
-#: is faster). Each such entry's vehicle is re-summed over all its entries, by random reads
-#: (~20x the cost per entry of the sequential pass: measured on the 1M-reading window, 100,000
-#: vehicles in 5.5 cells each), so the work is about ``touched × entries per vehicle``
-#: against the pass's ``entries``.
+#: A plan's round re-sums only the payments that may have changed (of the vehicles in the
+#: cells whose ε changed, and of those that sat out) when those cells' entries and sat-out
+#: vehicles are fewer than 1/_FEW of the vehicles (else one pass over all entries is faster).
+#: Each such vehicle is re-summed over all its entries, by random reads (~20x the cost per
+#: entry of the sequential pass: measured on the 1M-reading window, 100,000 vehicles in 5.5
+#: cells each), so the work is about ``touched × entries per vehicle`` against the pass's
+#: ``entries``.
 _FEW = 16
 
 
@@ -159,72 +160,32 @@ def plan_budget(
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
     released now (they wait for more windows, :mod:`stream_dp.release.spans`).
 
-    The first round costs every cell; each later round (compiled,
-    :mod:`stream_dp.dp.vehicle_budget_kernel`) only the cells some vehicle left, and only
-    the payments of the vehicles read in them. A payment is summed over the vehicle's
-    entries in entry order every time (never updated by differences), so every float is
-    the one a whole-occupancy pass gives (``stream_dp.testing.vehicle_budget_reference``)."""
+    One compiled call (:func:`stream_dp.dp.vehicle_budget_kernel.plan_rounds`): the first
+    round costs every cell; each later round only the cells some vehicle left, and only the
+    payments of the vehicles read in them. A payment is summed over the vehicle's entries in
+    entry order every time (never updated by differences), so every float is the one a
+    whole-occupancy pass gives (``stream_dp.testing.vehicle_budget_reference``)."""
     from stream_dp.dp import vehicle_budget_kernel as kernel  # numba: imported on first use
-    from stream_dp.dp.array_kernels import stable_order_by
+    from stream_dp.dp.ordering import counting_sort_fits
 
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
-    cell, vehicle, count = occupancy.cell_index, occupancy.vehicle_index, occupancy.count
-    count = count.astype(np.int64, copy=False)
-    total = occupancy.total_per_cell().astype(np.float64)
-    kept = np.ones(occupancy.n_entries, dtype=bool)
-    dropped = np.zeros(n_cells, dtype=bool) if held is None else held.copy()
-    share = 1.0 - variance_share
-    order = entry_order(occupancy)
-    cell_start = occupancy.cell_start  # entries are grouped by cell: ``order``'s runs too
-    by_vehicle = stable_order_by(vehicle, n_vehicles)
-    vehicle_start = np.concatenate(([0], np.cumsum(np.bincount(vehicle, minlength=n_vehicles))))
-    slot_cell, slot_count = slot_columns(cell, count, by_vehicle)
-    mean_eps, cap = np.empty(n_cells), np.empty(n_cells, dtype=np.int64)
-    vehicles_kept = np.empty(n_cells, dtype=np.int64)
+    if len(room) != n_vehicles:
+        raise ValueError(f"room has {len(room)} values for {n_vehicles} vehicles")
+    if occupancy.n_entries >= 2**31:  # the compiled plan packs an entry index in 32 bits
+        raise ValueError(f"occupancy has {occupancy.n_entries} entries, at most 2^31 - 1")
+    count = occupancy.count.astype(np.int64, copy=False)
+    top = int(count.max(initial=0))
+    dropped = np.zeros(n_cells, dtype=bool) if held is None else held.astype(bool, copy=True)
     limit = -1 if prefix_limit is None else int(prefix_limit)
-    costing = (order, kept, count, total, _FACTOR * upper, float(target), float(upper), limit,
-               bool(pseudo_user), mean_eps, cap, vehicles_kept)  # fmt: skip
-    changed = np.arange(n_cells)
-    kernel.cost_cells(changed, cell_start, *costing)
-    paid = np.zeros(n_vehicles)
-    rounds = 1
-    while True:
-        epsilon = round_up(mean_eps / share)
-        dropped |= (epsilon > max_cell_epsilon + 1e-12) | (vehicles_kept < min_vehicles)
-        epsilon[dropped] = np.inf
-        if rounds == 1:
-            kept &= ~dropped[cell]
-        else:  # cells are only dropped among the re-costed ones
-            kernel.clear_cells(changed[dropped[changed]], cell_start, order, kept)
-        touched = int((cell_start[changed + 1] - cell_start[changed]).sum())
-        if touched * _FEW > n_vehicles:  # many payers: one pass over all entries is faster
-            kernel.pay_all(vehicle, cell, kept, epsilon, paid)
-        else:
-            kernel.repay(changed, cell_start, order, vehicle, vehicle_start, by_vehicle, kept,
-                         slot_cell, epsilon, paid)  # fmt: skip
-        excess = paid - room
-        over = np.flatnonzero(excess > 1e-12)
-        if not len(over):
-            return BudgetPlan(kept, epsilon, cap, paid, rounds)
-        leave = kernel.sit_outs(over, vehicle_start, by_vehicle, kept, slot_cell, slot_count,
-                                total, epsilon, excess)  # fmt: skip
-        kept[leave] = False
-        changed = np.flatnonzero(np.bincount(cell[leave], minlength=n_cells))
-        kernel.cost_cells(changed, cell_start, *costing)
-        rounds += 1
-
-
-def slot_columns(
-    cell: IntArray, count: IntArray, by_vehicle: IntArray
-) -> tuple[IntArray, IntArray]:
-    """``cell[by_vehicle]`` and ``count[by_vehicle]``. Both fit in 32 bits in practice: then
-    they are packed into one int64 per entry and gathered once (one random read per entry
-    instead of two; 5.5 → 2.3 ms on the 1M-reading window's 551,000 entries)."""
-    if not len(cell) or int(cell.max()) >= 2**31 or int(count.max()) >= 2**32:
-        return cell[by_vehicle], count[by_vehicle]
-    packed = (cell.astype(np.int64) << 32) | count.astype(np.int64)
-    slots = packed[by_vehicle]
-    return slots >> 32, slots & 0xFFFFFFFF
+    costing = (_FACTOR * upper, float(target), float(upper), limit, bool(pseudo_user))
+    rounding = (1.0 - variance_share, 1.0 + _MARGIN, EPSILON_STEP)
+    kept, epsilon, cap, paid, rounds = kernel.plan_rounds(
+        occupancy.cell_start, occupancy.vehicle_index.astype(np.int64, copy=False), count,
+        occupancy.total_per_cell().astype(np.float64), np.asarray(room, dtype=np.float64),
+        dropped, top, counting_sort_fits(occupancy.n_entries, n_cells * (top + 1)), costing,
+        rounding, max_cell_epsilon + 1e-12, int(min_vehicles), _FEW,
+    )  # fmt: skip
+    return BudgetPlan(kept, epsilon, cap, paid, int(rounds))
 
 
 def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:

@@ -1,15 +1,21 @@
-"""Compiled (numba) steps of the vehicle budget's plan (docs/math.md §13.1), each over the
-entries of a few cells or vehicles instead of the whole occupancy.
+"""The vehicle budget's plan (docs/math.md §13.1) as one compiled (numba) call: its setup
+and every round, with no Python between rounds.
 
-Every float is computed by the same operations, in the same order, as the numpy
-expressions of :func:`stream_dp.dp.vehicle_budget.cheapest_epsilon` and of the reference
-plan (``stream_dp.testing.vehicle_budget_reference``): a cell's ε from integer sums, a
-vehicle's payment summed over its entries in entry order, the sit-outs' running sum over the
-over-room vehicles in ascending order. So the plan is the same bit for bit (tested).
+Every float is computed by the same operations, in the same order, as the numpy expressions
+of :func:`stream_dp.dp.vehicle_budget.cheapest_epsilon`, :func:`~stream_dp.dp.vehicle_budget.
+round_up` and the reference plan (``stream_dp.testing.vehicle_budget_reference``): a cell's ε
+from integer sums, a vehicle's payment summed over its kept entries in entry order, the
+sit-outs' scores and their running sum over the over-room vehicles in ascending order. So the
+plan is the same bit for bit (tested).
 
-Layouts: ``order[cell_start[g]:cell_start[g + 1]]`` are cell ``g``'s entries by count
-ascending (ties in entry order); ``by_vehicle[vehicle_start[v]:vehicle_start[v + 1]]`` are
-vehicle ``v``'s entries in entry order (so in ascending cell).
+Layouts (:func:`layout`), besides the occupancy's entries grouped by cell:
+
+- *runs*: ``run_start[g]:run_start[g + 1]`` are cell ``g``'s distinct counts ascending
+  (``run_count``), how many of its kept entries have each (``run_kept``) and their sit-out
+  score ``m / (M ε)`` at the cell's ε (``run_key``). A cell is costed from its runs (equal
+  counts share ``S(c)``); a sit-out decrements its run.
+- *slots*: ``slot[vehicle_start[v]:vehicle_start[v + 1]]`` are vehicle ``v``'s entries in
+  entry order, each as ``entry << 32 | run`` (one int64 read per entry).
 """
 
 from __future__ import annotations
@@ -17,175 +23,373 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+#: A slot's low half: its entry's run, shifted left once; the lowest bit: not sat out.
+_LOW = 0xFFFFFFFF
+
 
 @njit(cache=True, nogil=True)
-def cost_cells(
-    cells: np.ndarray,
+def layout(
     cell_start: np.ndarray,
-    order: np.ndarray,
-    kept: np.ndarray,
+    vehicle: np.ndarray,
     count: np.ndarray,
+    n_vehicles: int,
+    top: int,
+    by_histogram: bool,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:  # pragma: no cover - compiled
+    """``(run_start, run_count, run_kept, run_cell, vehicle_start, slot)`` (module docstring),
+    all entries kept. A cell's runs come from a histogram of its counts over ``0..top``
+    (``by_histogram``: when ``n_cells * (top + 1)`` is linear in the entries) or from its
+    sorted counts; both give the same runs. The slots are a stable counting sort by vehicle.
+    Entries and runs must be fewer than 2^31."""
+    n_cells, n = len(cell_start) - 1, len(count)
+    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
+    vehicle_start[1:] = np.cumsum(np.bincount(vehicle, minlength=n_vehicles))
+    cursor = vehicle_start[:-1].copy()
+    slot = np.empty(n, dtype=np.int64)
+    run_start = np.empty(n_cells + 1, dtype=np.int64)
+    run_count = np.empty(n, dtype=np.int64)
+    run_kept = np.empty(n, dtype=np.int64)
+    width = top + 1 if by_histogram else 1
+    hist = np.zeros(width, dtype=np.int64)
+    run_of = np.empty(width, dtype=np.int64)
+    r = 0
+    for g in range(n_cells):
+        run_start[g] = r
+        begin, end = cell_start[g], cell_start[g + 1]
+        first = r
+        if by_histogram:
+            low, high = top, 0
+            for e in range(begin, end):
+                c = count[e]
+                hist[c] += 1
+                low, high = min(low, c), max(high, c)
+            for c in range(low, high + 1):
+                if hist[c] > 0:
+                    run_count[r], run_kept[r], run_of[c] = c, hist[c], r
+                    hist[c] = 0
+                    r += 1
+        else:
+            values = np.sort(count[begin:end])
+            for i in range(len(values)):
+                if i == 0 or values[i] != values[i - 1]:
+                    run_count[r], run_kept[r] = values[i], 0
+                    r += 1
+                run_kept[r - 1] += 1
+        for e in range(begin, end):
+            if by_histogram:
+                run = run_of[count[e]]
+            else:
+                run = first + np.searchsorted(run_count[first:r], count[e])
+            q = cursor[vehicle[e]]
+            cursor[vehicle[e]] = q + 1
+            slot[q] = (e << 32) | (run << 1) | 1
+    run_start[n_cells] = r
+    run_cell = np.empty(r, dtype=np.int64)
+    for g in range(n_cells):
+        run_cell[run_start[g] : run_start[g + 1]] = g
+    return run_start, run_count[:r].copy(), run_kept[:r].copy(), run_cell, vehicle_start, slot
+
+
+@njit(cache=True, nogil=True)
+def cost_cell(
+    g: int,
+    run_start: np.ndarray,
+    run_count: np.ndarray,
+    run_kept: np.ndarray,
     total: np.ndarray,
     factor_upper: float,
     target: float,
     upper: float,
     prefix_limit: int,
     pseudo_user: bool,
-    mean_eps: np.ndarray,
-    cap: np.ndarray,
-    n_kept: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """For each of ``cells``: the least mean ε meeting ``target`` with its kept entries and
-    its cap (+inf and 0 where none does; ties to the smaller cap), and how many entries it
-    keeps. ``prefix_limit`` < 0: none. ``factor_upper`` is ``ln20 (1 + rtol) U``. Equal
-    counts share ``S(c)`` (each adds ``c`` below and takes one ``c`` off the rest), so a run of
-    them is costed once: the later ones could only tie, and a tie keeps the first."""
-    for g in cells:
-        begin, end = cell_start[g], cell_start[g + 1]
-        n = 0
-        largest = 0
-        for p in range(begin, end):
-            e = order[p]
-            if kept[e]:
-                n += 1
-                largest = count[e]  # ascending counts: the last kept is the largest
-        n_kept[g] = n
-        best = np.inf
-        best_cap = 0
-        m = total[g]
-        if m <= 0:
-            m = 1.0
-        below = 0
-        j = 0
-        previous = -1
-        for p in range(begin, end):
-            e = order[p]
-            if not kept[e]:
-                continue
-            c = count[e]
-            s = below + (n - j) * c  # S(c): kept readings with this count as the cap
-            below += c
-            j += 1
-            if c == previous:  # a run of equal counts has one S(c), one ε: its first's
-                continue
-            previous = c
-            if not pseudo_user:
-                allowed = c == largest
-            elif prefix_limit >= 0:
-                allowed = c <= prefix_limit or c == largest
-            else:
-                allowed = True
-            slack = target - upper * (1.0 - s / m)
-            if not (allowed and slack > 0 and s > 0):
-                continue
-            eps = factor_upper * c / (s * slack)
-            if eps < best and np.isfinite(eps):
-                best = eps
-                best_cap = c
-        mean_eps[g] = best
-        cap[g] = best_cap
+) -> tuple[float, int, int]:  # pragma: no cover - compiled
+    """Cell ``g``'s least mean ε meeting ``target`` with its kept entries, its cap (+inf and 0
+    where none does; ties to the smaller cap) and how many entries it keeps. ``prefix_limit``
+    < 0: none. ``factor_upper`` is ``ln20 (1 + rtol) U``. Each distinct count ``c`` has one
+    ``S(c)``: the kept readings below it plus ``c`` for each kept entry from it up."""
+    begin, end = run_start[g], run_start[g + 1]
+    n = 0
+    largest = 0
+    for r in range(begin, end):
+        if run_kept[r] > 0:
+            n += run_kept[r]
+            largest = run_count[r]
+    best = np.inf
+    best_cap = 0
+    m = total[g]
+    if m <= 0:
+        m = 1.0
+    below = 0
+    j = 0
+    for r in range(begin, end):
+        k = run_kept[r]
+        if k == 0:
+            continue
+        c = run_count[r]
+        s = below + (n - j) * c  # S(c): kept readings with this count as the cap
+        below += c * k
+        j += k
+        if not pseudo_user:
+            allowed = c == largest
+        elif prefix_limit >= 0:
+            allowed = c <= prefix_limit or c == largest
+        else:
+            allowed = True
+        slack = target - upper * (1.0 - s / m)
+        if not (allowed and slack > 0 and s > 0):
+            continue
+        eps = factor_upper * c / (s * slack)
+        if eps < best and np.isfinite(eps):
+            best = eps
+            best_cap = c
+    return best, best_cap, n
 
 
 @njit(cache=True, nogil=True)
-def clear_cells(
-    cells: np.ndarray, cell_start: np.ndarray, order: np.ndarray, kept: np.ndarray
-) -> None:  # pragma: no cover - compiled
-    """No entry of ``cells`` is kept (they were dropped)."""
-    for g in cells:
-        for p in range(cell_start[g], cell_start[g + 1]):
-            kept[order[p]] = False
+def round_up_one(epsilon: float, grow: float, step: float) -> float:  # pragma: no cover
+    """One value of :func:`stream_dp.dp.vehicle_budget.round_up` (``grow`` = 1 + margin)."""
+    if not np.isfinite(epsilon):
+        return np.inf
+    ticks = np.ceil(epsilon * grow / step - 1e-9)
+    return max(ticks, 1.0) * step
 
 
 @njit(cache=True, nogil=True)
-def repay(
-    cells: np.ndarray,
+def reprice(
+    changed: np.ndarray,
+    n_changed: int,
     cell_start: np.ndarray,
-    order: np.ndarray,
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    total: np.ndarray,
+    costing: tuple[float, float, float, int, bool],
+    rounding: tuple[float, float, float],
+    max_epsilon: float,
+    min_vehicles: int,
+    state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> int:  # pragma: no cover - compiled
+    """Costs the first ``n_changed`` cells of ``changed`` (:func:`cost_cell`), rounds their ε
+    up (:func:`round_up_one`), drops (ε +inf, entries unkept) those past ``max_epsilon``,
+    keeping fewer than ``min_vehicles`` or already dropped (held). ``runs``: ``(run_start,
+    run_count, run_kept, run_key)``; ``state``: ``(epsilon, cap, dropped, kept)``, updated.
+    Moves the cells whose ε changed to the front of ``changed`` and returns how many."""
+    run_start, run_count, run_kept, run_key = runs
+    epsilon, cap, dropped, kept = state
+    factor_upper, target, upper, prefix_limit, pseudo_user = costing
+    share, grow, step = rounding
+    n_repriced = 0
+    for i in range(n_changed):
+        g = changed[i]
+        mean, cap[g], n_kept = cost_cell(g, run_start, run_count, run_kept, total, factor_upper,
+                                         target, upper, prefix_limit, pseudo_user)  # fmt: skip
+        eps = round_up_one(mean / share, grow, step)
+        if eps > max_epsilon or n_kept < min_vehicles or dropped[g]:
+            dropped[g] = True
+            eps = np.inf
+            kept[cell_start[g] : cell_start[g + 1]] = False
+        if eps == epsilon[g]:
+            continue
+        epsilon[g] = eps
+        for r in range(run_start[g], run_start[g + 1]):
+            run_key[r] = run_count[r] / (total[g] * eps)
+        changed[n_repriced] = g  # the front of ``changed`` is already read
+        n_repriced += 1
+    return n_repriced
+
+
+@njit(cache=True, nogil=True)
+def pay_everyone(
+    cell_start: np.ndarray,
     vehicle: np.ndarray,
-    vehicle_start: np.ndarray,
-    by_vehicle: np.ndarray,
     kept: np.ndarray,
-    slot_cell: np.ndarray,
     epsilon: np.ndarray,
     paid: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """Each vehicle read in one of ``cells`` pays again the summed ε of its kept entries,
-    summed in entry order (as ``np.bincount`` sums them). ``slot_cell``: the cell of each
-    ``by_vehicle`` slot."""
-    seen = np.zeros(len(paid), dtype=np.bool_)
-    for g in cells:
-        for p in range(cell_start[g], cell_start[g + 1]):
-            v = vehicle[order[p]]
-            if seen[v]:
-                continue
-            seen[v] = True
-            total = 0.0
-            for q in range(vehicle_start[v], vehicle_start[v + 1]):
-                if kept[by_vehicle[q]]:
-                    total += epsilon[slot_cell[q]]
-            paid[v] = total
+    """Every vehicle's summed ε of its kept entries in one pass in entry order:
+    ``np.bincount(vehicle, weights=np.where(kept, epsilon[cell], 0.0))`` into ``paid``.
+    Faster than summing each vehicle's slots in turn: consecutive entries are other
+    vehicles', so their additions do not wait for each other."""
+    paid[:] = 0.0
+    for g in range(len(cell_start) - 1):
+        eps = epsilon[g]
+        if not np.isfinite(eps):  # dropped: nothing kept
+            continue
+        for e in range(cell_start[g], cell_start[g + 1]):
+            if kept[e]:
+                paid[vehicle[e]] += eps
 
 
 @njit(cache=True, nogil=True)
-def pay_all(
-    vehicle: np.ndarray, cell: np.ndarray, kept: np.ndarray, epsilon: np.ndarray, paid: np.ndarray
+def pay_some(
+    payers: np.ndarray,
+    vehicle_start: np.ndarray,
+    slot: np.ndarray,
+    run_cell: np.ndarray,
+    epsilon: np.ndarray,
+    paid: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """Every vehicle's summed ε of its kept entries in one pass in entry order:
-    ``np.bincount(vehicle, weights=np.where(kept, epsilon[cell], 0.0))`` into ``paid``."""
-    paid[:] = 0.0
-    for e in range(len(vehicle)):
-        if kept[e]:
-            paid[vehicle[e]] += epsilon[cell[e]]
+    """The ``payers``' summed ε of their kept entries, each in entry order (its slots)."""
+    for v in payers:
+        total = 0.0
+        for q in range(vehicle_start[v], vehicle_start[v + 1]):
+            s = slot[q]
+            eps = epsilon[run_cell[(s & _LOW) >> 1]]
+            if s & 1 and np.isfinite(eps):  # not sat out, not dropped
+                total += eps
+        paid[v] = total
+
+
+@njit(cache=True, nogil=True)
+def over_room(
+    payers: np.ndarray, paid: np.ndarray, room: np.ndarray, over: np.ndarray, excess: np.ndarray
+) -> int:  # pragma: no cover - compiled
+    """The ``payers`` (ascending) paying more than their room, into ``over`` with their excess
+    ``paid - room`` into ``excess``; returns how many."""
+    n_over = 0
+    for v in payers:
+        short = paid[v] - room[v]
+        if short > 1e-12:
+            over[n_over], excess[n_over] = v, short
+            n_over += 1
+    return n_over
 
 
 @njit(cache=True, nogil=True)
 def sit_outs(
     over: np.ndarray,
-    vehicle_start: np.ndarray,
-    by_vehicle: np.ndarray,
-    kept: np.ndarray,
-    slot_cell: np.ndarray,
-    slot_count: np.ndarray,
-    total: np.ndarray,
-    epsilon: np.ndarray,
     excess: np.ndarray,
-) -> np.ndarray:  # pragma: no cover - compiled
-    """The entries the ``over`` vehicles (ascending) leave: each vehicle's kept entries by
-    ``m / (M ε)`` ascending (ties to the smaller cell), left while the ε of the ones before
-    it is short of the excess. The running sum runs over all of them in that order, as the
-    reference's ``np.cumsum`` does. ``slot_cell``, ``slot_count``: each ``by_vehicle`` slot's
-    cell and count."""
-    leave = np.empty(len(by_vehicle), dtype=np.int64)
-    n_leave = 0
-    run = 0.0
+    vehicle_start: np.ndarray,
+    slot: np.ndarray,
+    kept: np.ndarray,
+    run_cell: np.ndarray,
+    run_key: np.ndarray,
+    run_kept: np.ndarray,
+    epsilon: np.ndarray,
+    changed: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """The ``over`` vehicles (ascending; ``excess[i]``: the i-th's excess) leave their kept
+    entries by ``m / (M ε)`` ascending (ties to the smaller cell) while the ε of the ones
+    before is short of the excess. The running sum runs over all of them in that order, as the
+    reference's ``np.cumsum`` does. A vehicle's choice reads only its own entries, so each
+    leaves at once: unkept, its run decremented. Lists the cells left in ``changed``
+    (ascending) and returns how many."""
     longest = 0
     for v in over:
         longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
     ranked = np.empty(longest, dtype=np.int64)
     score = np.empty(longest, dtype=np.float64)
-    for v in over:
+    left = np.zeros(len(epsilon), dtype=np.bool_)
+    run = 0.0
+    for i in range(len(over)):
+        v = over[i]
         k = 0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
-            if not kept[by_vehicle[q]]:
-                continue
-            g = slot_cell[q]
-            key = slot_count[q] / (total[g] * epsilon[g])
-            i = k  # insertion sort by score, stable: ties stay in entry (= cell) order
-            while i > 0 and score[i - 1] > key:
-                score[i], ranked[i] = score[i - 1], ranked[i - 1]
-                i -= 1
-            score[i], ranked[i] = key, q
+            s = slot[q]
+            if not (s & 1 and np.isfinite(epsilon[run_cell[(s & _LOW) >> 1]])):
+                continue  # sat out or dropped
+            key = run_key[(s & _LOW) >> 1]
+            p = k  # insertion sort by score, stable: ties stay in entry (= cell) order
+            while p > 0 and score[p - 1] > key:
+                score[p], ranked[p] = score[p - 1], ranked[p - 1]
+                p -= 1
+            score[p], ranked[p] = key, q
             k += 1
-        limit = excess[v] - 1e-12
+        limit = excess[i] - 1e-12
         first_cum, first_eps = 0.0, 0.0
-        for i in range(k):
-            q = ranked[i]
-            eps = epsilon[slot_cell[q]]
+        for p in range(k):
+            q = ranked[p]
+            run_g = (slot[q] & _LOW) >> 1
+            eps = epsilon[run_cell[run_g]]
             run = run + eps
-            if i == 0:
+            if p == 0:
                 first_cum, first_eps = run, eps
             before = run - eps - (first_cum - first_eps)
             if before < limit:
-                leave[n_leave] = by_vehicle[q]
-                n_leave += 1
-    return leave[:n_leave]
+                kept[slot[q] >> 32] = False
+                slot[q] -= 1
+                run_kept[run_g] -= 1
+                left[run_cell[run_g]] = True
+    n_changed = 0
+    for g in range(len(left)):
+        if left[g]:
+            changed[n_changed] = g
+            n_changed += 1
+    return n_changed
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def plan_rounds(
+    cell_start: np.ndarray,
+    vehicle: np.ndarray,
+    count: np.ndarray,
+    total: np.ndarray,
+    room: np.ndarray,
+    dropped: np.ndarray,
+    top: int,
+    by_histogram: bool,
+    costing: tuple[float, float, float, int, bool],
+    rounding: tuple[float, float, float],
+    max_epsilon: float,
+    min_vehicles: int,
+    few: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """The plan: ``(kept, epsilon, cap, paid, rounds)`` for vehicles that may spend ``room``.
+    ``dropped`` (updated): the cells held back, then also those dropped. ``costing`` and
+    ``rounding``: :func:`reprice`'s; ``max_epsilon``: the largest ε a cell may take (slack
+    included).
+
+    Each round reprices the changed cells (all, first). The vehicles whose payment may
+    differ (those read in a cell whose ε changed, and those that sat out) pay again; all
+    vehicles do, in one pass, when ``few`` times those entries outnumber the vehicles. The
+    vehicles over their room sit out; the cells they left are the next round's changed."""
+    n_cells, n_vehicles = len(cell_start) - 1, len(room)
+    run_start, run_count, run_kept, run_cell, vehicle_start, slot = layout(
+        cell_start, vehicle, count, n_vehicles, top, by_histogram
+    )
+    runs = (run_start, run_count, run_kept, np.empty(len(run_count)))
+    kept = np.ones(len(vehicle), dtype=np.bool_)
+    epsilon = np.full(n_cells, np.nan)  # NaN: unequal to every first ε
+    cap = np.zeros(n_cells, dtype=np.int64)
+    state = (epsilon, cap, dropped, kept)
+    paid = np.zeros(n_vehicles)
+    changed = np.arange(n_cells)
+    n_changed = n_cells
+    over, excess = np.empty(n_vehicles, dtype=np.int64), np.empty(n_vehicles)
+    n_over = 0
+    seen = np.zeros(n_vehicles, dtype=np.bool_)
+    payers = np.empty(n_vehicles, dtype=np.int64)
+    everyone = np.arange(n_vehicles)
+    rounds = 0
+    while True:
+        rounds += 1
+        n_repriced = reprice(changed, n_changed, cell_start, runs, total, costing, rounding,
+                             max_epsilon, min_vehicles, state)  # fmt: skip
+        touched = n_over
+        for i in range(n_repriced):
+            touched += cell_start[changed[i] + 1] - cell_start[changed[i]]
+        if touched * few > n_vehicles:  # many payers: one pass over all entries
+            pay_everyone(cell_start, vehicle, kept, epsilon, paid)
+            n_over = over_room(everyone, paid, room, over, excess)
+        else:
+            n_payers = 0
+            for i in range(n_over):  # those that sat out (distinct)
+                seen[over[i]] = True
+                payers[n_payers] = over[i]
+                n_payers += 1
+            for i in range(n_repriced):
+                for e in range(cell_start[changed[i]], cell_start[changed[i] + 1]):
+                    if not seen[vehicle[e]]:
+                        seen[vehicle[e]] = True
+                        payers[n_payers] = vehicle[e]
+                        n_payers += 1
+            some = np.sort(payers[:n_payers])
+            seen[some] = False
+            pay_some(some, vehicle_start, slot, run_cell, epsilon, paid)
+            n_over = over_room(some, paid, room, over, excess)
+        if n_over == 0:
+            return kept, epsilon, cap, paid, rounds
+        if rounds > len(vehicle):  # each round leaves one entry at least (§13.1)
+            raise RuntimeError("vehicle budget plan: a round left no entry")
+        n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, run_cell,
+                             runs[3], run_kept, epsilon, changed)  # fmt: skip

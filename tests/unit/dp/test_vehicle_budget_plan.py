@@ -86,18 +86,27 @@ def test_the_plan_equals_the_reference(
     assert_same(plan, reference)
 
 
-def test_a_large_plan_with_many_rounds_equals_the_reference() -> None:
-    """A window where the plan really works: many sit-out rounds, cells dropped when their
-    vehicles leave, most vehicles left in some cell."""
-    rng = np.random.default_rng(25)
-    occ = random_occupancy(rng, 100, 6000)
-    short = rng.random(len(occ.vehicles)) < 0.1  # a tenth of the vehicles are short of room
+def _some_short_of_room(
+    occ: Occupancy, rng: np.random.Generator, share: float
+) -> tuple[np.ndarray, BudgetPlan]:
+    """``share`` of the vehicles short of room, the others with plenty: the rooms, and the
+    plan, checked equal to the reference's."""
+    short = rng.random(len(occ.vehicles)) < share
     room = np.where(short, rng.uniform(0.0, 2.0, len(occ.vehicles)), 100.0)
     plan, reference = both(
         occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
         prefix_limit=16,
     )  # fmt: skip
     assert_same(plan, reference)
+    return room, plan
+
+
+def test_a_large_plan_with_many_rounds_equals_the_reference() -> None:
+    """A window where the plan really works: many sit-out rounds, cells dropped when their
+    vehicles leave, most vehicles left in some cell."""
+    rng = np.random.default_rng(25)
+    occ = random_occupancy(rng, 100, 6000)
+    room, plan = _some_short_of_room(occ, rng, 0.1)  # a tenth of the vehicles
     sat_out = ~plan.kept & np.isfinite(plan.epsilon)[occ.cell_index]
     assert plan.rounds >= 5
     assert sat_out.sum() > 300
@@ -123,3 +132,52 @@ def test_a_cell_left_below_min_vehicles_by_a_sit_out_is_dropped_as_the_reference
     loose, loose_reference = both(occ, room, max_cell_epsilon=50.0, min_vehicles=2, **kwargs)
     assert_same(loose, loose_reference)
     assert loose.dropped.tolist() == [False, True]  # with two needed, a is released
+
+
+def _with_huge_counts(occ: Occupancy, rng: np.random.Generator) -> Occupancy:
+    """``occ`` with a few counts in the millions: too wide a range for a histogram per cell."""
+    count = occ.count.copy()
+    count[rng.choice(len(count), 5, replace=False)] = rng.integers(10**6, 10**7, 5)
+    return Occupancy(occ.cells, occ.vehicles, occ.cell_index, occ.vehicle_index, count)
+
+
+def test_a_plan_whose_cells_runs_come_from_sorting_equals_the_reference() -> None:
+    """Counts too wide for a histogram per cell: each cell's distinct counts come from sorting
+    them; the plan (with sit-outs over many rounds and dropped cells) is still the reference's."""
+    from stream_dp.dp.ordering import counting_sort_fits
+
+    rng = np.random.default_rng(31)
+    occ = _with_huge_counts(random_occupancy(rng, 60, 3000), rng)
+    assert not counting_sort_fits(occ.n_entries, len(occ.cells) * (int(occ.count.max()) + 1))
+    _, plan = _some_short_of_room(occ, rng, 0.15)
+    assert plan.rounds >= 4 and (~plan.kept & ~plan.dropped[occ.cell_index]).sum() > 100
+    assert 0 < plan.dropped.sum() < len(occ.cells)
+
+
+def test_a_cells_runs_by_histogram_are_its_sorted_distinct_counts() -> None:
+    """The plan's layout: each cell's distinct counts ascending with how many entries have
+    each, the same by histogram as by sorting; each vehicle's slots are its entries in entry
+    order, each naming its entry and that entry's run."""
+    from stream_dp.dp.vehicle_budget_kernel import layout
+
+    rng = np.random.default_rng(4)
+    occ = random_occupancy(rng, 40, 500)
+    count, vehicle, start = occ.count, occ.vehicle_index, occ.cell_start
+    n_vehicles, top = len(occ.vehicles), int(occ.count.max())
+    by_histogram = layout(start, vehicle, count, n_vehicles, top, True)
+    by_sorting = layout(start, vehicle, count, n_vehicles, top, False)
+    for one, other in zip(by_histogram, by_sorting, strict=True):
+        assert one.tolist() == other.tolist()
+    run_start, run_count, run_kept, run_cell, vehicle_start, slot = by_histogram
+    for g in range(len(occ.cells)):
+        values, times = np.unique(count[start[g] : start[g + 1]], return_counts=True)
+        runs = slice(run_start[g], run_start[g + 1])
+        assert run_count[runs].tolist() == values.tolist()
+        assert run_kept[runs].tolist() == times.tolist()
+        assert set(run_cell[runs].tolist()) <= {g}
+    entry, run = slot >> 32, (slot & 0xFFFFFFFF) >> 1
+    assert entry.tolist() == np.argsort(vehicle, kind="stable").tolist()
+    assert vehicle_start.tolist() == [0, *np.cumsum(np.bincount(vehicle)).tolist()]
+    assert run_count[run].tolist() == count[entry].tolist()
+    assert run_cell[run].tolist() == occ.cell_index[entry].tolist()
+    assert (slot & 1).all()  # every entry kept at first

@@ -216,19 +216,6 @@ def test_the_wanted_pairs_first_windows_are_the_whole_logs(bad: float | None) ->
     assert len(set(whole[wanted].tolist())) >= 3  # three windows and unlogged pairs
 
 
-@pytest.mark.parametrize("top", [9, 2**32 - 1, 2**32])  # packed; the largest packed; not
-def test_the_plans_slot_columns_are_the_two_gathers(top: int) -> None:
-    rng = np.random.default_rng(2)
-    cell = np.sort(rng.integers(0, 500, 3000))
-    count = rng.integers(1, 10, 3000)
-    count[rng.integers(3000)] = top
-    by_vehicle = rng.permutation(3000)
-    slot_cell, slot_count = vehicle_budget.slot_columns(cell, count, by_vehicle)
-    assert slot_cell.dtype == slot_count.dtype == np.int64
-    assert slot_cell.tolist() == cell[by_vehicle].tolist()
-    assert slot_count.tolist() == count[by_vehicle].tolist()
-
-
 def test_cells_per_vehicle_counted_as_integers_are_the_weighted_count() -> None:
     occupancy = _roaming_occupancy(np.random.default_rng(9), 40, 300)
     mask = np.random.default_rng(10).random(occupancy.n_entries) < 0.6
