@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.ordering import stable_order
+from stream_dp.dp.ordering import grouped
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -23,9 +23,10 @@ def select_cells(
     if usable is not None:
         cell_code, count = cell_code[usable], count[usable]
     vehicles = np.bincount(cell_code, minlength=n_cells)
-    readings = np.bincount(cell_code, weights=count, minlength=n_cells)
     chosen = np.flatnonzero(vehicles >= min_vehicles)
     if top_cells is not None and len(chosen) > top_cells:
+        # Performance: the readings (a weighted pass over the pairs) only rank a top-k cut.
+        readings = np.bincount(cell_code, weights=count, minlength=n_cells)
         busiest_first = np.lexsort((chosen, -readings[chosen]))  # ties: smaller cell id
         chosen = np.sort(chosen[busiest_first[:top_cells]])
     return chosen
@@ -65,7 +66,11 @@ def occupancy_of(
             if len(used_vehicles) == len(names)
             else tuple(names[v] for v in used_vehicles.tolist())
         )
-    order = stable_order(cell_index.astype(np.int64, copy=False), len(chosen))
+    count = columns.count if entries is None else columns.count[entries]
+    # Performance: the order and the columns moved into it in one pass (ordering.grouped).
+    order, _, vehicle_index, count = grouped(
+        cell_index.astype(np.int64, copy=False), len(chosen), vehicle_index, count
+    )
     entry_of = order if entries is None else np.take(entries, order)
     # Ordered by cell, the cell column is each cell's index repeated (no gather).
     per_cell = np.bincount(cell_index, minlength=len(chosen))
@@ -73,7 +78,7 @@ def occupancy_of(
         cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
         vehicles=vehicles,
         cell_index=np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell),
-        vehicle_index=np.take(vehicle_index, order).astype(np.int64, copy=False),
-        count=np.take(columns.count, entry_of),
+        vehicle_index=vehicle_index.astype(np.int64, copy=False),
+        count=count,
     )
     return occupancy, entry_of
