@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.ordering import grouped
+from stream_dp.dp.ordering import stable_order
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -66,11 +66,7 @@ def occupancy_of(
             if len(used_vehicles) == len(names)
             else tuple(names[v] for v in used_vehicles.tolist())
         )
-    count = columns.count if entries is None else columns.count[entries]
-    # Performance: the order and the columns moved into it in one pass (ordering.grouped).
-    order, _, vehicle_index, count = grouped(
-        cell_index.astype(np.int64, copy=False), len(chosen), vehicle_index, count
-    )
+    order = stable_order(cell_index.astype(np.int64, copy=False), len(chosen))
     entry_of = order if entries is None else np.take(entries, order)
     # Ordered by cell, the cell column is each cell's index repeated (no gather).
     per_cell = np.bincount(cell_index, minlength=len(chosen))
@@ -78,7 +74,7 @@ def occupancy_of(
         cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
         vehicles=vehicles,
         cell_index=np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell),
-        vehicle_index=vehicle_index.astype(np.int64, copy=False),
-        count=count,
+        vehicle_index=np.take(vehicle_index, order).astype(np.int64, copy=False),
+        count=np.take(columns.count, entry_of),
     )
     return occupancy, entry_of
