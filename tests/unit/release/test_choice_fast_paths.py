@@ -1,13 +1,14 @@
 """The budget regrouping's later fast paths (issue 25: the 1M-reading window's release) against
 the paths they replace: the pairs ordered by cell with their columns in one pass
-(:func:`~stream_dp.dp.ordering.grouped`) and the finest level's parents and readings kept
-for the window's next choice. Each must give exactly what the old path gave, on data where the
-choices refuse cells."""
+(:func:`~stream_dp.dp.ordering.grouped`), the finest level's parents and readings kept for
+the window's next choice, and the moved reading logs not counted when no pair can be cut.
+Each must give exactly what the old path gave, on data where the fast path acts."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import h3
 import numpy as np
 import pytest
 
@@ -15,7 +16,11 @@ from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp import kernel_choice
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.ordering import grouped, stable_order
+from stream_dp.release import adaptive
+from stream_dp.release.adaptive import PairMoves
+from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_adaptive_reuse import T, U, _fields, _occupancy, _old_choose_remainder
+from tests.unit.release.test_regroup_moves import CENTRE, HOUR, _bytes, _old_regroup
 
 
 @pytest.mark.parametrize("kernels", [True, False])
@@ -71,3 +76,31 @@ def test_the_finest_levels_frame_kept_for_the_next_choice_gives_its_cells(
         refused.update(finer[::2])
     assert changed >= 2  # the refusals changed the later choices
     assert frames[1] is frames[0] and frames[2] is frames[0]  # computed once, then reused
+
+
+@pytest.mark.parametrize("bound", [True, False])
+@pytest.mark.parametrize("cut", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_moves_skip_counting_the_log_only_when_no_pair_counts_past_the_limit(
+    seed: int, cut: bool, bound: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(adaptive, "COUNT_BOUND", bound)
+    rng = np.random.default_rng(seed)
+    cells = sorted(h3.grid_disk(CENTRE, 1))  # 7 cells: 0-2 alone, 3-6 merged into one unit
+    n = 600
+    columns = WindowColumns.from_readings(
+        [cells[i] for i in rng.integers(0, len(cells), n)],
+        [f"v{i:02d}" for i in rng.integers(0, 12, n)],
+        rng.integers(0, HOUR, n).astype(float).tolist(), rng.choice([1.0, 9.5, 40.0], n).tolist(),
+        64,
+    )  # fmt: skip
+    unit_of_cell = np.array([0, 1, 2, 3, 3, 3, 3], dtype=np.int64)
+    names = ("a", "b", "c", "d")
+    unit = unit_of_cell[columns.cell_code]
+    merged_unit = np.array([False, False, False, True])
+    moves = PairMoves.of(columns, names, unit, merged_unit)
+    limit = int(moves.count.max()) - 1 if cut else int(moves.count.max())
+    want = _old_regroup(columns, names, unit, limit, merged_unit)
+    cut_logs = len(want.reading_pair) < len(columns.reading_pair)
+    assert cut_logs == cut  # the limit cut the merged pairs' logs, or left them whole
+    assert _bytes(moves.columns(limit)) == _bytes(want)
