@@ -1,11 +1,13 @@
 """The budget regrouping's later fast paths (issue 25: the 1M-reading window's release) against
 the paths they replace: the pairs ordered by cell with their columns in one pass
 (:func:`~stream_dp.dp.ordering.grouped`), the finest level's parents and readings kept for
-the window's next choice, and the moved reading logs not counted when no pair can be cut.
-Each must give exactly what the old path gave, on data where the fast path acts."""
+the window's next choice, the moved reading logs not counted when no pair can be cut, and the
+cells' span starts of a log within the window. Each must give exactly what the old path
+gave, on data where the fast path acts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import h3
@@ -16,7 +18,7 @@ from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp import kernel_choice
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.ordering import grouped, stable_order
-from stream_dp.release import adaptive
+from stream_dp.release import adaptive, spans
 from stream_dp.release.adaptive import PairMoves
 from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_adaptive_reuse import T, U, _fields, _occupancy, _old_choose_remainder
@@ -104,3 +106,36 @@ def test_moves_skip_counting_the_log_only_when_no_pair_counts_past_the_limit(
     cut_logs = len(want.reading_pair) < len(columns.reading_pair)
     assert cut_logs == cut  # the limit cut the merged pairs' logs, or left them whole
     assert _bytes(moves.columns(limit)) == _bytes(want)
+
+
+@pytest.mark.parametrize("case", ["in window", "one earlier", "nan", "inf", "off boundary"])
+@pytest.mark.parametrize("seed", range(3))
+def test_span_starts_of_a_log_within_the_window_are_the_one_pass_ones(
+    seed: int, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The whole log in the current window: every cell starts now, known without the pass
+    # over the log; anything else (an earlier reading, a time that is not finite, a window
+    # start off the hour grid) takes the pass, as before.
+    rng = np.random.default_rng(seed)
+    start = 7200 if case != "off boundary" else 7000
+    n = 800
+    columns = WindowColumns.from_readings(
+        [f"c{g:02d}" for g in rng.integers(0, 12, n)], [f"v{v}" for v in rng.integers(0, 60, n)],
+        (start + rng.uniform(0, 3600, n)).tolist(), rng.uniform(0, 65, n).tolist(), 8,
+    )  # fmt: skip
+    ts = columns.reading_ts.copy()
+    ts[int(rng.integers(0, len(ts)))] = {"one earlier": 3700.0, "nan": np.nan,
+                                         "inf": np.inf}.get(case, ts[0])  # fmt: skip
+    columns = replace(columns, reading_ts=ts)
+    entry_of = np.sort(rng.choice(len(columns), len(columns) * 2 // 3, replace=False))
+    cell_index = columns.cell_code[entry_of].astype(np.int64)
+    args = (columns, entry_of, cell_index, 12, start, 3600)
+    assert spans._log_in_window(ts, start, 3600) == (case == "in window")
+    fast = spans._cell_span_starts(*args)
+    monkeypatch.setattr(spans, "LOG_IN_WINDOW", False)
+    want = spans._cell_span_starts(*args)
+    if want is None:  # a chosen pair's time is not finite: the per-pair way, as before
+        assert fast is None and case in ("nan", "inf")
+    else:
+        assert fast is not None and fast.dtype == want.dtype == np.int64
+        assert fast.tolist() == want.tolist()
