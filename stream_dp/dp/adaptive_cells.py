@@ -442,8 +442,7 @@ def _choose_remainder(
             release_now = passes & occupied
             move_up = np.zeros(n_units, dtype=bool)
         else:
-            memo = budget.memo if budget is not None and level == finest else None
-            frame = _level_frame(unit_names, level, entries, memo)
+            frame = _level_frame(unit_names, level, entries, budget if level == finest else None)
             split = _split_parents(rule, frame, entries, passes, occupied, detail_slack)
             parents, parent_names, parent_of, release_now, moved = split
             move_up = occupied & ~release_now
@@ -556,11 +555,12 @@ def _level_frame(
     unit_names: list[str],
     level: int,
     entries: tuple[IntArray, IntArray, IntArray],
-    memo: dict[str, Any] | None,
+    budget: BudgetChoice | None,
 ) -> _Frame:
-    """The :class:`_Frame` of the units ``unit_names`` at ``level``; with ``memo`` (the
-    finest level of a budget choice), the one an earlier choice of the window computed for
-    the same entries and names (refusals change the pass test only)."""
+    """The :class:`_Frame` of the units ``unit_names`` at ``level``; with a ``budget`` (at
+    the finest level), the one an earlier choice of the window computed for the same entries
+    and names, kept in its memo (refusals change the pass test only)."""
+    memo = None if budget is None else budget.memo
     seen = None if memo is None else memo.get("frame")
     if (
         seen is not None
