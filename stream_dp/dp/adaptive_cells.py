@@ -387,7 +387,7 @@ def _by_cell(
     seen = memo.get("by_cell")
     if seen is not None and all(a is b for a, b in zip(seen[0], pairs, strict=True)):
         return seen[1]  # type: ignore[no-any-return]
-    _, cell, vehicle, count = grouped(pairs[0], max(n_cells, 1), pairs[1], pairs[2])
+    cell, vehicle, count = grouped(pairs[0], max(n_cells, 1), pairs[1], pairs[2])
     memo["by_cell"] = (pairs, (cell, vehicle, count))
     return cell, vehicle, count
 

@@ -39,29 +39,29 @@ def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no 
 @njit(cache=True, nogil=True)
 def grouped_by(
     keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """:func:`stable_order_by` of ``keys`` and, in that order, ``keys``, ``first`` and
-    ``second`` (each as long as ``keys``): one counting pass and one scatter, instead of the
-    order followed by three gathers."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``keys``, ``first`` and ``second`` (each as long as ``keys``) in the
+    :func:`stable_order_by` of ``keys``: one counting pass and one scatter of the two
+    columns (the sorted keys are written run by run), instead of the order and three
+    gathers."""
     start = np.zeros(n_keys + 1, dtype=np.int64)
     for k in keys:
         start[k + 1] += 1
     for k in range(n_keys):
         start[k + 1] += start[k]
     n = len(keys)
-    order = np.empty(n, dtype=np.int64)
     sorted_keys = np.empty(n, dtype=keys.dtype)
+    for k in range(n_keys):
+        sorted_keys[start[k] : start[k + 1]] = k
     sorted_first = np.empty(n, dtype=first.dtype)
     sorted_second = np.empty(n, dtype=second.dtype)
     for i in range(n):
         k = keys[i]
         j = start[k]
-        order[j] = i
-        sorted_keys[j] = k
         sorted_first[j] = first[i]
         sorted_second[j] = second[i]
         start[k] = j + 1
-    return order, sorted_keys, sorted_first, sorted_second
+    return sorted_keys, sorted_first, sorted_second
 
 
 @njit(cache=True, nogil=True)

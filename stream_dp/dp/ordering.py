@@ -26,12 +26,12 @@ def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
 
 def grouped(
     keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`stable_order` of ``keys`` and ``keys``, ``first``, ``second`` taken in it
-    (compiled: :func:`~stream_dp.dp.array_kernels.grouped_by`, one pass for all four)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``keys``, ``first`` and ``second`` taken in the :func:`stable_order` of ``keys``
+    (compiled: :func:`~stream_dp.dp.array_kernels.grouped_by`, one pass for the three)."""
     if not kernel_choice.use_kernels(len(keys)):
         order = np.argsort(keys, kind="stable")
-        return order, keys[order], first[order], second[order]
+        return keys[order], first[order], second[order]
     from stream_dp.dp.array_kernels import grouped_by
 
     return grouped_by(keys, n_keys, first, second)
