@@ -382,15 +382,14 @@ def _by_cell(
     choice. Nothing the choice computes depends on the pairs' order (:func:`_aggregate`), but
     grouped by cell, and so by parent at every level (sorted H3 cells of one resolution have
     sorted parents), its passes over them read memory in order."""
-    from stream_dp.dp.ordering import stable_order
+    from stream_dp.dp.ordering import grouped
 
     seen = memo.get("by_cell")
     if seen is not None and all(a is b for a, b in zip(seen[0], pairs, strict=True)):
         return seen[1]  # type: ignore[no-any-return]
-    order = stable_order(pairs[0], max(n_cells, 1))
-    ordered = (pairs[0][order], pairs[1][order], pairs[2][order])
-    memo["by_cell"] = (pairs, ordered)
-    return ordered
+    cell, vehicle, count = grouped(pairs[0], max(n_cells, 1), pairs[1], pairs[2])
+    memo["by_cell"] = (pairs, (cell, vehicle, count))
+    return cell, vehicle, count
 
 
 def _choose_remainder(
@@ -443,7 +442,8 @@ def _choose_remainder(
             release_now = passes & occupied
             move_up = np.zeros(n_units, dtype=bool)
         else:
-            split = _split_parents(rule, unit_names, level, entries, passes, occupied, detail_slack)
+            frame = _level_frame(unit_names, level, entries, budget if level == finest else None)
+            split = _split_parents(rule, frame, entries, passes, occupied, detail_slack)
             parents, parent_names, parent_of, release_now, moved = split
             move_up = occupied & ~release_now
         new_index = np.full(n_units, -1, dtype=np.int64)
@@ -539,29 +539,70 @@ def _first_level(
     return error, passes
 
 
-def _split_parents(
-    rule: _Rule,
+class _Frame(NamedTuple):
+    """What one level's split reads that its pass test does not change: each unit's parent
+    name, the distinct parents, each unit's parent index, each entry's parent index
+    (``up``) and each unit's readings."""
+
+    parents: list[str]
+    parent_names: np.ndarray
+    parent_of: IntArray
+    up: IntArray
+    readings: FloatArray
+
+
+def _level_frame(
     unit_names: list[str],
     level: int,
+    entries: tuple[IntArray, IntArray, IntArray],
+    budget: BudgetChoice | None,
+) -> _Frame:
+    """The :class:`_Frame` of the units ``unit_names`` at ``level``; with a ``budget`` (at
+    the finest level), the one an earlier choice of the window computed for the same entries
+    and names, kept in its memo (refusals change the pass test only)."""
+    memo = None if budget is None else budget.memo
+    seen = None if memo is None else memo.get("frame")
+    if (
+        seen is not None
+        and seen[0] == level
+        and all(a is b for a, b in zip(seen[1], entries, strict=True))
+        and seen[2] == unit_names
+    ):
+        return seen[3]  # type: ignore[no-any-return]
+    unit, _, count = entries
+    parents = _parents(unit_names, level - 1)
+    parent_names, parent_of = np.unique(np.asarray(parents, dtype=object), return_inverse=True)
+    readings = np.bincount(unit, weights=count, minlength=len(unit_names))
+    frame = _Frame(parents, parent_names, parent_of, parent_of[unit], readings)
+    if memo is not None and USE_FRAME_MEMO:
+        memo["frame"] = (level, entries, list(unit_names), frame)
+    return frame
+
+
+#: Whether the finest level's :class:`_Frame` is kept for the window's next budget choice;
+#: the tests switch it off to compare.
+USE_FRAME_MEMO = True
+
+
+def _split_parents(
+    rule: _Rule,
+    frame: _Frame,
     entries: tuple[IntArray, IntArray, IntArray],
     passes: np.ndarray,
     occupied: np.ndarray,
     detail_slack: float,
 ) -> tuple[list[str], np.ndarray, IntArray, np.ndarray, _Whole]:
-    """One level up from ``level``: each unit's parent name, the distinct parents, each
-    unit's parent index, the units released now (passing, under a parent that is split), and
-    the entries that move up with their pass test (:func:`_moved`)."""
-    unit, vehicle, count = entries
-    n_units = len(unit_names)
-    parents = _parents(unit_names, level - 1)
-    parent_names, parent_of = np.unique(np.asarray(parents, dtype=object), return_inverse=True)
+    """One level up from the units of ``frame``: each unit's parent name, the distinct
+    parents, each unit's parent index, the units released now (passing, under a parent that
+    is split), and the entries that move up with their pass test (:func:`_moved`)."""
+    unit = entries[0]
+    parents, parent_names, parent_of, up, readings = frame
     # Split a parent (release its passing children on their own) unless that
     # leaves a remainder missing T where the whole parent would meet it.
     failing = occupied & ~passes
     n_parents = len(parent_names)
     has_failing = np.zeros(n_parents, dtype=bool)
     has_failing[parent_of[failing]] = True
-    up = parent_of[unit]
     mixed = has_failing[up]  # entries under a parent with a failing child
     whole_parents = _Whole.of(rule, mixed, up, entries, n_parents)
     whole_passes = whole_parents.passes
@@ -572,7 +613,6 @@ def _split_parents(
         rest_parents = _Whole.of(rule, remainder, up, entries, n_parents)
     remainder_passes = rest_parents.passes
     # Readings covered now or next level: split vs whole parent.
-    readings = np.bincount(unit, weights=count, minlength=n_units)
     kept_split = np.bincount(parent_of, weights=readings * passes, minlength=n_parents)
     rest = np.bincount(parent_of, weights=readings * failing, minlength=n_parents)
     whole = np.bincount(parent_of, weights=readings, minlength=n_parents)

@@ -24,6 +24,19 @@ def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
     return stable_order_by(keys, n_keys)
 
 
+def grouped(
+    keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``keys``, ``first`` and ``second`` taken in the :func:`stable_order` of ``keys``
+    (compiled: :func:`~stream_dp.dp.array_kernels.grouped_by`, one pass for the three)."""
+    if not kernel_choice.use_kernels(len(keys)):
+        order = np.argsort(keys, kind="stable")
+        return keys[order], first[order], second[order]
+    from stream_dp.dp.array_kernels import grouped_by
+
+    return grouped_by(keys, n_keys, first, second)
+
+
 def counting_sort_fits(n: int, n_keys: int) -> bool:
     """Whether a counting sort of ``n`` items over ``n_keys`` keys is linear in ``n`` (its
     count array is at most a few times the input)."""

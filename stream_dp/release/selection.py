@@ -23,9 +23,10 @@ def select_cells(
     if usable is not None:
         cell_code, count = cell_code[usable], count[usable]
     vehicles = np.bincount(cell_code, minlength=n_cells)
-    readings = np.bincount(cell_code, weights=count, minlength=n_cells)
     chosen = np.flatnonzero(vehicles >= min_vehicles)
     if top_cells is not None and len(chosen) > top_cells:
+        # Performance: the readings (a weighted pass over the pairs) only rank a top-k cut.
+        readings = np.bincount(cell_code, weights=count, minlength=n_cells)
         busiest_first = np.lexsort((chosen, -readings[chosen]))  # ties: smaller cell id
         chosen = np.sort(chosen[busiest_first[:top_cells]])
     return chosen
