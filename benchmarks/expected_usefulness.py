@@ -5,7 +5,8 @@ function of the occupancy and the ledger alone, so only the noise differs betwee
 ``benchmarks/usefulness.py``. This script releases the AIS week once without noise (the
 noise-free means) and computes, per record, the probability that the noisy mean is useful
 (``|bias + L| <= 6.5``) and that its ``mean_error`` holds (``|bias + L| <= mean_error``), with
-``L`` the record's Laplace noise of scale ``U cap / (S ε)`` and ``bias`` the noise-free mean
+``L`` the record's Laplace noise of scale ``U cap / (S ε_μ)`` (the mean's ε,
+``ε (1 − variance_share)``) and ``bias`` the noise-free mean
 against the truth ``usefulness.py`` scores with (every reading of the record's cell and span).
 
 Run: ``python benchmarks/expected_usefulness.py [--set max_span_hours=8 --set ...]``.
@@ -76,7 +77,7 @@ def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
     epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
     cap = np.array([r["cap"] for r in records], dtype=np.float64)
     used = np.array([r["n_readings_used"] for r in records], dtype=np.float64)
-    scale = u.UPPER * cap / (used * epsilon)
+    scale = u.UPPER * cap / (used * epsilon * (1.0 - settings.variance_share))  # the mean's ε
     bars = np.array([r["mean_error"] for r in records], dtype=np.float64)
     useful = laplace_within(bias, scale, u.USEFUL) * counts
     finer = np.array([int(r["resolution"]) > coarsest for r in records], dtype=bool)

@@ -64,9 +64,23 @@ def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
         pseudo_user=params.pseudo_user, held=held,
     )  # fmt: skip
-    if not np.all(plan.paid <= room + 1e-9):  # the guarantee of §13: never released
-        raise AssertionError("vehicle budget plan pays past a vehicle's room")
+    check_plan(occupancy, plan, room)
     return plan
+
+
+def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
+    """The guarantee of §13, checked apart from the plan's own sums: no kept reading in a
+    dropped cell (+inf ε), and each vehicle's ε summed over the cells it is kept in at most its
+    room. A plan that fails is never released (the window fails)."""
+    kept_cell = occupancy.cell_index[plan.kept]
+    kept_epsilon = plan.epsilon[kept_cell]
+    if not np.isfinite(kept_epsilon).all():
+        raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
+    paid = np.bincount(
+        occupancy.vehicle_index[plan.kept], weights=kept_epsilon, minlength=len(room)
+    )
+    if not (np.all(paid <= room + 1e-9) and np.all(plan.paid <= room + 1e-9)):
+        raise AssertionError("vehicle budget plan pays past a vehicle's room")
 
 
 def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dp.dp import vehicle_budget
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
 from stream_dp.testing.vehicle_budget_reference import reference_plan_budget
@@ -65,25 +67,32 @@ def assert_same(plan: BudgetPlan, reference: BudgetPlan) -> None:
     min_vehicles=st.sampled_from([1, 2, 3, 6, 10]),
     prefix_limit=st.sampled_from([None, 4, 16]),
     pseudo_user=st.booleans(),
-    variance_share=st.sampled_from([0.0, 0.5]),
+    variance_share=st.sampled_from([0.0, 0.25, 0.3, 0.5]),
     hold=st.booleans(),
+    few=st.sampled_from([0, 16, 10**9]),
 )
 def test_the_plan_equals_the_reference(
     seed: int, n_cells: int, n_vehicles: int, room_scale: float, max_cell_epsilon: float,
     min_vehicles: int, prefix_limit: int | None, pseudo_user: bool, variance_share: float,
-    hold: bool,
+    hold: bool, few: int,
 ) -> None:  # fmt: skip
-    rng = np.random.default_rng(seed)
-    occ = random_occupancy(rng, n_cells, n_vehicles)
-    room = rng.uniform(0.0, room_scale, len(occ.vehicles))
-    room[rng.random(len(room)) < 0.1] = 0.0  # some vehicles have nothing left
-    held = rng.random(len(occ.cells)) < 0.2 if hold else None
-    plan, reference = both(
-        occ, room, target=T, upper=U, variance_share=variance_share,
-        max_cell_epsilon=max_cell_epsilon, min_vehicles=min_vehicles,
-        prefix_limit=prefix_limit, pseudo_user=pseudo_user, held=held,
-    )  # fmt: skip
-    assert_same(plan, reference)
+    """``few`` 0 / 10**9: every later round re-pays the changed cells' vehicles alone / pays
+    every vehicle in one pass (with at most 120 vehicles, 16 always takes the one pass)."""
+    default, vehicle_budget._FEW = vehicle_budget._FEW, few
+    try:
+        rng = np.random.default_rng(seed)
+        occ = random_occupancy(rng, n_cells, n_vehicles)
+        room = rng.uniform(0.0, room_scale, len(occ.vehicles))
+        room[rng.random(len(room)) < 0.1] = 0.0  # some vehicles have nothing left
+        held = rng.random(len(occ.cells)) < 0.2 if hold else None
+        plan, reference = both(
+            occ, room, target=T, upper=U, variance_share=variance_share,
+            max_cell_epsilon=max_cell_epsilon, min_vehicles=min_vehicles,
+            prefix_limit=prefix_limit, pseudo_user=pseudo_user, held=held,
+        )  # fmt: skip
+        assert_same(plan, reference)
+    finally:
+        vehicle_budget._FEW = default
 
 
 def _some_short_of_room(
@@ -181,3 +190,31 @@ def test_a_cells_runs_by_histogram_are_its_sorted_distinct_counts() -> None:
     assert run_count[run].tolist() == count[entry].tolist()
     assert run_cell[run].tolist() == occ.cell_index[entry].tolist()
     assert (slot & 1).all()  # every entry kept at first
+
+
+@pytest.mark.parametrize("few", [0, 10**9])
+def test_plans_that_release_and_sit_out_equal_the_reference_on_each_payment_path(
+    few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows where cells are released and vehicles sit out (T 30: cells of a few dozen
+    vehicles meet it at ε ≈ 0.4; rooms 1–8, some 0; the random test above mostly drops every
+    cell), each later round's payments either re-summed
+    for the changed cells' vehicles alone (``few`` 0) or for every vehicle (10**9)."""
+    monkeypatch.setattr(vehicle_budget, "_FEW", few)
+    released = sat_out = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        occ = random_occupancy(rng, int(rng.integers(3, 20)), int(rng.integers(50, 300)))
+        room = rng.uniform(1.0, 8.0, len(occ.vehicles))
+        room[rng.random(len(room)) < 0.05] = 0.0
+        plan, reference = both(
+            occ, room, target=30.0, upper=U,
+            variance_share=float(rng.choice([0.0, 0.25, 0.3, 0.5])), max_cell_epsilon=5.0,
+            min_vehicles=2, prefix_limit=[None, 4, 16][seed % 3], pseudo_user=seed % 4 != 0,
+            held=rng.random(len(occ.cells)) < 0.1 if seed % 2 else None,
+        )  # fmt: skip
+        assert_same(plan, reference)
+        finite = np.isfinite(plan.epsilon)
+        released += int(finite.sum())
+        sat_out += int(np.sum(~plan.kept & finite[occ.cell_index]))
+    assert released > 100 and sat_out > 100  # the data exercise both the release and sit-outs
