@@ -26,7 +26,6 @@ The result: each vehicle pays the summed ε of the cells it is kept in, at most 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,69 +79,6 @@ def round_up(epsilon: FloatArray) -> FloatArray:
     return np.where(np.isfinite(epsilon), np.maximum(ticks, 1.0) * EPSILON_STEP, np.inf)
 
 
-def cheapest_epsilon(
-    occupancy: Occupancy,
-    kept: BoolArray,
-    target: float,
-    upper: float,
-    prefix_limit: int | None,
-    pseudo_user: bool,
-    order: IntArray | None = None,
-) -> tuple[FloatArray, IntArray]:
-    """Per cell the least mean ε meeting ``target`` with the ``kept`` entries, and its cap
-    (module docstring); +inf and 0 where none does. ``order``: the entries sorted by (cell,
-    count), if the caller has it (:func:`entry_order`)."""
-    n_cells = len(occupancy.cells)
-    total = occupancy.total_per_cell().astype(np.float64)
-    if order is None:
-        order = entry_order(occupancy)
-    idx = order[kept[order]]
-    cell, count = occupancy.cell_index[idx], occupancy.count[idx].astype(np.int64)
-    start = np.searchsorted(cell, np.arange(n_cells + 1))
-    n_kept = np.diff(start)
-    csum = np.concatenate(([0], np.cumsum(count)))
-    pos = np.arange(len(cell))
-    below = csum[pos] - csum[start[cell]]  # kept readings of smaller counts in the cell
-    s_of_c = below + (start[cell + 1] - pos) * count  # S(c) with c = this count
-    largest = np.zeros(n_cells, dtype=np.int64)
-    has = n_kept > 0
-    largest[has] = count[start[1:][has] - 1]
-    allowed = np.ones(len(cell), dtype=bool)
-    if not pseudo_user:
-        allowed = count == largest[cell]
-    elif prefix_limit is not None:
-        allowed = (count <= prefix_limit) | (count == largest[cell])
-    m = total[cell]
-    slack = target - upper * (1.0 - s_of_c / np.where(m > 0, m, 1.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eps = np.where(
-            allowed & (slack > 0) & (s_of_c > 0),
-            _FACTOR * upper * count / (s_of_c * slack),
-            np.inf,
-        )
-    best = np.full(n_cells, np.inf)
-    cap = np.zeros(n_cells, dtype=np.int64)
-    if len(eps):
-        seg = start[:-1][has]
-        best[has] = np.minimum.reduceat(eps, seg)
-        is_best = (eps == best[cell]) & np.isfinite(eps)
-        first = np.where(is_best, pos, len(eps))
-        first_of = np.full(n_cells, len(eps))
-        first_of[has] = np.minimum.reduceat(first, seg)  # ties: the smallest cap
-        found = first_of < len(eps)
-        cap[found] = count[first_of[found]]
-    return best, cap
-
-
-def entry_order(occupancy: Occupancy) -> IntArray:
-    """The occupancy's entries sorted by (cell, count), ties in entry order (as
-    ``np.lexsort((count, cell_index))``, by a counting sort when the keys are few)."""
-    from stream_dp.dp.ordering import order_by_pair
-
-    top = int(occupancy.count.max(initial=0))
-    return order_by_pair(occupancy.cell_index, occupancy.count, len(occupancy.cells), top + 1)
-
-
 def plan_budget(
     occupancy: Occupancy,
     room: FloatArray,
@@ -186,13 +122,3 @@ def plan_budget(
         rounding, max_cell_epsilon + 1e-12, int(min_vehicles), _FEW,
     )  # fmt: skip
     return BudgetPlan(kept, epsilon, cap, paid, int(rounds))
-
-
-def budget_epsilons_ok(plan: BudgetPlan, room: FloatArray) -> bool:
-    """Every vehicle pays at most its room (the invariant the release asserts)."""
-    return bool(np.all(plan.paid <= room + 1e-9))
-
-
-def max_finite(values: FloatArray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(finite.max()) if finite.size else math.nan

@@ -2,8 +2,8 @@
 and every round, with no Python between rounds.
 
 Every float is computed by the same operations, in the same order, as the numpy expressions
-of :func:`stream_dp.dp.vehicle_budget.cheapest_epsilon`, :func:`~stream_dp.dp.vehicle_budget.
-round_up` and the reference plan (``stream_dp.testing.vehicle_budget_reference``): a cell's ε
+of :func:`stream_dp.dp.vehicle_budget.round_up` and the reference plan
+(``stream_dp.testing.vehicle_budget_reference``, its ``cheapest_epsilon``): a cell's ε
 from integer sums, a vehicle's payment summed over its kept entries in entry order, the
 sit-outs' scores and their running sum over the over-room vehicles in ascending order. So the
 plan is the same bit for bit (tested).

@@ -36,9 +36,9 @@ class RunLosses:
             if not len(vehicle):
                 return
             ticks = np.rint(eps / EPSILON_STEP).astype(np.int64)  # per-cell ε: on the grid
-            key = vehicle.astype(np.int64) * (int(ticks.max()) + 1) + ticks
-            unique, counts = np.unique(key, return_counts=True)
             width = int(ticks.max()) + 1
+            key = vehicle.astype(np.int64) * width + ticks
+            unique, counts = np.unique(key, return_counts=True)
             for k, n in zip(unique.tolist(), counts.tolist(), strict=True):
                 self.cells[names[k // width]][(k % width) * EPSILON_STEP] += n
             return

@@ -10,10 +10,11 @@ import numpy as np
 
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.vehicle_budget import (
+    _FACTOR,
     BoolArray,
     BudgetPlan,
     FloatArray,
-    cheapest_epsilon,
+    IntArray,
     round_up,
 )
 
@@ -93,3 +94,66 @@ def _reference_sit_outs(
     leave = np.zeros(occupancy.n_entries, dtype=bool)
     leave[idx[before < excess[v] - 1e-12]] = True
     return leave
+
+
+def cheapest_epsilon(
+    occupancy: Occupancy,
+    kept: BoolArray,
+    target: float,
+    upper: float,
+    prefix_limit: int | None,
+    pseudo_user: bool,
+    order: IntArray | None = None,
+) -> tuple[FloatArray, IntArray]:
+    """Per cell the least mean ε meeting ``target`` with the ``kept`` entries, and its cap
+    (module docstring); +inf and 0 where none does. ``order``: the entries sorted by (cell,
+    count), if the caller has it (:func:`entry_order`)."""
+    n_cells = len(occupancy.cells)
+    total = occupancy.total_per_cell().astype(np.float64)
+    if order is None:
+        order = entry_order(occupancy)
+    idx = order[kept[order]]
+    cell, count = occupancy.cell_index[idx], occupancy.count[idx].astype(np.int64)
+    start = np.searchsorted(cell, np.arange(n_cells + 1))
+    n_kept = np.diff(start)
+    csum = np.concatenate(([0], np.cumsum(count)))
+    pos = np.arange(len(cell))
+    below = csum[pos] - csum[start[cell]]  # kept readings of smaller counts in the cell
+    s_of_c = below + (start[cell + 1] - pos) * count  # S(c) with c = this count
+    largest = np.zeros(n_cells, dtype=np.int64)
+    has = n_kept > 0
+    largest[has] = count[start[1:][has] - 1]
+    allowed = np.ones(len(cell), dtype=bool)
+    if not pseudo_user:
+        allowed = count == largest[cell]
+    elif prefix_limit is not None:
+        allowed = (count <= prefix_limit) | (count == largest[cell])
+    m = total[cell]
+    slack = target - upper * (1.0 - s_of_c / np.where(m > 0, m, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = np.where(
+            allowed & (slack > 0) & (s_of_c > 0),
+            _FACTOR * upper * count / (s_of_c * slack),
+            np.inf,
+        )
+    best = np.full(n_cells, np.inf)
+    cap = np.zeros(n_cells, dtype=np.int64)
+    if len(eps):
+        seg = start[:-1][has]
+        best[has] = np.minimum.reduceat(eps, seg)
+        is_best = (eps == best[cell]) & np.isfinite(eps)
+        first = np.where(is_best, pos, len(eps))
+        first_of = np.full(n_cells, len(eps))
+        first_of[has] = np.minimum.reduceat(first, seg)  # ties: the smallest cap
+        found = first_of < len(eps)
+        cap[found] = count[first_of[found]]
+    return best, cap
+
+
+def entry_order(occupancy: Occupancy) -> IntArray:
+    """The occupancy's entries sorted by (cell, count), ties in entry order (as
+    ``np.lexsort((count, cell_index))``, by a counting sort when the keys are few)."""
+    from stream_dp.dp.ordering import order_by_pair
+
+    top = int(occupancy.count.max(initial=0))
+    return order_by_pair(occupancy.cell_index, occupancy.count, len(occupancy.cells), top + 1)
