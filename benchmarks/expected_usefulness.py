@@ -6,10 +6,14 @@ function of the occupancy and the ledger alone, so only the noise differs betwee
 noise-free means) and computes, per record, the probability that the noisy mean is useful
 (``|bias + L| <= 6.5``) and that its ``mean_error`` holds (``|bias + L| <= mean_error``), with
 ``L`` the record's Laplace noise of scale ``U cap / (S ε_μ)`` (the mean's ε,
-``ε (1 − variance_share)``) and ``bias`` the noise-free mean
-against the truth ``usefulness.py`` scores with (every reading of the record's cell and span).
+``ε (1 − variance_share)``) and ``bias`` the noise-free mean against the truth
+``usefulness.py`` scores with: the mean of the readings the record holds (its ``n_readings``,
+found by ``stream_dp.testing.membership``). The same figures against the older "cell and
+span" truth (every reading of the record's cell and span not taken earlier, including
+readings no record holds) are printed beside them; ``--per-record`` prints each record's
+bias against both truths beside its bar.
 
-Run: ``python benchmarks/expected_usefulness.py [--set max_span_hours=8 --set ...]``.
+Run: ``python benchmarks/expected_usefulness.py [--per-record] [--set max_span_hours=8 ...]``.
 """
 
 from __future__ import annotations
@@ -26,20 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import usefulness as u  # noqa: E402
 
-from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
+from stream_dp.dp.error_bars import LN20  # noqa: E402
+from stream_dp.testing.noise_free import NoNoise  # noqa: E402
 
 B14 = f"vehicle budget B {14:g} per 7 days (T 10, span 9 h)"
-
-
-class NoNoise(LaplaceNoise):
-    """The release's values as they are (an experiment's tool: never for a release)."""
-
-    def release_each(self, values: Any, sensitivities: Any, epsilons: Any) -> np.ndarray:
-        vals = np.array(values, dtype=np.float64)
-        ok = np.isfinite(vals) & np.isfinite(np.broadcast_to(sensitivities, vals.shape))
-        ok &= np.isfinite(np.broadcast_to(epsilons, vals.shape))
-        vals[~ok] = np.nan
-        return vals
 
 
 def laplace_within(shift: np.ndarray, scale: np.ndarray, half_width: Any) -> np.ndarray:
@@ -51,64 +45,102 @@ def laplace_within(shift: np.ndarray, scale: np.ndarray, half_width: Any) -> np.
     return cdf(half_width - shift) - cdf(-half_width - shift)
 
 
-def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
-    """The row's expected useful coverage, holds and finer share; its deterministic
-    staleness (noise-free), records and busiest vehicle."""
-    from stream_dp.engine import OfflineEngine
-    from stream_dp.release.run_losses import RunLosses
-    from stream_dp.sources.sample import load_sample
+def figures(
+    truth: u.Truth,
+    covering: np.ndarray,
+    means: np.ndarray,
+    scale: np.ndarray,
+    bars: np.ndarray,
+    finer: np.ndarray,
+) -> dict[str, Any]:
+    """Expected useful coverage, holds and finer share against one truth (``covering``), with
+    each record's reading count and noise-free bias."""
+    counts, true_mean = u.truth_means(truth, covering, len(means))
+    bias = means - true_mean
+    useful = laplace_within(bias, scale, u.USEFUL) * counts
+    holds = laplace_within(bias, scale, bars)
+    return {
+        "coverage": float(useful.sum() / len(truth.readings)),
+        "holds": float(holds.mean()) if len(means) else float("nan"),
+        "finer": float(useful[finer].sum() / useful.sum()) if useful.sum() else 0.0,
+        "counts": counts,
+        "bias": bias,
+        "p_holds": holds,
+    }
 
+
+def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
+    """The row's expected useful coverage, holds and finer share (against the held readings,
+    and in ``cell_and_span`` against the older truth); its deterministic staleness
+    (noise-free), records, per-record figures and busiest vehicle."""
     settings = u.settings_of(row)
-    engine = OfflineEngine(settings, NoNoise())
-    records: list[dict[str, Any]] = []
-    losses = RunLosses(engine.params)
-    for batch in (engine.feed(load_sample()), engine.finish()):
-        for release in batch:
-            records.extend(release.cells)
-            losses.add(release)
+    records, losses, members = u.release_week(settings, noise=NoNoise())
     finest, coarsest = settings.resolution, settings.coarsest_resolution or settings.resolution
-    n = len(records)
     means = np.array([r["mean"] for r in records], dtype=np.float64)
-    covering = truth.covered_spans(records, finest)
-    hit = covering >= 0
-    counts = np.bincount(covering[hit], minlength=n)
-    sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
-    bias = means - sums / np.maximum(counts, 1)
     epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
     cap = np.array([r["cap"] for r in records], dtype=np.float64)
     used = np.array([r["n_readings_used"] for r in records], dtype=np.float64)
     scale = u.UPPER * cap / (used * epsilon * (1.0 - settings.variance_share))  # the mean's ε
     bars = np.array([r["mean_error"] for r in records], dtype=np.float64)
-    useful = laplace_within(bias, scale, u.USEFUL) * counts
     finer = np.array([int(r["resolution"]) > coarsest for r in records], dtype=bool)
-    noise_free = u.score(truth, records, means, finest, coarsest, None)
+    held = truth.held(members, finest)
+    exact = figures(truth, held, means, scale, bars, finer)
+    older = figures(truth, truth.cell_and_span(records, finest), means, scale, bars, finer)
+    noise_free = u.score(truth, records, means, finest, coarsest, None, held)
     return {
-        "records": n,
-        "coverage": float(useful.sum() / len(truth.readings)),
+        **{k: exact[k] for k in ("coverage", "holds", "finer")},
+        "cell_and_span": older,
+        "records": records,
+        "per_record": (exact, scale),
         "noise_free_coverage": noise_free["coverage"],
-        "holds": float(laplace_within(bias, scale, bars).mean()) if n else float("nan"),
-        "finer": float(useful[finer].sum() / useful.sum()) if useful.sum() else 0.0,
         "staleness": noise_free["staleness"],
         "busiest": losses.busiest()[0],
     }
+
+
+def print_per_record(out: dict[str, Any]) -> None:
+    """Each record: its readings and noise-free |bias| against the held readings and the
+    cell-and-span truth, its bar and the bias the bar allows (``U (1 − S/M)``)."""
+    exact, scale = out["per_record"]
+    older = out["cell_and_span"]
+    print(
+        "| record | cell (res) | span | n_readings | held / cell-and-span readings "
+        "| abs bias held / cell-and-span | bar | U(1-S/M) | ln20 x scale | P(holds) held / "
+        "cell-and-span |\n" + "|---" * 10 + "|"
+    )
+    for i, r in enumerate(out["records"]):
+        allowed = u.UPPER * (1 - r["n_readings_used"] / r["n_readings"])
+        print(
+            f"| {i} | {r['cell']} ({r['resolution']}) | {r['window_start'][5:13]} to "
+            f"{r['window_end'][5:13]} | {r['n_readings']} | {exact['counts'][i]} / "
+            f"{older['counts'][i]} | {abs(exact['bias'][i]):.3f} / {abs(older['bias'][i]):.3f} "
+            f"| {r['mean_error']:.3f} | {allowed:.3f} | {LN20 * scale[i]:.3f} "
+            f"| {exact['p_holds'][i]:.4f} / {older['p_holds'][i]:.4f} |"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the B 14 row to change (JSON value)")  # fmt: skip
+    parser.add_argument("--per-record", action="store_true", help="print each record's bias")
     args = parser.parse_args()
     row = dict(u.ROWS[B14])
     for item in args.set:
         key, _, value = item.partition("=")
         row[key] = json.loads(value)
     out = expected(row, u.Truth())
+    older = out["cell_and_span"]
     print(
-        f"records {out['records']}, expected useful coverage {out['coverage']:.1%} "
+        f"records {len(out['records'])}, expected useful coverage {out['coverage']:.1%} "
         f"(noise-free {out['noise_free_coverage']:.1%}), expected mean_error holds "
         f"{out['holds']:.1%}, expected finer than R0 {out['finer']:.1%}, staleness "
-        f"{out['staleness']:.2f} h, busiest {out['busiest']:.2f}"
+        f"{out['staleness']:.2f} h, busiest {out['busiest']:.2f}; against the cell-and-span "
+        f"truth: coverage {older['coverage']:.1%}, holds {older['holds']:.1%}, finer "
+        f"{older['finer']:.1%}"
     )
+    if args.per_record:
+        print_per_record(out)
     return 0
 
 

@@ -31,7 +31,7 @@ from usefulness import (  # benchmarks/usefulness.py, beside this script
     Truth,
     print_row,
     release_week,
-    score,
+    score_run,
     settings_of,
     weekly_epsilon,
 )
@@ -96,12 +96,8 @@ def measure(path: str, runs: int) -> None:
         coarsest = settings.resolution if coarsest is None else coarsest
         scored, eps_pairs = [], []
         for _ in range(runs):
-            records, losses = release_week(settings, readings)
-            means = np.array([r["mean"] for r in records], dtype=np.float64)
-            bounds = np.array(
-                [np.nan if r.get("mean_error") is None else r["mean_error"] for r in records]
-            )
-            scored.append(score(truth, records, means, settings.resolution, coarsest, bounds))
+            records, losses, members = release_week(settings, readings)
+            scored.append(score_run(truth, records, members, settings.resolution, coarsest))
             eps_pairs.append(weekly_epsilon(losses))
         print_row(name, scored, eps_pairs, None)
         worst[name] = max(basic for basic, _ in eps_pairs)

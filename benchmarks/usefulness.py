@@ -2,13 +2,20 @@
 
 For each row (a set of settings) the whole week (New York Harbor AIS, 1-7 Dec 2020, the
 sample ``stream-dp demo`` replays) goes through the offline engine ``runs`` times (fresh
-noise each time) and is scored against the truth of each released record (the mean of all
-the readings, clamped to [0, U], that the record covers):
+noise each time) and is scored against the truth of each released record: the mean of the
+readings, clamped to [0, U], that the record holds (the ``n_readings`` its ``mean_error``
+speaks of, kept or not), found by replaying the release with
+``stream_dp.testing.membership`` (which checks them against each record's count). The older
+"cell and span" truth (every reading of the record's cell and span not taken by an earlier
+record: it also credits readings no record holds, such as withheld carried pairs) is still
+reported beside useful coverage and ``mean_error holds``, in brackets.
 
-- useful coverage: share of *all* readings in released cells whose released mean is within
-  10 % of U of that truth;
+- useful coverage: share of *all* readings held by released records whose released mean is
+  within 10 % of U of that truth (in brackets: the readings of released cells and spans,
+  against the cell-and-span truth);
 - median |released mean - true mean|; share of released means at exactly 0 or U;
-- mean_error holds: share of released cells with |error| <= mean_error (cells with a bound);
+- mean_error holds: share of released cells with |error| <= mean_error (cells with a bound),
+  against the held readings (in brackets: the cell-and-span truth);
 - the busiest vessel's weekly epsilon, basic (cells x eps) and PLD at delta = 1e-6;
 - cells per resolution; the share of usefully covered readings in cells finer than R0;
 - the release time of the 1M-reading benchmark window (benchmarks/release.py's window,
@@ -19,7 +26,7 @@ the readings, clamped to [0, U], that the record covers):
 
 PipelineDP (MEAN and VARIANCE, Laplace, public partitions = the cells the targeted row
 released, ``max_partitions_contributed = K``, ``total_epsilon = K eps``) is scored on the
-same cells and windows.
+same cells, windows and readings.
 
 Run: ``python benchmarks/usefulness.py [--runs 3] [--rows name,...]``.
 """
@@ -126,6 +133,21 @@ class Truth:
                 self._cells[key] = [parent(c, res) for c in self.cells(finest, finest)]
         return self._cells[key]
 
+    def held(self, members: list[Any], finest: int) -> np.ndarray:
+        """Per reading, the index of the released record holding it (-1: none), from the
+        release's members (``stream_dp.testing.membership.recording_members``, one per record
+        in release order); raises ``MembershipError`` unless each record's pairs match these
+        readings exactly (the engine must have accepted them all)."""
+        from stream_dp.testing.membership import member_readings
+
+        return member_readings(members, self.cells(finest, finest), self.vehicle, self.window)
+
+    def cell_and_span(self, records: list[dict[str, Any]], finest: int) -> np.ndarray:
+        """The older truth: :meth:`covered_spans` for records spanning several windows,
+        :meth:`covered` for hourly ones."""
+        spans = any(r["window_end"] != _hour_after(r["window_start"]) for r in records)
+        return self.covered_spans(records, finest) if spans else self.covered(records, finest)
+
     def covered(self, records: list[dict[str, Any]], finest: int) -> np.ndarray:
         """Per reading, the index into ``records`` of the released record covering it (-1: none):
         the finest released cell among the reading's cells in its window."""
@@ -176,23 +198,27 @@ def _epoch(stamp: str) -> int:
 
 
 def release_week(
-    settings: Any, readings: list[dict[str, Any]] | None = None
-) -> tuple[list[dict[str, Any]], Any]:
-    """The week's (or ``readings``') cell records and each vessel's loss over the run
-    (RunLosses)."""
+    settings: Any, readings: list[dict[str, Any]] | None = None, noise: Any = None
+) -> tuple[list[dict[str, Any]], Any, list[Any]]:
+    """The week's (or ``readings``') cell records, each vessel's loss over the run
+    (RunLosses) and each record's members (``stream_dp.testing.membership``), released with
+    ``noise`` (default: fresh Laplace noise)."""
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.release.run_losses import RunLosses
     from stream_dp.sources.sample import load_sample
+    from stream_dp.testing.membership import recording_members
 
-    engine = OfflineEngine(settings, LaplaceNoise())
+    engine = OfflineEngine(settings, LaplaceNoise() if noise is None else noise)
     records: list[dict[str, Any]] = []
     losses = RunLosses(engine.params)
-    for batch in (engine.feed(load_sample() if readings is None else readings), engine.finish()):
-        for release in batch:
-            records.extend(release.cells)
-            losses.add(release)
-    return records, losses
+    source = load_sample() if readings is None else readings
+    with recording_members() as members:
+        for batch in (engine.feed(source), engine.finish()):
+            for release in batch:
+                records.extend(release.cells)
+                losses.add(release)
+    return records, losses, members
 
 
 def score(
@@ -202,34 +228,40 @@ def score(
     finest: int,
     coarsest: int,
     bounds: np.ndarray | None,
+    covering: np.ndarray,
+    cell_and_span: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The row's columns for one run (``means``: the released means, per record)."""
-    spans = any(r["window_end"] != _hour_after(r["window_start"]) for r in records)
-    covering = truth.covered_spans(records, finest) if spans else truth.covered(records, finest)
+    """The row's columns for one run (``means``: the released means, per record;
+    ``covering``: per reading, the record holding it, :meth:`Truth.held`; ``cell_and_span``:
+    the older truth's, :meth:`Truth.cell_and_span`, for its ``mean_error`` holds only)."""
     n = len(records)
-    hit = covering >= 0
-    sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
-    counts = np.bincount(covering[hit], minlength=n)
-    true_mean = sums / np.maximum(counts, 1)
+    counts, true_mean = truth_means(truth, covering, n)
     error = np.abs(means - true_mean)
     useful = error <= USEFUL
     useful_readings = counts[useful].sum()
     res = np.array([int(r["resolution"]) for r in records], dtype=np.int64)
-    holds = None  # (cells where |error| <= mean_error, cells with a bound)
-    if bounds is not None and n:
-        has = ~np.isnan(bounds)
-        holds = (int(np.sum(error[has] <= bounds[has])), int(has.sum())) if has.any() else None
+    holds = _holds(error, bounds)
+    holds_cell_and_span, coverage_cell_and_span = None, float("nan")
+    if cell_and_span is not None:
+        other_counts, other = truth_means(truth, cell_and_span, n)
+        other_error = np.abs(means - other)
+        holds_cell_and_span = _holds(other_error, bounds)
+        useful_other = other_counts[other_error <= USEFUL].sum()
+        coverage_cell_and_span = useful_other / len(truth.readings)
+    hit = covering >= 0
     ends = np.array([_epoch(r["window_end"]) for r in records], dtype=np.int64)
     starts = np.array([_epoch(r["window_start"]) for r in records], dtype=np.int64)
     in_useful = hit & useful[np.maximum(covering, 0)] if n else hit
     stale = (ends[covering[in_useful]] - truth.ts[in_useful]) / 3600.0
     return {
         "coverage": useful_readings / len(truth.readings),
+        "coverage_cell_and_span": coverage_cell_and_span,
         "staleness": float(np.median(stale)) if stale.size else float("nan"),
         "per_span": dict(sorted(Counter(((ends - starts) // 3600).tolist()).items())),
         "median_error": float(np.median(error)) if n else float("nan"),
         "at_bounds": float(np.mean((means <= 0.0) | (means >= UPPER))) if n else float("nan"),
         "holds": holds,
+        "holds_cell_and_span": holds_cell_and_span,
         "fine_share": (
             float(counts[useful & (res > coarsest)].sum() / useful_readings)
             if useful_readings
@@ -238,6 +270,22 @@ def score(
         "cells": len(records),
         "per_resolution": dict(sorted(Counter(res.tolist()).items())),
     }
+
+
+def truth_means(truth: Truth, covering: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per record (``n``), the number of readings ``covering`` gives it and their mean."""
+    hit = covering >= 0
+    sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
+    counts = np.bincount(covering[hit], minlength=n)
+    return counts, sums / np.maximum(counts, 1)
+
+
+def _holds(error: np.ndarray, bounds: np.ndarray | None) -> tuple[int, int] | None:
+    """(cells where ``error`` <= their ``mean_error``, cells with a bound), or None."""
+    if bounds is None or not len(error):
+        return None
+    has = ~np.isnan(bounds)
+    return (int(np.sum(error[has] <= bounds[has])), int(has.sum())) if has.any() else None
 
 
 def _hour_after(stamp: str) -> str:
@@ -254,13 +302,13 @@ def weekly_epsilon(losses: Any) -> tuple[float, float | None]:
 def pipeline_dp_means(
     truth: Truth,
     records: list[dict[str, Any]],
-    finest: int,
+    covering: np.ndarray,
     k: int,
     epsilon: float,
     per_partition: int,
 ) -> np.ndarray:
-    """PipelineDP's MEAN per record's (window, cell) on the same readings (None -> NaN)."""
-    covering = truth.covered(records, finest)
+    """PipelineDP's MEAN per record's (window, cell) on the readings each holds
+    (``covering``, :meth:`Truth.held`; None -> NaN)."""
     # One privacy unit per (window, vessel): each window is its own K*eps release, as stream-dp's.
     rows = [
         (f"{truth.window[i]}|{truth.vehicle[i]}", int(j), float(truth.value[i]))
@@ -273,6 +321,22 @@ def pipeline_dp_means(
     for partition, metrics in result:
         means[partition] = min(max(metrics.mean, 0.0), UPPER)
     return means
+
+
+def score_run(
+    truth: Truth,
+    records: list[dict[str, Any]],
+    members: list[Any],
+    finest: int,
+    coarsest: int,
+) -> dict[str, Any]:
+    """:func:`score` of one run of the engine (:func:`release_week`'s records and members),
+    against the held readings and, for ``mean_error`` holds, the cell-and-span truth too."""
+    means = np.array([r["mean"] for r in records], dtype=np.float64)
+    bounds = np.array([np.nan if r.get("mean_error") is None else r["mean_error"] for r in records])
+    covering = truth.held(members, finest)
+    older = truth.cell_and_span(records, finest)
+    return score(truth, records, means, finest, coarsest, bounds, covering, older)
 
 
 def release_params(settings_row: dict[str, Any]) -> Any:
@@ -330,7 +394,8 @@ def million_window() -> Any:
 
 #: The table's header and rule (:func:`print_row` prints its rows).
 HEADER = (
-    "| row | useful coverage | median abs error | means at 0 or U | mean_error holds "
+    "| row | useful coverage (cell-and-span truth) | median abs error | means at 0 or U "
+    "| mean_error holds (cell-and-span truth) "
     "| busiest vessel eps (basic / PLD) | cells per resolution | useful in cells finer "
     "than R0 | median staleness h | records per span (h) | 1M-window release s "
     "(x targeted) |\n" + "|---" * 11 + "|"
@@ -393,6 +458,7 @@ def main() -> int:
     )
     print(HEADER)
     targeted_records: list[dict[str, Any]] | None = None
+    targeted_covering = np.zeros(0, dtype=np.int64)
     targeted_k = 1
     for name in names:
         row = ROWS[name]
@@ -401,15 +467,12 @@ def main() -> int:
         coarsest = settings.resolution if coarsest is None else coarsest
         runs, eps_pairs = [], []
         for _ in range(args.runs):
-            records, cells = release_week(settings)
-            means = np.array([r["mean"] for r in records], dtype=np.float64)
-            bounds = np.array(
-                [np.nan if r.get("mean_error") is None else r["mean_error"] for r in records]
-            )
-            runs.append(score(truth, records, means, settings.resolution, coarsest, bounds))
+            records, cells, members = release_week(settings)
+            runs.append(score_run(truth, records, members, settings.resolution, coarsest))
             eps_pairs.append(weekly_epsilon(cells))
             if name == TARGETED:
                 targeted_records = records
+                targeted_covering = truth.held(members, settings.resolution)
                 targeted_k = max(int(r["K"]) for r in records) if records else 1
         timing = None if columns is None else release_time(row, columns)
         print_row(name, runs, eps_pairs, timing)
@@ -420,13 +483,18 @@ def main() -> int:
             means = pipeline_dp_means(
                 truth,
                 targeted_records,
-                settings.resolution,
+                targeted_covering,
                 targeted_k,
                 settings.epsilon,
                 settings.prefix_limit,
             )
             coarsest = settings.coarsest_resolution
-            runs.append(score(truth, targeted_records, means, settings.resolution, coarsest, None))
+            runs.append(
+                score(
+                    truth, targeted_records, means, settings.resolution, coarsest, None,
+                    targeted_covering,
+                )
+            )  # fmt: skip
         print_row(f"PipelineDP on the targeted cells (K={targeted_k})", runs, None, None)
     if args.plot:
         plot_coverage(args.plot)
@@ -453,9 +521,9 @@ def print_row(
     timing: tuple[float, float] | None,
 ) -> None:
     keys = ("coverage", "median_error", "at_bounds", "fine_share", "cells", "staleness")
+    keys += ("coverage_cell_and_span",) if "coverage_cell_and_span" in runs[0] else ()
     med = {k: statistics.median(r[k] for r in runs) for k in keys}
-    pairs = [r["holds"] for r in runs if r["holds"] is not None]
-    holds = [sum(h for h, _ in pairs) / sum(n for _, n in pairs)] if pairs else []  # pooled
+    holds, older = _pooled(runs, "holds"), _pooled(runs, "holds_cell_and_span")
     per_res = runs[0]["per_resolution"]
     eps_text = "n/a"
     if eps_pairs:
@@ -463,9 +531,10 @@ def print_row(
         plds = [p for _, p in eps_pairs if p is not None]
         eps_text = f"{basic:.1f} / {fmt(statistics.median(plds) if plds else None)}"
     print(
-        f"| {name} | {100 * med['coverage']:.1f} % | {med['median_error']:.2f} "
+        f"| {name} | {100 * med['coverage']:.1f} %{_bracket(med, 'coverage_cell_and_span')} "
+        f"| {med['median_error']:.2f} "
         f"| {100 * med['at_bounds']:.1f} % | "
-        f"{fmt(100 * holds[0] if holds else None)} % | {eps_text} | "
+        f"{fmt(holds)} %{'' if older is None else f' ({older:.1f} %)'} | {eps_text} | "
         f"{', '.join(f'r{k}: {v}' for k, v in per_res.items())} | "
         f"{100 * med['fine_share']:.1f} % | {fmt(med['staleness'], '.2f')} | "
         f"{', '.join(f'{k}: {v}' for k, v in runs[0]['per_span'].items())} | "
@@ -473,6 +542,19 @@ def print_row(
         flush=True,
     )
     SUMMARY[name] = med
+
+
+def _bracket(med: dict[str, float], key: str) -> str:
+    """`` (x %)``: the cell-and-span truth's figure beside the held readings' one, if any."""
+    x = med.get(key, float("nan"))
+    return "" if np.isnan(x) else f" ({100 * x:.1f} %)"
+
+
+def _pooled(runs: list[dict[str, Any]], key: str) -> float | None:
+    """The runs' ``key`` (cells where ``mean_error`` holds, cells with a bound) pooled, in
+    %; None if no run has a bound."""
+    pairs = [r[key] for r in runs if r.get(key) is not None]
+    return 100 * sum(h for h, _ in pairs) / sum(n for _, n in pairs) if pairs else None
 
 
 if __name__ == "__main__":
