@@ -123,9 +123,7 @@ def _members(state: WindowState, pooled: WindowColumns) -> list[RecordMembers]:
             for p in mine
         )
         entries = np.flatnonzero(occupancy.cell_index == g).tolist()
-        kept = {
-            occupancy.vehicles[occupancy.vehicle_index[e]]: int(kept_count[e]) for e in entries
-        }
+        kept = {occupancy.vehicles[occupancy.vehicle_index[e]]: int(kept_count[e]) for e in entries}
         out.append(RecordMembers(state.window_start, index, cell, members, kept))
     return out
 
