@@ -101,18 +101,20 @@ def _members(state: WindowState, pooled: WindowColumns) -> list[RecordMembers]:
     occupancy = pairs.occupancy
     released = np.flatnonzero(state.released).tolist()
     if state.adaptive is not None:  # each finest cell's regrouped cell (§12.4)
-        names = state.adaptive.names
-        unit = state.adaptive.unit_of_cell[pooled.cell_code]
-        cell_of = np.array([names[u] if u >= 0 else "" for u in unit.tolist()], dtype=object)
+        names, unit = state.adaptive.names, state.adaptive.unit_of_cell[pooled.cell_code]
     else:
-        cell_of = np.array(pooled.cell_names, dtype=object)[pooled.cell_code]
+        names, unit = pooled.cell_names, pooled.cell_code
+    code = {name: u for u, name in enumerate(names)}
+    order = np.argsort(unit, kind="stable")
+    bounds = np.searchsorted(unit[order], np.arange(len(names) + 1))
     first = first_window(pooled, state.params.window_seconds)
     capped = pairs.capped
     kept_count = occupancy.count if capped is None else capped.kept_count
+    vehicles, vehicle_index = occupancy.vehicles, occupancy.vehicle_index
     out = []
     for index, g in enumerate(released):
         cell = occupancy.cells[g]
-        mine = np.flatnonzero(cell_of == cell).tolist()
+        u = code[cell]
         members = tuple(
             MemberPair(
                 pooled.cell_names[pooled.cell_code[p]],
@@ -120,10 +122,10 @@ def _members(state: WindowState, pooled: WindowColumns) -> list[RecordMembers]:
                 int(pooled.count[p]),
                 int(first[p]),
             )
-            for p in mine
+            for p in order[bounds[u] : bounds[u + 1]].tolist()
         )
-        entries = np.flatnonzero(occupancy.cell_index == g).tolist()
-        kept = {occupancy.vehicles[occupancy.vehicle_index[e]]: int(kept_count[e]) for e in entries}
+        entries = range(int(occupancy.cell_start[g]), int(occupancy.cell_start[g + 1]))
+        kept = {vehicles[vehicle_index[e]]: int(kept_count[e]) for e in entries}
         out.append(RecordMembers(state.window_start, index, cell, members, kept))
     return out
 
