@@ -4,10 +4,10 @@ A record's ``mean_error`` bounds its distance from the mean of the readings it h
 (docs/math.md §12.1): the readings counted in its ``n_readings`` (M), kept or not. Under a
 vehicle budget that set is not "every reading of the record's cell and span" (§13.3: withheld
 carried pairs, the window's readings set aside under a due unit, a finer cell's readings
-withheld while its parent is released). :func:`recording_members` replays a release and
-reports, per record, the pooled (finest cell, vehicle) pairs it was computed from, read off
-the release's own state after its stages ran: what is released is unchanged, and the release
-path does no extra work when the hook is not installed (it wraps
+withheld while its parent is released). :func:`recording_members` reports, per record
+released within its block, the pooled (finest cell, vehicle) pairs it was computed from, read
+off the release's own state after its stages ran: what is released is unchanged, and the
+release path does no extra work outside the block (it wraps
 ``stream_dp.release.window.release_pipeline`` for the ``with`` block only).
 
 :func:`member_readings` maps those pairs back to readings. A pooled pair holds the readings
