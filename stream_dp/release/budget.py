@@ -52,20 +52,51 @@ def unit_price(state: WindowState) -> UnitPrice | None:
     return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
 
 
+#: A cell released before its span is full may take at most this share of the burst, or the
+#: share of ``max_span_hours`` its span covers if that is more (:func:`epsilon_ceiling`).
+SHORT_SPAN_SHARE = 0.5
+
+
 def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
-    """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`)."""
+    """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
+    a cell whose ε passes its :func:`epsilon_ceiling` is dropped and the plan computed again
+    (each round drops one cell more, so at most one round per cell)."""
     params = state.params
     room = vehicle_room(state, occupancy)
     held = held_cells(state, occupancy)
-    plan = plan_budget(
-        occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
-        variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
-        min_vehicles=params.min_vehicles,
-        prefix_limit=params.prefix_limit if params.pseudo_user else None,
-        pseudo_user=params.pseudo_user, held=held,
-    )  # fmt: skip
+    ceiling = epsilon_ceiling(state, occupancy)
+    while True:
+        plan = plan_budget(
+            occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
+            variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
+            min_vehicles=params.min_vehicles,
+            prefix_limit=params.prefix_limit if params.pseudo_user else None,
+            pseudo_user=params.pseudo_user, held=held,
+        )  # fmt: skip
+        if ceiling is None:
+            break
+        over = np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+        if not over.any():
+            break
+        held = over if held is None else held | over
     check_plan(occupancy, plan, room)
     return plan
+
+
+def epsilon_ceiling(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
+    """Per cell, the most ε it may take (§13.3, short spans): the burst times the share of
+    ``max_span_hours`` its span covers, at least :data:`SHORT_SPAN_SHARE`. Only a cell
+    released before its span is full (a due cell) can be below the burst: a record of a
+    few hours then cannot take the allowance of a whole span. None (the burst for every cell)
+    when nothing is held: no spans, or the input's last window (no later release to pace)."""
+    params = state.params
+    if state.adaptive is None or params.max_span_hours < 2 or state.last:
+        return None
+    from stream_dp.release.spans import span_starts
+
+    windows = (state.window_start - span_starts(state)) // params.window_seconds + 1
+    share = np.clip(windows / params.max_span_hours, SHORT_SPAN_SHARE, 1.0)
+    return params.vehicle_burst * share
 
 
 def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:

@@ -82,6 +82,36 @@ def test_a_held_cell_that_the_next_window_would_break_is_released_then() -> None
     assert set(carried.vehicle_names) == {f"v{v}" for _, v, _ in MOORED}
 
 
+def test_a_due_cell_takes_at_most_its_span_s_share_of_the_burst() -> None:
+    """With spans of up to 4 hours, the held cell that hour 1's moored vessels would break is
+    due after 2 hours, half a span: it may take half the burst (0.5), not the 0.66 its thirty
+    vessels need, so it is dropped and its readings carried. Sixty vessels need 0.33: their
+    due cell is released. At the input's end nothing is paced: the thirty are released."""
+    params = _params(coarsest_resolution=8, max_span_hours=4)
+    releases, _ = _run(params, [PASSING, MOORED])
+    assert [len(r.cells) for r in releases] == [0, 0]
+    carried = releases[1].carry
+    assert carried is not None and {f"v{v}" for v in range(30)} <= set(carried.vehicle_names)
+    wide = [(0, v, 20.0 + i) for v in range(60) for i in range(2)]
+    releases, _ = _run(params, [wide, MOORED])
+    assert [len(r.cells) for r in releases] == [0, 1]
+    (record,) = releases[1].cells
+    assert record["n_readings"] == 120 and record["epsilon"] <= 0.5
+    releases, _ = _run(params, [PASSING, MOORED], ends=True)
+    assert [r["n_readings"] for r in releases[1].cells] == [60]
+    assert 0.5 < releases[1].cells[0]["epsilon"] <= 1.0
+
+
+def test_a_short_due_cell_may_still_take_half_the_burst() -> None:
+    """Spans of up to 6 hours: a cell due after 2 covers a third of a span, but may take half
+    the burst (``SHORT_SPAN_SHARE``): forty-five vessels (ε 0.44) are released."""
+    params = _params(coarsest_resolution=8, max_span_hours=6)
+    mid = [(0, v, 20.0 + i) for v in range(45) for i in range(2)]
+    releases, _ = _run(params, [mid, MOORED])
+    assert [r["n_readings"] for r in releases[1].cells] == [90]
+    assert 1.0 / 3.0 < releases[1].cells[0]["epsilon"] <= 0.5
+
+
 def test_pooling_that_lowers_the_needed_epsilon_still_pools() -> None:
     """Six new vessels an hour: no hour meets T alone, the pool does (the spans of §13.3)."""
     params = _params(coarsest_resolution=8, max_span_hours=4)

@@ -1,0 +1,146 @@
+"""Where a vehicle-budget row's readings go, in expectation over the noise (issue 25).
+
+``benchmarks/expected_usefulness.py`` gives one figure, the expected useful coverage. This
+script splits *all* the readings of the AIS week (or ``--data``'s) into what became of them,
+from one noise-free release (the plan, spans and losses do not depend on the noise):
+
+- **useful**: released, expected to fall within 10 % of U of the truth;
+- **lost to noise**: released, unbiased enough (noise-free ``|bias| <= 6.5``) but expected to
+  miss through the Laplace noise;
+- **biased**: released in a record whose noise-free mean already misses (``|bias| > 6.5``);
+- **beside a released finer cell**: not released, and in an hour of its coarsest cell that a
+  record of a finer cell covers (the remainder of a split that was never released);
+- **in no record's hours**: not released, and no record of its coarsest cell (at any
+  resolution) covers its hour (its cell missed T at the price, was dropped by the plan, or
+  its pairs aged out or were withheld).
+
+Beside them, two counts read off the release itself: the carried readings the span policy
+withheld (``release/span_policy.py``, rule 2: a unit formed from its window's own pairs), and
+the readings inside released records that the record did not read (sat out or over the cap).
+The truth is ``usefulness.py``'s (records credited by cell and span).
+
+Run: ``python benchmarks/coverage_breakdown.py [--budget 14] [--set key=json ...]
+[--data FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import expected_usefulness as eu  # noqa: E402
+import usefulness as u  # noqa: E402
+
+
+def noise_free_week(
+    settings: Any, readings: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """The cell records of one noise-free release and the carried readings the span policy
+    withheld (counted by wrapping its choice: an experiment's tool)."""
+    from stream_dp.engine import OfflineEngine
+    from stream_dp.release import window
+
+    withheld = [0]
+    choose = window.choose_pooling
+
+    def counting(*args: Any) -> Any:
+        choice = choose(*args)
+        withheld[0] += choice.withheld
+        return choice
+
+    window.choose_pooling = counting
+    try:
+        engine = OfflineEngine(settings, eu.NoNoise())
+        records = [
+            cell
+            for batch in (engine.feed(readings), engine.finish())
+            for release in batch
+            for cell in release.cells
+        ]
+    finally:
+        window.choose_pooling = choose
+    return records, withheld[0]
+
+
+def breakdown(row: dict[str, Any], truth: u.Truth) -> dict[str, float]:
+    """Shares of all the readings (module docstring)."""
+    settings = u.settings_of(row)
+    records, policy_withheld = noise_free_week(settings, truth.readings)
+    finest = settings.resolution
+    coarsest = settings.coarsest_resolution or finest
+    n, total = len(records), len(truth.readings)
+    covering = truth.covered_spans(records, finest)
+    hit = covering >= 0
+    counts = np.bincount(covering[hit], minlength=n)
+    sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
+    means = np.array([r["mean"] for r in records], dtype=np.float64)
+    bias = means - sums / np.maximum(counts, 1)
+    epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
+    cap = np.array([r["cap"] for r in records], dtype=np.float64)
+    used = np.array([r["n_readings_used"] for r in records], dtype=np.float64)
+    scale = u.UPPER * cap / (used * epsilon * (1.0 - settings.variance_share))
+    p = eu.laplace_within(bias, scale, u.USEFUL)
+    unbiased = np.abs(bias) <= u.USEFUL
+    beside = _beside_finer(truth, records, finest, coarsest) & ~hit
+    unread = sum(int(r["n_readings"]) - int(r["n_readings_used"]) for r in records)
+    return {
+        "useful": float((p * counts).sum() / total),
+        "lost to noise": float(((1.0 - p) * counts)[unbiased].sum() / total),
+        "biased": float(counts[~unbiased].sum() / total),
+        "beside a released finer cell": float(beside.sum() / total),
+        "in no record's hours": float((~hit & ~beside).sum() / total),
+        "withheld by the span policy (release count)": policy_withheld / total,
+        "in records, not read (sat out or over the cap)": unread / total,
+    }
+
+
+def _beside_finer(
+    truth: u.Truth, records: list[dict[str, Any]], finest: int, coarsest: int
+) -> np.ndarray:
+    """Per reading, whether a record finer than ``coarsest`` under the reading's coarsest
+    cell covers the reading's hour."""
+    import h3
+
+    start = {r["window_start"]: u._epoch(r["window_start"]) for r in records}
+    end = {r["window_end"]: u._epoch(r["window_end"]) for r in records}
+    roots = np.array(truth.cells(finest, coarsest))
+    out = np.zeros(len(truth.readings), dtype=bool)
+    for r in records:
+        if int(r["resolution"]) <= coarsest:
+            continue
+        root = h3.cell_to_parent(r["cell"], coarsest)
+        lo, hi = start[r["window_start"]], end[r["window_end"]]
+        out |= (roots == root) & (truth.window >= lo) & (truth.window < hi)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=14.0, help="B per 7 days (a row's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of the row to change (JSON value)")  # fmt: skip
+    parser.add_argument("--data", help="readings file (default: the AIS week)")
+    args = parser.parse_args()
+    row = dict(u.ROWS[u._budget_row(14.0)], vehicle_budget=args.budget)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        row[key] = json.loads(value)
+    readings = None
+    if args.data:
+        from other_data import load  # benchmarks/other_data.py, beside this script
+
+        readings = load(args.data)[0]
+    for name, share in breakdown(row, u.Truth(readings)).items():
+        print(f"{name:48s} {100 * share:5.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
