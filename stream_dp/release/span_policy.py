@@ -60,8 +60,7 @@ def choose_pooling(
     if np.all(chosen.unit_of_cell >= 0):
         return SpanChoice(columns, carry)  # the pool withholds nothing: nothing is lost to it
     kept = {everything.cell_names[i] for i in np.flatnonzero(chosen.unit_of_cell >= 0).tolist()}
-    merged = carry._merge_repeated_pairs(params.prefix_limit)  # a pair's parts as one (§13.3)
-    due = _lost_in_pool(_units(merged, params, mean_epsilon), carry, kept, params.coarsest)
+    due = _lost_in_pool(_units(carry, params, mean_epsilon), carry, kept, params.coarsest)
     window_aside = _under(columns, due, params.coarsest)
     mine = [u for u in _units(columns, params, mean_epsilon) if not _overlaps(u, due)]
     alone = _lost_in_pool(mine, columns, kept, params.coarsest)

@@ -33,16 +33,8 @@ if TYPE_CHECKING:
 
 
 def pooled(columns: WindowColumns, carry: WindowColumns | None, prefix_limit: int) -> WindowColumns:
-    """``columns`` with the ``carry``'s pairs added (a (cell, vehicle) in both, or repeated in
-    the carry, merged: counts and sums added, reading log cut to its first ``prefix_limit``)."""
-    if carry is None or not len(carry):
-        return columns
-    return stacked(columns, carry)._merge_repeated_pairs(prefix_limit)
-
-
-def stacked(columns: WindowColumns, carry: WindowColumns | None) -> WindowColumns:
-    """The ``carry``'s pairs followed by ``columns``' , not merged: a (cell, vehicle) may
-    repeat, one pair per part (the carry's parts by their first window, §13.3)."""
+    """``columns`` with the ``carry``'s pairs added (a (cell, vehicle) in both merged:
+    counts and sums added, reading log cut to its first ``prefix_limit``)."""
     if carry is None or not len(carry):
         return columns
     if not len(columns):
@@ -64,7 +56,7 @@ def stacked(columns: WindowColumns, carry: WindowColumns | None) -> WindowColumn
         np.concatenate((carry.reading_ts, columns.reading_ts)),
         np.concatenate((carry.reading_value, columns.reading_value)),
     )
-    return joined
+    return joined._merge_repeated_pairs(prefix_limit)
 
 
 def fresh_carry(
@@ -188,24 +180,13 @@ def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
     return np.flatnonzero(np.bincount(codes, minlength=n_names))
 
 
-def deferred(
-    state: WindowState, pooled_columns: WindowColumns, parts: WindowColumns | None = None
-) -> WindowColumns | None:
+def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns | None:
     """The pairs of ``pooled_columns`` (this window's, carry included) that no released
-    record covers and whose span may still grow (module docstring); None if there are none.
-    With ``parts`` (the same readings before the merge: the carry's parts and the window's
-    pairs, :func:`stacked`), the parts of those pairs instead, each aged by its own first
-    window: a pair whose first reading is too old loses that part only, and its later
-    windows' readings stay carried (§13.3)."""
+    record covers and whose span may still grow (module docstring); None if there are none."""
     params, adaptive = state.params, state.adaptive
     if adaptive is None or not len(pooled_columns):
         return None
-    if parts is None:
-        parts, unit = pooled_columns, adaptive.unit_of_cell[pooled_columns.cell_code]
-    else:
-        code = {name: c for c, name in enumerate(pooled_columns.cell_names)}
-        cell = np.array([code[name] for name in parts.cell_names], dtype=np.int64)
-        unit = adaptive.unit_of_cell[cell[parts.cell_code]]
+    unit = adaptive.unit_of_cell[pooled_columns.cell_code]
     covered = np.zeros(len(adaptive.names) + 1, dtype=bool)  # last: unit -1
     if state.pairs is not None and state.released is not None and not state.empty:
         index = {name: u for u, name in enumerate(adaptive.names)}
@@ -214,10 +195,10 @@ def deferred(
             covered[index[cells[g]]] = True
     open_pairs = ~covered[unit]
     oldest_next = state.window_start - (params.max_span_hours - 1) * params.window_seconds
-    first = first_window_of(state, parts, open_pairs)
+    first = first_window_of(state, pooled_columns, open_pairs)
     young = first >= oldest_next + params.window_seconds
     carry = np.flatnonzero(open_pairs & young)
-    return take_pairs(parts, carry) if len(carry) else None
+    return take_pairs(pooled_columns, carry) if len(carry) else None
 
 
 def span_starts(state: WindowState) -> np.ndarray:

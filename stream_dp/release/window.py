@@ -42,7 +42,7 @@ from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
 from stream_dp.release.span_policy import choose_pooling, with_aside
-from stream_dp.release.spans import deferred, fresh_carry, pooled, stacked
+from stream_dp.release.spans import deferred, fresh_carry, pooled
 from stream_dp.release.stages import Pipeline, release_pipeline, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -51,11 +51,6 @@ from stream_dp.windows.state import PartialColumns
 
 #: The fault point of :mod:`stream_dp.fault_injection` that raises in here.
 FAULT_POINT = "release-error"
-
-
-#: Whether the carry keeps each window's part of a pair apart, aged on its own (§13.3); the
-#: benchmarks switch it off to measure the merged carry beside it.
-SPLIT_CARRY = True
 
 
 def release_window(
@@ -82,7 +77,7 @@ def release_window(
     try:
         state = _state(window_start, columns, params, ledger, late_readings)
         state.last = last
-        aside = parts = None
+        aside = None
         if params.vehicle_budget is not None:  # spans (§13.3)
             carry, stale = fresh_carry(carry, window_start, params)
             choice = choose_pooling(columns, carry, params, state.accountant.regroup_epsilon)
@@ -91,12 +86,7 @@ def release_window(
             if last and aside is not None:  # the input ends: no later window to release them
                 stale += int(aside.count.sum())
                 aside = None
-            parts = stacked(choice.window, carry)  # each part ages on its own (§13.3)
-            state.columns = (
-                parts
-                if carry is None or not len(carry)
-                else (parts._merge_repeated_pairs(params.prefix_limit))
-            )
+            state.columns = pooled(choice.window, carry, params.prefix_limit)
             # a stale carry, the carried pairs a window-alone cell leaves (and, at the input's
             # end, the pairs set aside) are withheld
             state.report.readings_withheld = stale + choice.withheld
@@ -104,7 +94,7 @@ def release_window(
         pooled_columns = state.columns
         release_pipeline(noise).run(state)
         if params.vehicle_budget is not None and params.max_span_hours > 1:
-            out = deferred(state, pooled_columns, parts if SPLIT_CARRY else None)
+            out = deferred(state, pooled_columns)
             state.carry_out = with_aside(out, aside, params.prefix_limit)
     finally:
         if collecting:
