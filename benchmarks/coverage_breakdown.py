@@ -4,10 +4,14 @@
 script splits *all* the readings of the AIS week (or ``--data``'s) into what became of them,
 from one noise-free release (the plan, spans and losses do not depend on the noise):
 
-- **useful**: released, expected to fall within 10 % of U of the truth;
+- **useful**: held by a record, expected to fall within 10 % of U of the truth (the mean of
+  the readings the record holds, as ``usefulness.py`` scores);
 - **lost to noise**: released, unbiased enough (noise-free ``|bias| <= 6.5``) but expected to
   miss through the Laplace noise;
 - **biased**: released in a record whose noise-free mean already misses (``|bias| > 6.5``);
+- **in a record's cell and span, held by none**: lying in a released record's cell and span
+  but held by no record (carried pairs withheld later, §13.3; the older cell-and-span truth
+  counted these as covered);
 - **beside a released finer cell**: not released, and in an hour of its coarsest cell that a
   record of a finer cell covers (the remainder of a split that was never released);
 - **in no record's hours**: not released, and no record of its coarsest cell (at any
@@ -17,7 +21,6 @@ from one noise-free release (the plan, spans and losses do not depend on the noi
 Beside them, two counts read off the release itself: the carried readings the span policy
 withheld (``release/span_policy.py``, rule 2: a unit formed from its window's own pairs), and
 the readings inside released records that the record did not read (sat out or over the cap).
-The truth is ``usefulness.py``'s (records credited by cell and span).
 
 Run: ``python benchmarks/coverage_breakdown.py [--budget 14] [--set key=json ...]
 [--data FILE]``.
@@ -38,13 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import expected_usefulness as eu  # noqa: E402
 import usefulness as u  # noqa: E402
 
+from stream_dp.testing.noise_free import NoNoise  # noqa: E402
+
 
 def noise_free_week(
     settings: Any, readings: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], int]:
-    """The cell records of one noise-free release and the carried readings the span policy
-    withheld (counted by wrapping its choice: an experiment's tool)."""
-    from stream_dp.engine import OfflineEngine
+) -> tuple[list[dict[str, Any]], list[Any], int]:
+    """The cell records and members of one noise-free release, and the carried readings the
+    span policy withheld (counted by wrapping its choice: an experiment's tool)."""
     from stream_dp.release import window
 
     withheld = [0]
@@ -57,45 +61,42 @@ def noise_free_week(
 
     window.choose_pooling = counting
     try:
-        engine = OfflineEngine(settings, eu.NoNoise())
-        records = [
-            cell
-            for batch in (engine.feed(readings), engine.finish())
-            for release in batch
-            for cell in release.cells
-        ]
+        records, _, members = u.release_week(settings, readings, noise=NoNoise())
     finally:
         window.choose_pooling = choose
-    return records, withheld[0]
+    return records, members, withheld[0]
 
 
 def breakdown(row: dict[str, Any], truth: u.Truth) -> dict[str, float]:
     """Shares of all the readings (module docstring)."""
     settings = u.settings_of(row)
-    records, policy_withheld = noise_free_week(settings, truth.readings)
+    records, members, policy_withheld = noise_free_week(settings, truth.readings)
     finest = settings.resolution
     coarsest = settings.coarsest_resolution or finest
-    n, total = len(records), len(truth.readings)
-    covering = truth.covered_spans(records, finest)
-    hit = covering >= 0
-    counts = np.bincount(covering[hit], minlength=n)
-    sums = np.bincount(covering[hit], weights=truth.value[hit], minlength=n)
-    means = np.array([r["mean"] for r in records], dtype=np.float64)
-    bias = means - sums / np.maximum(counts, 1)
+    total = len(truth.readings)
+    held = truth.held(members, finest)
+    in_span = truth.cell_and_span(records, finest) >= 0
     epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
     cap = np.array([r["cap"] for r in records], dtype=np.float64)
     used = np.array([r["n_readings_used"] for r in records], dtype=np.float64)
     scale = u.UPPER * cap / (used * epsilon * (1.0 - settings.variance_share))
+    means = np.array([r["mean"] for r in records], dtype=np.float64)
+    bars = np.array([r["mean_error"] for r in records], dtype=np.float64)
+    finer = np.array([int(r["resolution"]) > coarsest for r in records], dtype=bool)
+    fig = eu.figures(truth, held, means, scale, bars, finer)
+    counts, bias = fig["counts"], fig["bias"]
     p = eu.laplace_within(bias, scale, u.USEFUL)
     unbiased = np.abs(bias) <= u.USEFUL
-    beside = _beside_finer(truth, records, finest, coarsest) & ~hit
+    hit = held >= 0
+    beside = _beside_finer(truth, records, finest, coarsest) & ~hit & ~in_span
     unread = sum(int(r["n_readings"]) - int(r["n_readings_used"]) for r in records)
     return {
-        "useful": float((p * counts).sum() / total),
+        "useful": fig["coverage"],
         "lost to noise": float(((1.0 - p) * counts)[unbiased].sum() / total),
         "biased": float(counts[~unbiased].sum() / total),
+        "in a record's cell and span, held by none": float((in_span & ~hit).sum() / total),
         "beside a released finer cell": float(beside.sum() / total),
-        "in no record's hours": float((~hit & ~beside).sum() / total),
+        "in no record's hours": float((~hit & ~in_span & ~beside).sum() / total),
         "withheld by the span policy (release count)": policy_withheld / total,
         "in records, not read (sat out or over the cap)": unread / total,
     }
