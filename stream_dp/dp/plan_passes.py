@@ -17,7 +17,7 @@ from numba import njit
 
 @njit(cache=True, nogil=True)
 def read_payments(
-    cell_index: np.ndarray,
+    cell_start: np.ndarray,
     vehicle_index: np.ndarray,
     kept: np.ndarray,
     cell_read: np.ndarray,
@@ -28,35 +28,38 @@ def read_payments(
     """Per vehicle, how many entries it is read in and their cells' summed ``epsilon``; how
     many read entries have an ε that is not finite; ``with_entries``: the read entries in
     entry order, each one's vehicle and its cell's ε (else both empty). An entry is read
-    when ``kept`` and its cell is ``cell_read``."""
+    when ``kept`` and its cell is ``cell_read``; cell ``g``'s entries are
+    ``cell_start[g]:cell_start[g + 1]``."""
     cells = np.zeros(n_vehicles, dtype=np.int64)
     paid = np.zeros(n_vehicles, dtype=np.float64)
-    unpriced = 0
-    for e in range(len(cell_index)):
-        g = cell_index[e]
-        if kept[e] and cell_read[g]:
-            v = vehicle_index[e]
-            eps = epsilon[g]
-            if not np.isfinite(eps):
-                unpriced += 1
-            cells[v] += 1
-            paid[v] += eps
-    n_read = cells.sum() if with_entries else 0
-    vehicle = np.empty(n_read, dtype=vehicle_index.dtype)
-    read_eps = np.empty(n_read, dtype=np.float64)
-    i = 0
-    for e in range(len(cell_index) if with_entries else 0):
-        g = cell_index[e]
-        if kept[e] and cell_read[g]:
-            vehicle[i] = vehicle_index[e]
-            read_eps[i] = epsilon[g]
-            i += 1
+    n = 0
+    for g in range(len(cell_start) - 1 if with_entries else 0):
+        if cell_read[g]:
+            for e in range(cell_start[g], cell_start[g + 1]):
+                n += kept[e]
+    vehicle = np.empty(n, dtype=vehicle_index.dtype)
+    read_eps = np.empty(n, dtype=np.float64)
+    unpriced, n_read = 0, 0
+    for g in range(len(cell_start) - 1):
+        if not cell_read[g]:
+            continue
+        eps, first = epsilon[g], n_read
+        for e in range(cell_start[g], cell_start[g + 1]):
+            if kept[e]:
+                v = vehicle_index[e]
+                cells[v] += 1
+                paid[v] += eps
+                if with_entries:
+                    vehicle[n_read], read_eps[n_read] = v, eps
+                n_read += 1
+        if not np.isfinite(eps):
+            unpriced += n_read - first
     return cells, paid, unpriced, vehicle, read_eps
 
 
 @njit(cache=True, nogil=True)
 def planned_counts(
-    cell_index: np.ndarray,
+    cell_start: np.ndarray,
     vehicle_index: np.ndarray,
     count: np.ndarray,
     kept: np.ndarray,
@@ -74,16 +77,19 @@ def planned_counts(
     grids = np.zeros(n_vehicles, dtype=np.int64)
     entries = np.zeros(n_vehicles, dtype=np.int64)
     sat = np.zeros(n_vehicles, dtype=np.bool_)
-    for e in range(len(count)):
-        g, v = cell_index[e], vehicle_index[e]
-        entries[v] += 1
-        if kept[e]:
-            c = min(count[e], cap[g])
-            kept_count[e] = c
-            kept_sum[g] += c
-            grids[v] += 1
-        elif np.isfinite(epsilon[g]):
-            sat[v] = True
+    for g in range(n_cells):
+        top, priced, total = cap[g], np.isfinite(epsilon[g]), 0
+        for e in range(cell_start[g], cell_start[g + 1]):
+            v = vehicle_index[e]
+            entries[v] += 1
+            if kept[e]:
+                c = min(count[e], top)
+                kept_count[e] = c
+                total += c
+                grids[v] += 1
+            elif priced:
+                sat[v] = True
+        kept_sum[g] = total
     g1 = 0
     sat_out = 0
     for v in range(n_vehicles):

@@ -158,12 +158,12 @@ class PrivacyAccountant:
         self, window_start: int, occupancy: Occupancy, kept: np.ndarray, released: np.ndarray
     ) -> tuple[WindowLoss, Reads]:
         """:meth:`released_loss` with per-cell ε of the entries ``kept`` in a ``released``
-        cell (a budget plan's release), in two compiled passes over the entries
+        cell (a budget plan's release), in one compiled pass over the entries
         (:mod:`stream_dp.dp.plan_passes`): the same loss and reads."""
         from stream_dp.dp.plan_passes import read_payments
 
         cells, losses, _, vehicle, read_eps = read_payments(
-            occupancy.cell_index, occupancy.vehicle_index, kept, released,
+            occupancy.cell_start, occupancy.vehicle_index, kept, released,
             self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True,
         )  # fmt: skip
         loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)

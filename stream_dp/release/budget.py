@@ -81,7 +81,7 @@ def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None
 
         every_cell = np.ones(len(plan.epsilon), dtype=np.bool_)
         _, paid, unpriced, _, _ = read_payments(
-            occupancy.cell_index, occupancy.vehicle_index, plan.kept, every_cell, plan.epsilon,
+            occupancy.cell_start, occupancy.vehicle_index, plan.kept, every_cell, plan.epsilon,
             len(room), False,
         )  # fmt: skip
         if unpriced:
@@ -132,7 +132,7 @@ def planned_pairs(
         from stream_dp.dp.plan_passes import planned_counts
 
         kept_count, kept_sum, grids, g1, sat_out = planned_counts(
-            occupancy.cell_index, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
+            occupancy.cell_start, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
             plan.epsilon, len(occupancy.vehicles),
         )  # fmt: skip
     else:

@@ -70,7 +70,7 @@ def test_the_checks_compiled_sums_are_the_numpy_sums_bit_for_bit(seed: int) -> N
     occ, plan, room = _tight_plan(seed)
     every = np.ones(len(occ.cells), dtype=bool)
     cells, paid, unpriced, vehicle, _ = read_payments(
-        occ.cell_index, occ.vehicle_index, plan.kept, every, plan.epsilon, len(room), False
+        occ.cell_start, occ.vehicle_index, plan.kept, every, plan.epsilon, len(room), False
     )
     assert unpriced == 0 and len(vehicle) == 0
     assert paid.tobytes() == budget._kept_payments(occ, plan, len(room)).tobytes()
