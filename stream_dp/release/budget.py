@@ -33,7 +33,18 @@ def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
     """What each vehicle of ``occupancy`` may spend in this window: the ledger's rolling
     budget and pacing (:meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`); with
     no ledger (``plan``), the burst."""
-    return room_of(state.params, state.ledger, occupancy.vehicles, state.window_start)
+    return _rooms(state, occupancy.vehicles)
+
+
+def _rooms(state: WindowState, vehicles: Sequence[str]) -> np.ndarray:
+    """:func:`room_of` ``vehicles`` in ``state``'s window, once per window for the same names
+    (the regrouping's price, each plan and the check read the same 10^5 vehicles' rooms)."""
+    memo = state.room_memo
+    if memo is not None and memo[0] is vehicles:
+        return memo[1]
+    room = room_of(state.params, state.ledger, vehicles, state.window_start)
+    state.room_memo = (vehicles, room)
+    return room
 
 
 def room_of(
@@ -52,7 +63,7 @@ def unit_price(state: WindowState) -> UnitPrice | None:
     params = state.params
     if params.vehicle_budget is None:
         return None
-    room = room_of(params, state.ledger, state.columns.vehicle_names, state.window_start)
+    room = _rooms(state, state.columns.vehicle_names)
     return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
 
 

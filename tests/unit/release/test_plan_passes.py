@@ -6,6 +6,7 @@ dropped cells and cells not released."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -179,3 +180,42 @@ def test_the_release_checks_the_plan_it_keeps_once(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(budget, "check_plan", failing)
     with pytest.raises(AssertionError, match="past a vehicle's room"):
         _release(_roaming_windows(1, 3), 3)
+
+
+def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The regrouping's price, its plans and the check read the same vehicles' rooms: the
+    ledger is asked once per window and names, and the release is the one asking each time
+    gives; other names are asked again."""
+    windows = _roaming_windows(3, 4)
+    monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")
+    asked: list[int] = []
+    room_of = budget.room_of
+
+    def counting(params: object, ledger: object, vehicles: tuple[str, ...], at: int) -> object:
+        asked.append(len(vehicles))
+        return room_of(params, ledger, vehicles, at)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(budget, "room_of", counting)
+    once = _release(windows, 4)
+    assert len(asked) == 3 and once[-1].summary["vehicles_budget_limited"] > 0
+    monkeypatch.setattr(budget, "_rooms", lambda state, vehicles: counting(
+        state.params, state.ledger, vehicles, state.window_start
+    ))  # fmt: skip
+    asked.clear()
+    every_time = _release(windows, 4)
+    assert len(asked) > 6
+    for a, b in zip(once, every_time, strict=True):
+        assert a.cells == b.cells and a.summary == b.summary and a.loss == b.loss
+
+
+def test_the_room_memo_serves_the_same_names_only() -> None:
+    params = _params(vehicle_budget=6.0)
+    ledger = PrivacyAccountant(params).new_ledger()
+    state = SimpleNamespace(params=params, ledger=ledger, window_start=7200, room_memo=None)
+    names, others = ("v1", "v2"), ("v1", "v3", "v4")
+    first = budget._rooms(state, names)  # type: ignore[arg-type]
+    assert budget._rooms(state, names) is first  # type: ignore[arg-type]
+    other = budget._rooms(state, others)  # type: ignore[arg-type]
+    assert len(other) == 3 and state.room_memo[0] is others
