@@ -26,6 +26,7 @@ The result: each vehicle pays the summed ε of the cells it is kept in, at most 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +53,13 @@ _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: Each such vehicle is re-summed over all its entries, by random reads (~20x the cost per
 #: entry of the sequential pass: measured on the 1M-reading window, 100,000 vehicles in 5.5
 #: cells each), so the work is about ``touched × entries per vehicle`` against the pass's
-#: ``entries``.
+#: ``entries``. With ``UPDATE_PAYMENTS`` nothing is re-summed after the first round: _FEW
+#: then only chooses whether those vehicles or all are compared with their rooms.
 _FEW = 16
+#: Whether a plan's later rounds move the payments by each change instead of summing them
+#: again (exact on the grid, :func:`stream_dp.dp.vehicle_budget_kernel.plan_rounds`); the
+#: tests switch it off to compare.
+UPDATE_PAYMENTS = True
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,12 @@ def plan_budget(
 
     One compiled call (:func:`stream_dp.dp.vehicle_budget_kernel.plan_rounds`): the first
     round costs every cell; each later round only the cells some vehicle left, and only the
-    payments of the vehicles read in them. A payment is summed over the vehicle's entries in
-    entry order every time (never updated by differences), so every float is the one a
-    whole-occupancy pass gives (``stream_dp.testing.vehicle_budget_reference``)."""
+    payments of the vehicles read in them. The first round sums each payment; later rounds
+    move it by each change (a sit-out's ε, a repriced cell's change of ε). Every ε is a whole
+    number of ``EPSILON_STEP`` (a power of two), so these sums and differences are exact and
+    every float is the one a whole-occupancy pass gives
+    (``stream_dp.testing.vehicle_budget_reference``); off the grid (``UPDATE_PAYMENTS``
+    False, or a step that is no power of two) each payment is summed again instead."""
     from stream_dp.dp import vehicle_budget_kernel as kernel  # numba: imported on first use
     from stream_dp.dp.ordering import counting_sort_fits
 
@@ -115,10 +124,11 @@ def plan_budget(
     limit = -1 if prefix_limit is None else int(prefix_limit)
     costing = (_FACTOR * upper, float(target), float(upper), limit, bool(pseudo_user))
     rounding = (1.0 - variance_share, 1.0 + _MARGIN, EPSILON_STEP)
+    update = UPDATE_PAYMENTS and math.frexp(EPSILON_STEP)[0] == 0.5  # exact sums (docstring)
     kept, epsilon, cap, paid, rounds = kernel.plan_rounds(
         occupancy.cell_start, occupancy.vehicle_index.astype(np.int64, copy=False), count,
         occupancy.total_per_cell().astype(np.float64), np.asarray(room, dtype=np.float64),
         dropped, top, counting_sort_fits(occupancy.n_entries, n_cells * (top + 1)), costing,
-        rounding, max_cell_epsilon + 1e-12, int(min_vehicles), _FEW,
+        rounding, max_cell_epsilon + 1e-12, int(min_vehicles), _FEW, update,
     )  # fmt: skip
     return BudgetPlan(kept, epsilon, cap, paid, int(rounds))

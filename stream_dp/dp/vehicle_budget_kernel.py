@@ -4,9 +4,11 @@ and every round, with no Python between rounds.
 Every float is computed by the same operations, in the same order, as the numpy expressions
 of :func:`stream_dp.dp.vehicle_budget.round_up` and the reference plan
 (``stream_dp.testing.vehicle_budget_reference``, its ``cheapest_epsilon``): a cell's ε
-from integer sums, a vehicle's payment summed over its kept entries in entry order, the
-sit-outs' scores and their running sum over the over-room vehicles in ascending order. So the
-plan is the same bit for bit (tested).
+from integer sums, the sit-outs' scores and their running sum over the over-room vehicles in
+ascending order. A vehicle's payment is summed over its kept entries once, then moved by each
+change: on the ε grid (a power of two) these sums are exact, so they equal the reference's
+sums in entry order (off it, each round sums them again, :func:`plan_rounds`). So the plan is
+the same bit for bit (tested).
 
 Layouts (:func:`layout`), besides the occupancy's entries grouped by cell:
 
@@ -45,7 +47,10 @@ def layout(
     Entries and runs must be fewer than 2^31."""
     n_cells, n = len(cell_start) - 1, len(count)
     vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
-    vehicle_start[1:] = np.cumsum(np.bincount(vehicle, minlength=n_vehicles))
+    for v in vehicle:  # a plain count: faster than np.bincount here
+        vehicle_start[v + 1] += 1
+    for v in range(n_vehicles):
+        vehicle_start[v + 1] += vehicle_start[v]
     cursor = vehicle_start[:-1].copy()
     slot = np.empty(n, dtype=np.int64)
     run_start = np.empty(n_cells + 1, dtype=np.int64)
@@ -168,14 +173,18 @@ def reprice(
     max_epsilon: float,
     min_vehicles: int,
     state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    payments: tuple[np.ndarray, np.ndarray, bool],
 ) -> int:  # pragma: no cover - compiled
     """Costs the first ``n_changed`` cells of ``changed`` (:func:`cost_cell`), rounds their ε
     up (:func:`round_up_one`), drops (ε +inf, entries unkept) those past ``max_epsilon``,
     keeping fewer than ``min_vehicles`` or already dropped (held). ``runs``: ``(run_start,
     run_count, run_kept, run_key)``; ``state``: ``(epsilon, cap, dropped, kept)``, updated.
-    Moves the cells whose ε changed to the front of ``changed`` and returns how many."""
+    ``payments``: ``(vehicle, paid, update)``; with ``update``, the payments of a cell's kept
+    vehicles move by its ε's change (exact: :func:`plan_rounds`). Moves the cells whose ε
+    changed to the front of ``changed`` and returns how many."""
     run_start, run_count, run_kept, run_key = runs
     epsilon, cap, dropped, kept = state
+    vehicle, paid, update = payments
     factor_upper, target, upper, prefix_limit, pseudo_user = costing
     share, grow, step = rounding
     n_repriced = 0
@@ -184,11 +193,19 @@ def reprice(
         mean, cap[g], n_kept = cost_cell(g, run_start, run_count, run_kept, total, factor_upper,
                                          target, upper, prefix_limit, pseudo_user)  # fmt: skip
         eps = round_up_one(mean / share, grow, step)
-        if eps > max_epsilon or n_kept < min_vehicles or dropped[g]:
-            dropped[g] = True
+        drop = eps > max_epsilon or n_kept < min_vehicles or dropped[g]
+        if drop:
             eps = np.inf
+        old = epsilon[g]
+        if update and eps != old and np.isfinite(old):  # NaN: the first round, paid after
+            delta = eps - old if np.isfinite(eps) else -old
+            for e in range(cell_start[g], cell_start[g + 1]):
+                if kept[e]:
+                    paid[vehicle[e]] += delta
+        if drop:
+            dropped[g] = True
             kept[cell_start[g] : cell_start[g + 1]] = False
-        if eps == epsilon[g]:
+        if eps == old:
             continue
         epsilon[g] = eps
         for r in range(run_start[g], run_start[g + 1]):
@@ -267,13 +284,15 @@ def sit_outs(
     run_kept: np.ndarray,
     epsilon: np.ndarray,
     changed: np.ndarray,
+    paid: np.ndarray,
+    update: bool,
 ) -> int:  # pragma: no cover - compiled
     """The ``over`` vehicles (ascending; ``excess[i]``: the i-th's excess) leave their kept
     entries by ``m / (M ε)`` ascending (ties to the smaller cell) while the ε of the ones
     before is short of the excess. The running sum runs over all of them in that order, as the
     reference's ``np.cumsum`` does. A vehicle's choice reads only its own entries, so each
-    leaves at once: unkept, its run decremented. Lists the cells left in ``changed``
-    (ascending) and returns how many."""
+    leaves at once: unkept, its run decremented (with ``update``, its ε off its ``paid``).
+    Lists the cells left in ``changed`` (ascending) and returns how many."""
     longest = 0
     for v in over:
         longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
@@ -306,6 +325,8 @@ def sit_outs(
                 first_cum, first_eps = run, eps
             before = run - eps - (first_cum - first_eps)
             if before < limit:
+                if update:
+                    paid[v] -= eps
                 kept[slot[q] >> 32] = False
                 slot[q] -= 1
                 run_kept[run_g] -= 1
@@ -333,6 +354,7 @@ def plan_rounds(
     max_epsilon: float,
     min_vehicles: int,
     few: int,
+    update: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
     """The plan: ``(kept, epsilon, cap, paid, rounds)`` for vehicles that may spend ``room``.
     ``dropped`` (updated): the cells held back, then also those dropped. ``costing`` and
@@ -342,7 +364,13 @@ def plan_rounds(
     Each round reprices the changed cells (all, first). The vehicles whose payment may
     differ (those read in a cell whose ε changed, and those that sat out) pay again; all
     vehicles do, in one pass, when ``few`` times those entries outnumber the vehicles. The
-    vehicles over their room sit out; the cells they left are the next round's changed."""
+    vehicles over their room sit out; the cells they left are the next round's changed.
+
+    With ``update`` (and every payment below 2^52 steps of the grid) the first round sums
+    the payments and later rounds move them by each change: a sit-out's ε off, a repriced
+    cell's change of ε on its kept vehicles. Every ε is a whole number of grid steps (a power
+    of two, :func:`round_up_one`), so each sum and difference is exact: the same floats as
+    summing again in entry order."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = layout(
         cell_start, vehicle, count, n_vehicles, top, by_histogram
@@ -360,16 +388,23 @@ def plan_rounds(
     seen = np.zeros(n_vehicles, dtype=np.bool_)
     payers = np.empty(n_vehicles, dtype=np.int64)
     everyone = np.arange(n_vehicles)
+    longest = 0
+    for v in range(n_vehicles):
+        longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
+    update = update and longest * (max_epsilon / rounding[2] + 1.0) < 2.0**52
+    payments = (vehicle, paid, update)
     rounds = 0
     while True:
         rounds += 1
         n_repriced = reprice(changed, n_changed, cell_start, runs, total, costing, rounding,
-                             max_epsilon, min_vehicles, state)  # fmt: skip
+                             max_epsilon, min_vehicles, state, payments)  # fmt: skip
+        resum = rounds == 1 or not update
         touched = n_over
         for i in range(n_repriced):
             touched += cell_start[changed[i] + 1] - cell_start[changed[i]]
         if touched * few > n_vehicles:  # many payers: one pass over all entries
-            pay_everyone(cell_start, vehicle, kept, epsilon, paid)
+            if resum:
+                pay_everyone(cell_start, vehicle, kept, epsilon, paid)
             n_over = over_room(everyone, paid, room, over, excess)
         else:
             n_payers = 0
@@ -385,11 +420,12 @@ def plan_rounds(
                         n_payers += 1
             some = np.sort(payers[:n_payers])
             seen[some] = False
-            pay_some(some, vehicle_start, slot, run_cell, epsilon, paid)
+            if resum:
+                pay_some(some, vehicle_start, slot, run_cell, epsilon, paid)
             n_over = over_room(some, paid, room, over, excess)
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds
         if rounds > len(vehicle):  # each round leaves one entry at least (§13.1)
             raise RuntimeError("vehicle budget plan: a round left no entry")
         n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, run_cell,
-                             runs[3], run_kept, epsilon, changed)  # fmt: skip
+                             runs[3], run_kept, epsilon, changed, paid, update)  # fmt: skip

@@ -154,6 +154,21 @@ class PrivacyAccountant:
         reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps)
         return self.budget_loss(window_start, occupancy, read), reads
 
+    def read_loss(
+        self, window_start: int, occupancy: Occupancy, kept: np.ndarray, released: np.ndarray
+    ) -> tuple[WindowLoss, Reads]:
+        """:meth:`released_loss` with per-cell ε of the entries ``kept`` in a ``released``
+        cell (a budget plan's release), in one compiled pass over the entries
+        (:mod:`stream_dp.dp.plan_passes`): the same loss and reads."""
+        from stream_dp.dp.plan_passes import read_payments
+
+        cells, losses, _, vehicle, read_eps = read_payments(
+            occupancy.cell_start, occupancy.vehicle_index, kept, released,
+            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True,
+        )  # fmt: skip
+        loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
+        return loss, (occupancy.vehicles, vehicle, read_eps)
+
     def budget_loss(self, window_start: int, occupancy: Occupancy, read: np.ndarray) -> WindowLoss:
         """With per-cell ε (§13): per vehicle, the summed ε of the cells it is ``read`` in
         (per occupancy entry: kept and in a released cell; Thm II.3)."""

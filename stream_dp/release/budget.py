@@ -24,12 +24,27 @@ if TYPE_CHECKING:
     from stream_dp.dp.budget_ledger import BudgetLedger
     from stream_dp.release.state import WindowState
 
+#: Whether the check and the planned pairs' counts run as compiled single passes
+#: (:mod:`stream_dp.dp.plan_passes`); the tests switch it off to compare with the numpy forms.
+COMPILED_PASSES = True
+
 
 def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
     """What each vehicle of ``occupancy`` may spend in this window: the ledger's rolling
     budget and pacing (:meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`); with
     no ledger (``plan``), the burst."""
-    return room_of(state.params, state.ledger, occupancy.vehicles, state.window_start)
+    return _rooms(state, occupancy.vehicles)
+
+
+def _rooms(state: WindowState, vehicles: Sequence[str]) -> np.ndarray:
+    """:func:`room_of` ``vehicles`` in ``state``'s window, once per window for the same names
+    (the regrouping's price, each plan and the check read the same 10^5 vehicles' rooms)."""
+    memo = state.room_memo
+    if memo is not None and memo[0] is vehicles:
+        return memo[1]
+    room = room_of(state.params, state.ledger, vehicles, state.window_start)
+    state.room_memo = (vehicles, room)
+    return room
 
 
 def room_of(
@@ -48,7 +63,7 @@ def unit_price(state: WindowState) -> UnitPrice | None:
     params = state.params
     if params.vehicle_budget is None:
         return None
-    room = room_of(params, state.ledger, state.columns.vehicle_names, state.window_start)
+    room = _rooms(state, state.columns.vehicle_names)
     return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
 
 
@@ -60,7 +75,9 @@ SHORT_SPAN_SHARE = 0.5
 def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped and the plan computed again
-    (each round drops one cell more, so at most one round per cell)."""
+    (each round drops one cell more, so at most one round per cell). Unchecked: the release
+    checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only prices its
+    cells with."""
     params = state.params
     room = vehicle_room(state, occupancy)
     held = held_cells(state, occupancy)
@@ -79,7 +96,6 @@ def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
         if not over.any():
             break
         held = over if held is None else held | over
-    check_plan(occupancy, plan, room)
     return plan
 
 
@@ -103,15 +119,31 @@ def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None
     """The guarantee of §13, checked apart from the plan's own sums: no kept reading in a
     dropped cell (+inf ε), and each vehicle's ε summed over the cells it is kept in at most its
     room. A plan that fails is never released (the window fails)."""
+    if COMPILED_PASSES:
+        from stream_dp.dp.plan_passes import read_payments
+
+        every_cell = np.ones(len(plan.epsilon), dtype=np.bool_)
+        _, paid, unpriced, _, _ = read_payments(
+            occupancy.cell_start, occupancy.vehicle_index, plan.kept, every_cell, plan.epsilon,
+            len(room), False,
+        )  # fmt: skip
+        if unpriced:
+            raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
+    else:
+        paid = _kept_payments(occupancy, plan, len(room))
+    if not (np.all(paid <= room + 1e-9) and np.all(plan.paid <= room + 1e-9)):
+        raise AssertionError("vehicle budget plan pays past a vehicle's room")
+
+
+def _kept_payments(occupancy: Occupancy, plan: BudgetPlan, n_vehicles: int) -> np.ndarray:
+    """:func:`check_plan`'s sums in numpy (the compiled pass's oracle)."""
     kept_cell = occupancy.cell_index[plan.kept]
     kept_epsilon = plan.epsilon[kept_cell]
     if not np.isfinite(kept_epsilon).all():
         raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
-    paid = np.bincount(
-        occupancy.vehicle_index[plan.kept], weights=kept_epsilon, minlength=len(room)
+    return np.bincount(
+        occupancy.vehicle_index[plan.kept], weights=kept_epsilon, minlength=n_vehicles
     )
-    if not (np.all(paid <= room + 1e-9) and np.all(plan.paid <= room + 1e-9)):
-        raise AssertionError("vehicle budget plan pays past a vehicle's room")
 
 
 def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
@@ -133,18 +165,23 @@ def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
     return held
 
 
-def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams) -> Contributions:
-    """``pairs`` with the plan's kept entries (as CLIP-USER's result) and caps (as the cap's)."""
+def planned_pairs(
+    pairs: Contributions, plan: BudgetPlan, params: ReleaseParams
+) -> tuple[Contributions, int]:
+    """``pairs`` with the plan's kept entries (as CLIP-USER's result) and caps (as the cap's),
+    and how many vehicles sit out some cell the plan did not drop."""
     occupancy, upper = pairs.occupancy, params.upper
-    n_cells = len(occupancy.cells)
-    grids = occupancy.grids_per_vehicle(plan.kept)
-    all_grids = occupancy.grids_per_vehicle()
+    if COMPILED_PASSES:
+        from stream_dp.dp.plan_passes import planned_counts
+
+        kept_count, kept_sum, grids, g1, sat_out = planned_counts(
+            occupancy.cell_start, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
+            plan.epsilon, len(occupancy.vehicles),
+        )  # fmt: skip
+    else:
+        kept_count, kept_sum, grids, g1, sat_out = _planned_counts(occupancy, plan)
     epsilon = np.where(np.isfinite(plan.epsilon), plan.epsilon, 1.0)
     mean_eps = epsilon * (1.0 - params.variance_share)
-    kept_count = np.where(plan.kept, np.minimum(occupancy.count, plan.cap[occupancy.cell_index]), 0)
-    kept_count = kept_count.astype(np.int64)
-    kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
-    kept_sum = kept_sum.astype(np.int64)
     total = occupancy.total_per_cell()
     error = mean_error(upper, mean_eps, plan.cap, kept_sum, total)
     error = np.where(np.isfinite(plan.epsilon), error, np.inf)
@@ -152,15 +189,25 @@ def planned_pairs(pairs: Contributions, plan: BudgetPlan, params: ReleaseParams)
     var_sens = np.where(kept_sum > 0, variance_sensitivity(upper, plan.cap, safe), np.inf)
     clip = ClipUserResult(
         occupancy=occupancy, upper=upper, epsilon=float(epsilon.max(initial=1.0)),
-        kept=plan.kept, g1=int(all_grids.max(initial=0)), k=int(grids.max(initial=0)),
+        kept=plan.kept, g1=int(g1), k=int(grids.max(initial=0)),
         error_bound=float(params.target_mean_error or 0.0), initial_error=error, error=error,
         suppressed_entries=np.flatnonzero(~plan.kept).astype(np.int64), grids=grids,
     )  # fmt: skip
     capped = PseudoUserResult(plan.cap, kept_count, error, var_sens)
-    return replace(pairs, clip=clip, capped=capped)
+    return replace(pairs, clip=clip, capped=capped), int(sat_out)
 
 
-def sat_out_vehicles(occupancy: Occupancy, plan: BudgetPlan) -> int:
-    """How many vehicles sit out some cell the plan did not drop."""
+def _planned_counts(
+    occupancy: Occupancy, plan: BudgetPlan
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """:func:`~stream_dp.dp.plan_passes.planned_counts` in numpy (its oracle)."""
+    n_cells = len(occupancy.cells)
+    grids = occupancy.grids_per_vehicle(plan.kept)
+    all_grids = occupancy.grids_per_vehicle()
+    kept_count = np.where(plan.kept, np.minimum(occupancy.count, plan.cap[occupancy.cell_index]), 0)
+    kept_count = kept_count.astype(np.int64)
+    kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
+    kept_sum = kept_sum.astype(np.int64)
     sat_out = ~plan.kept & np.isfinite(plan.epsilon)[occupancy.cell_index]
-    return int(np.count_nonzero(np.bincount(occupancy.vehicle_index[sat_out])))
+    sat_out_vehicles = int(np.count_nonzero(np.bincount(occupancy.vehicle_index[sat_out])))
+    return kept_count, kept_sum, grids, int(all_grids.max(initial=0)), sat_out_vehicles

@@ -44,11 +44,19 @@ from stream_dp.release.statistics import (
 )
 from stream_dp.windows import background
 
+#: Whether a budget plan's release charges its vehicles in compiled passes
+#: (:meth:`~stream_dp.release.accounting.PrivacyAccountant.read_loss`); the tests switch it off
+#: to compare with the numpy form (:meth:`~stream_dp.release.accounting.PrivacyAccountant.
+#: released_loss`).
+COMPILED_LOSS = True
+
 # The noise's module (it loads numba for its sampler) and the vehicle budget's are imported
 # where their stages need them: a plan draws no noise and, without a vehicle budget, plans
 # none (start-up, benchmarks/plan_startup.py).
 if TYPE_CHECKING:
+    from stream_dp.dp.budget_ledger import WindowLoss
     from stream_dp.dp.noise import LaplaceNoise
+    from stream_dp.release.accounting import Reads
 
 
 class Stage:
@@ -128,15 +136,15 @@ class VehicleBudget(Stage):
         pairs = _pairs(state)
         if not len(pairs.chosen):
             return
-        from stream_dp.release.budget import budget_plan, planned_pairs, sat_out_vehicles
+        from stream_dp.release.budget import budget_plan, check_plan, planned_pairs, vehicle_room
 
         memo = state.choice_memo
         if memo is not None and memo[1] is pairs:  # planned by the regrouping (same inputs)
             plan = memo[2]
         else:
             plan = budget_plan(state, pairs.occupancy)
-        state.report.vehicles_budget_limited = sat_out_vehicles(pairs.occupancy, plan)
-        state.pairs = planned_pairs(pairs, plan, params)
+        check_plan(pairs.occupancy, plan, vehicle_room(state, pairs.occupancy))  # the one kept
+        state.pairs, state.report.vehicles_budget_limited = planned_pairs(pairs, plan, params)
         clip = state.pairs.clip
         assert clip is not None
         report = state.report  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
@@ -307,15 +315,22 @@ class Summary(Stage):
 
     def run(self, state: WindowState) -> None:
         if state.ledger is not None:
-            occupancy, read = None, None
-            if state.pairs is not None and not state.empty:
-                occupancy = state.pairs.occupancy
-                if state.budget is not None and state.released is not None:
-                    read = state.budget.kept & state.released[occupancy.cell_index]
-            state.loss, state.reads = state.accountant.released_loss(
-                state.window_start, occupancy, state.grids, read
-            )
+            state.loss, state.reads = _charge(state)
         state.summary = summary_of(state)
+
+
+def _charge(state: WindowState) -> tuple[WindowLoss, Reads | None]:
+    """What the window charges each vehicle, and under a budget plan its reads (§8.2, §13)."""
+    accountant, start, occupancy = state.accountant, state.window_start, None
+    if state.pairs is not None and not state.empty:
+        occupancy = state.pairs.occupancy
+        plan, released = state.budget, state.released
+        if plan is not None and released is not None:
+            if COMPILED_LOSS and accountant.per_cell is not None:
+                return accountant.read_loss(start, occupancy, plan.kept, released)
+            read = plan.kept & released[occupancy.cell_index]
+            return accountant.released_loss(start, occupancy, state.grids, read)
+    return accountant.released_loss(start, occupancy, state.grids, None)
 
 
 def summary_of(state: WindowState, error: BaseException | None = None) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from stream_dp.release.report import WindowReport
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from stream_dp.dp.adaptive_cells import AdaptiveCells
     from stream_dp.dp.vehicle_budget import BudgetPlan
     from stream_dp.release.bounding import Contributions
@@ -69,6 +71,9 @@ class WindowState:
     first_window_memo: tuple[WindowColumns, np.ndarray] | None = None
     #: Units pooling would push past T, released now rather than held (§13.3).
     due: tuple[str, ...] = ()
+    #: Some vehicle names and their rooms under a vehicle budget (release.budget.vehicle_room:
+    #: the ledger does not change during a release), reused while the names are these.
+    room_memo: tuple[Sequence[str], np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if self.observed is not None:

@@ -86,14 +86,17 @@ def _roaming_occupancy(rng: np.random.Generator, n_cells: int, n_vehicles: int) 
     return Occupancy.from_triples(triples)
 
 
+@pytest.mark.parametrize("update", [True, False])  # moved by each change, or summed again
 @pytest.mark.parametrize("few", [0, 16, 10**9])  # always re-sum the few, as chosen, always all
 def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
-    few: int, monkeypatch: pytest.MonkeyPatch
+    few: int, update: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A round re-sums the payments of the vehicles in the changed cells or of all vehicles
-    (:data:`~stream_dp.dp.vehicle_budget._FEW` chooses by the work): either gives the
-    reference plan bit for bit, on a window with many sit-out rounds."""
+    """A round moves the payments by each change (``UPDATE_PAYMENTS``) or re-sums those of
+    the vehicles in the changed cells or of all vehicles (:data:`~stream_dp.dp.
+    vehicle_budget._FEW` chooses by the work): each gives the reference plan bit for bit, on
+    a window with many sit-out rounds and cells dropped in later rounds."""
     monkeypatch.setattr(vehicle_budget, "_FEW", few)
+    monkeypatch.setattr(vehicle_budget, "UPDATE_PAYMENTS", update)
     rng = np.random.default_rng(7)
     occ = _roaming_occupancy(rng, 80, 3000)
     short = rng.random(len(occ.vehicles)) < 0.15

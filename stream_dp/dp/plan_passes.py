@@ -1,0 +1,98 @@
+"""Compiled (numba) single passes over a vehicle-budget plan's entries (docs/math.md §13), for
+the release's steps after the plan: its own check of the plan, the pairs CLIP-USER and the cap
+would leave, and the window's per-vehicle charge. Each replaces a few numpy passes (boolean
+indexing, gathers, weighted ``np.bincount``) over the ~5·10^5 entries of a large window.
+
+Every result is the one numpy gives: integer counts, and per-vehicle ε summed in entry order
+starting from 0.0, as ``np.bincount(vehicle, weights=...)`` sums (an entry numpy weighs 0.0
+adds nothing to a sum of positive ε). ``release.budget`` and ``release.accounting`` keep the
+numpy forms as the tests' oracle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def read_payments(
+    cell_start: np.ndarray,
+    vehicle_index: np.ndarray,
+    kept: np.ndarray,
+    cell_read: np.ndarray,
+    epsilon: np.ndarray,
+    n_vehicles: int,
+    with_entries: bool,
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per vehicle, how many entries it is read in and their cells' summed ``epsilon``; how
+    many read entries have an ε that is not finite; ``with_entries``: the read entries in
+    entry order, each one's vehicle and its cell's ε (else both empty). An entry is read
+    when ``kept`` and its cell is ``cell_read``; cell ``g``'s entries are
+    ``cell_start[g]:cell_start[g + 1]``."""
+    cells = np.zeros(n_vehicles, dtype=np.int64)
+    paid = np.zeros(n_vehicles, dtype=np.float64)
+    n = 0
+    for g in range(len(cell_start) - 1 if with_entries else 0):
+        if cell_read[g]:
+            for e in range(cell_start[g], cell_start[g + 1]):
+                n += kept[e]
+    vehicle = np.empty(n, dtype=vehicle_index.dtype)
+    read_eps = np.empty(n, dtype=np.float64)
+    unpriced, n_read = 0, 0
+    for g in range(len(cell_start) - 1):
+        if not cell_read[g]:
+            continue
+        eps, first = epsilon[g], n_read
+        for e in range(cell_start[g], cell_start[g + 1]):
+            if kept[e]:
+                v = vehicle_index[e]
+                cells[v] += 1
+                paid[v] += eps
+                if with_entries:
+                    vehicle[n_read], read_eps[n_read] = v, eps
+                n_read += 1
+        if not np.isfinite(eps):
+            unpriced += n_read - first
+    return cells, paid, unpriced, vehicle, read_eps
+
+
+@njit(cache=True, nogil=True)
+def planned_counts(
+    cell_start: np.ndarray,
+    vehicle_index: np.ndarray,
+    count: np.ndarray,
+    kept: np.ndarray,
+    cap: np.ndarray,
+    epsilon: np.ndarray,
+    n_vehicles: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:  # pragma: no cover - compiled
+    """``(kept_count, kept_sum, grids, g1, sat_out)``: per entry its readings kept under its
+    cell's ``cap`` (0 unkept), per cell their sum, per vehicle its kept entries; the most
+    entries of one vehicle; how many vehicles have an unkept entry in a cell of finite
+    ``epsilon`` (sit out a cell the plan did not drop)."""
+    n_cells = len(cap)
+    kept_count = np.zeros(len(count), dtype=np.int64)
+    kept_sum = np.zeros(n_cells, dtype=np.int64)
+    grids = np.zeros(n_vehicles, dtype=np.int64)
+    entries = np.zeros(n_vehicles, dtype=np.int64)
+    sat = np.zeros(n_vehicles, dtype=np.bool_)
+    for g in range(n_cells):
+        top, priced, total = cap[g], np.isfinite(epsilon[g]), 0
+        for e in range(cell_start[g], cell_start[g + 1]):
+            v = vehicle_index[e]
+            entries[v] += 1
+            if kept[e]:
+                c = min(count[e], top)
+                kept_count[e] = c
+                total += c
+                grids[v] += 1
+            elif priced:
+                sat[v] = True
+        kept_sum[g] = total
+    g1 = 0
+    sat_out = 0
+    for v in range(n_vehicles):
+        g1 = max(g1, entries[v])
+        sat_out += sat[v]
+    return kept_count, kept_sum, grids, g1, sat_out

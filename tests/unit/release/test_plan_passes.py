@@ -1,0 +1,221 @@
+"""The compiled passes over a vehicle-budget plan's entries (``stream_dp.dp.plan_passes``)
+give exactly what the numpy forms they replace give (issue 25, the 1M-reading window): the
+plan's check, the planned pairs' counts and the window's charge, on plans with sit-outs,
+dropped cells and cells not released."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.plan_passes import read_payments
+from stream_dp.dp.randomness import RandomSource
+from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
+from stream_dp.release import budget, stages, window
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.bounding import Contributions
+from stream_dp.release.records import WindowRelease
+from stream_dp.release.window import release_window
+from tests.unit.dp.test_vehicle_budget_plan import T, U, random_occupancy
+from tests.unit.release.test_budget_fast_paths import _roaming_occupancy
+from tests.unit.release.test_vehicle_budget import _params, _window
+
+
+def _tight_plan(seed: int) -> tuple[Occupancy, BudgetPlan, np.ndarray]:
+    """A plan where many vehicles sit out and some cells are dropped."""
+    rng = np.random.default_rng(seed)
+    occ = _roaming_occupancy(rng, 60, 600)
+    short = rng.random(len(occ.vehicles)) < 0.15
+    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
+    plan = plan_budget(
+        occ, room, target=T, upper=U, variance_share=0.25, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    sat_out = ~plan.kept & np.isfinite(plan.epsilon)[occ.cell_index]
+    assert sat_out.sum() > 200 and 20 < plan.dropped.sum() < 40
+    return occ, plan, room
+
+
+def _arrays(value: object) -> object:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if dataclasses.is_dataclass(value):
+        return [_arrays(getattr(value, f.name)) for f in dataclasses.fields(value)]
+    return value
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_planned_pairs_counted_in_one_pass_equal_the_numpy_forms(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    occ, plan, _ = _tight_plan(seed)
+    pairs = Contributions(np.arange(len(occ.cells)), occ, np.arange(occ.n_entries))
+    params = _params(variance_share=0.25, prefix_limit=16)
+    fast, fast_sat_out = budget.planned_pairs(pairs, plan, params)
+    monkeypatch.setattr(budget, "COMPILED_PASSES", False)
+    slow, slow_sat_out = budget.planned_pairs(pairs, plan, params)
+    assert fast_sat_out == slow_sat_out > 50
+    assert fast.clip is not None and slow.clip is not None
+    assert fast.clip.k < fast.clip.g1  # the sit-outs lower some vehicle's cells
+    assert _arrays(fast.clip) == _arrays(slow.clip)
+    assert _arrays(fast.capped) == _arrays(slow.capped)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_checks_compiled_sums_are_the_numpy_sums_bit_for_bit(seed: int) -> None:
+    occ, plan, room = _tight_plan(seed)
+    every = np.ones(len(occ.cells), dtype=bool)
+    cells, paid, unpriced, vehicle, _ = read_payments(
+        occ.cell_start, occ.vehicle_index, plan.kept, every, plan.epsilon, len(room), False
+    )
+    assert unpriced == 0 and len(vehicle) == 0
+    assert paid.tobytes() == budget._kept_payments(occ, plan, len(room)).tobytes()
+    assert cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
+    budget.check_plan(occ, plan, room)  # within every room
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_charge_in_compiled_passes_equals_the_numpy_charge(seed: int) -> None:
+    """Entries kept in a released cell only: some cells the plan priced are not released."""
+    occ, plan, _ = _tight_plan(seed)
+    accountant = PrivacyAccountant(_params()).with_cell_epsilons(plan.epsilon)
+    rng = np.random.default_rng(seed)
+    released = np.isfinite(plan.epsilon) & (rng.random(len(occ.cells)) < 0.7)
+    assert (np.isfinite(plan.epsilon) & ~released).any()
+    fast, fast_reads = accountant.read_loss(3600, occ, plan.kept, released)
+    read = plan.kept & released[occ.cell_index]
+    slow, slow_reads = accountant.released_loss(3600, occ, None, read)
+    assert slow_reads is not None and len(slow.vehicles) < len(occ.vehicles)  # some unread
+    assert fast == slow and fast.epsilon == slow.epsilon
+    assert _arrays(fast.cells) == _arrays(slow.cells) and _arrays(fast.losses) == _arrays(
+        slow.losses
+    )
+    assert fast_reads[0] == slow_reads[0]
+    assert [_arrays(a) for a in fast_reads[1:]] == [_arrays(a) for a in slow_reads[1:]]
+
+
+def _roaming_windows(hours: int, seed: int) -> list[list[tuple[int, int, float]]]:
+    """3000 readings an hour of 400 vehicles over the 19 cells, each vehicle mostly away from
+    its home cell: many cells per vehicle, so some run short of room and sit out."""
+    rng = np.random.default_rng(seed)
+    windows = []
+    for _ in range(hours):
+        vehicle = rng.integers(0, 400, 3000)
+        cell = np.where(rng.random(3000) < 0.3, vehicle % 19, rng.integers(0, 19, 3000))
+        value = rng.uniform(0, U, 3000)
+        windows.append(list(zip(cell.tolist(), vehicle.tolist(), value.tolist(), strict=True)))
+    return windows
+
+
+def _release(windows: list[list[tuple[int, int, float]]], seed: int) -> list[WindowRelease]:
+    params = _params(vehicle_budget=6.0, max_span_hours=1, target_mean_error=25.0)
+    ledger = PrivacyAccountant(params).new_ledger()
+    out = []
+    for hour, readings in enumerate(windows):
+        noise = LaplaceNoise(RandomSource.seeded_for_tests(seed + hour))
+        release = release_window(hour * 3600, _window(hour * 3600, readings), params, noise,
+                                 0, ledger)  # fmt: skip
+        assert release.loss is not None
+        ledger.record_released(release.loss)
+        out.append(release)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_budget_release_is_the_same_with_the_numpy_forms(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows whose vehicles run short of room (sit-outs) and with cells withheld."""
+    windows = _roaming_windows(3, seed)
+    monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")  # the same record ids
+    fast = _release(windows, seed)
+    monkeypatch.setattr(budget, "COMPILED_PASSES", False)
+    monkeypatch.setattr(stages, "COMPILED_LOSS", False)
+    slow = _release(windows, seed)
+    assert all(len(r.cells) > 5 for r in fast)
+    assert all(r.summary["vehicles_budget_limited"] > 0 for r in fast)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.cells == b.cells and a.summary == b.summary and a.loss == b.loss
+        assert a.loss is not None and b.loss is not None
+        assert _arrays(a.loss.cells) == _arrays(b.loss.cells)
+        assert _arrays(a.loss.losses) == _arrays(b.loss.losses)
+        assert a.reads is not None and b.reads is not None
+        assert [_arrays(x) for x in a.reads[1:]] == [_arrays(x) for x in b.reads[1:]]
+
+
+def test_the_cell_totals_are_the_weighted_bincounts() -> None:
+    """Also with a cell that has no entry (its total 0)."""
+    occ = random_occupancy(np.random.default_rng(9), 30, 300)
+    occ = dataclasses.replace(occ, cells=(*occ.cells, "zz"))
+    expected = np.bincount(occ.cell_index, weights=occ.count, minlength=len(occ.cells))
+    total = occ.total_per_cell()
+    assert total.dtype == np.int64 and total[-1] == 0
+    assert total.tolist() == expected.astype(np.int64).tolist()
+
+
+def test_the_release_checks_the_plan_it_keeps_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The regrouping prices its choices with unchecked plans; the vehicle-budget stage
+    checks the one it releases, and a plan that fails the check is not released (the
+    release raises: its caller's failed outcome, ``release_ready_window``)."""
+    checked: list[BudgetPlan] = []
+    check = budget.check_plan
+
+    def recording(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
+        checked.append(plan)
+        check(occupancy, plan, room)
+
+    monkeypatch.setattr(budget, "check_plan", recording)
+    (release,) = _release(_roaming_windows(1, 3), 3)
+    assert len(checked) == 1 and release.cells
+    assert {r["epsilon"] for r in release.cells} <= set(checked[0].epsilon.tolist())
+
+    def failing(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
+        raise AssertionError("vehicle budget plan pays past a vehicle's room")
+
+    monkeypatch.setattr(budget, "check_plan", failing)
+    with pytest.raises(AssertionError, match="past a vehicle's room"):
+        _release(_roaming_windows(1, 3), 3)
+
+
+def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The regrouping's price, its plans and the check read the same vehicles' rooms: the
+    ledger is asked once per window and names, and the release is the one asking each time
+    gives; other names are asked again."""
+    windows = _roaming_windows(3, 4)
+    monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")
+    asked: list[int] = []
+    room_of = budget.room_of
+
+    def counting(params: object, ledger: object, vehicles: tuple[str, ...], at: int) -> object:
+        asked.append(len(vehicles))
+        return room_of(params, ledger, vehicles, at)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(budget, "room_of", counting)
+    once = _release(windows, 4)
+    assert len(asked) == 3 and once[-1].summary["vehicles_budget_limited"] > 0
+    monkeypatch.setattr(budget, "_rooms", lambda state, vehicles: counting(
+        state.params, state.ledger, vehicles, state.window_start
+    ))  # fmt: skip
+    asked.clear()
+    every_time = _release(windows, 4)
+    assert len(asked) > 6
+    for a, b in zip(once, every_time, strict=True):
+        assert a.cells == b.cells and a.summary == b.summary and a.loss == b.loss
+
+
+def test_the_room_memo_serves_the_same_names_only() -> None:
+    params = _params(vehicle_budget=6.0)
+    ledger = PrivacyAccountant(params).new_ledger()
+    state = SimpleNamespace(params=params, ledger=ledger, window_start=7200, room_memo=None)
+    names, others = ("v1", "v2"), ("v1", "v3", "v4")
+    first = budget._rooms(state, names)  # type: ignore[arg-type]
+    assert budget._rooms(state, names) is first  # type: ignore[arg-type]
+    other = budget._rooms(state, others)  # type: ignore[arg-type]
+    assert len(other) == 3 and state.room_memo[0] is others
