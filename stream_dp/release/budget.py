@@ -75,13 +75,14 @@ SHORT_SPAN_SHARE = 0.5
 def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped and the plan computed again
-    (each round drops one cell more, so at most one round per cell). Unchecked: the release
+    (each round drops at least one cell more, so at most one round per cell). Unchecked: the release
     checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only prices its
     cells with."""
     params = state.params
     room = vehicle_room(state, occupancy)
     held = held_cells(state, occupancy)
-    ceiling = epsilon_ceiling(state, occupancy)
+    # the same windows hold cells and cap short spans (both read the pairs' reading logs)
+    ceiling = None if held is None else epsilon_ceiling(state, occupancy)
     while True:
         plan = plan_budget(
             occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,

@@ -145,8 +145,7 @@ def test_members_are_each_record_s_readings_with_spans_cuts_and_due_cells(
             monkeypatch, windows, coarsest_resolution=6, max_span_hours=4
         )
         readings = _tagged(windows)
-        held = _check(got, mine, readings)
-        assert np.bincount(held[held >= 0]).max() >= 1
+        _check(got, mine, readings)
         older += sum(readings.in_cell_and_span(r) > r["n_readings"] for r in got)
         records += got
         members += mine
