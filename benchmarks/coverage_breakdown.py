@@ -29,7 +29,6 @@ Run: ``python benchmarks/coverage_breakdown.py [--budget 14] [--set key=json ...
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -129,15 +128,8 @@ def main() -> int:
                         help="a setting of the row to change (JSON value)")  # fmt: skip
     parser.add_argument("--data", help="readings file (default: the AIS week)")
     args = parser.parse_args()
-    row = dict(u.ROWS[u._budget_row(14.0)], vehicle_budget=args.budget)
-    for item in args.set:
-        key, _, value = item.partition("=")
-        row[key] = json.loads(value)
-    readings = None
-    if args.data:
-        from other_data import load  # benchmarks/other_data.py, beside this script
-
-        readings = load(args.data)[0]
+    row = u.with_sets(dict(u.ROWS[u._budget_row(14.0)], vehicle_budget=args.budget), args.set)
+    readings = u.readings_of(args.data)
     for name, share in breakdown(row, u.Truth(readings)).items():
         print(f"{name:48s} {100 * share:5.1f} %")
     return 0

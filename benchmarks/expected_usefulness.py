@@ -19,7 +19,6 @@ Run: ``python benchmarks/expected_usefulness.py [--per-record] [--set max_span_h
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -125,10 +124,7 @@ def main() -> int:
                         help="a setting of the B 14 row to change (JSON value)")  # fmt: skip
     parser.add_argument("--per-record", action="store_true", help="print each record's bias")
     args = parser.parse_args()
-    row = dict(u.ROWS[B14])
-    for item in args.set:
-        key, _, value = item.partition("=")
-        row[key] = json.loads(value)
+    row = u.with_sets(u.ROWS[B14], args.set)
     out = expected(row, u.Truth())
     older = out["cell_and_span"]
     print(

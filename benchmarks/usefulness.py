@@ -34,6 +34,7 @@ Run: ``python benchmarks/usefulness.py [--runs 3] [--rows name,...]``.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -93,6 +94,24 @@ for _b in BUDGETS:
         "variance_share": 0.0, "epsilon": 1.0, "vehicle_budget": _b,
         "budget_period_seconds": WEEK, "max_span_hours": 9,
     }  # fmt: skip
+
+
+def with_sets(row: dict[str, Any], items: list[str]) -> dict[str, Any]:
+    """``row`` with each ``KEY=VALUE`` of ``items`` (a ``--set`` option; VALUE is JSON)."""
+    row = dict(row)
+    for item in items:
+        key, _, value = item.partition("=")
+        row[key] = json.loads(value)
+    return row
+
+
+def readings_of(path: str | None) -> list[dict[str, Any]] | None:
+    """The readings of ``path`` (``other_data.py``'s formats; None: the AIS week)."""
+    if not path:
+        return None
+    from other_data import load  # benchmarks/other_data.py, beside this script
+
+    return load(path)[0]
 
 
 def settings_of(row: dict[str, Any]) -> Any:

@@ -28,7 +28,6 @@ Run: ``python benchmarks/withheld_breakdown.py [--set max_span_hours=8] [--data 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -170,15 +169,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--data", default=None, help="another readings file (other_data.py's)")
     args = parser.parse_args()
-    row = dict(u.ROWS[B14])
-    for item in args.set:
-        key, _, value = item.partition("=")
-        row[key] = json.loads(value)
-    readings = None
-    if args.data:
-        from other_data import load
-
-        readings = load(args.data)[0]
+    row = u.with_sets(u.ROWS[B14], args.set)
+    readings = u.readings_of(args.data)
     truth = u.Truth(readings)
     settings = u.settings_of(row)
     finest = settings.resolution
