@@ -1,7 +1,8 @@
 """The budget release's one-pass paths (issue 25: the 1M-reading window) against the paths they
 replace: the occupancy's entries grouped by cell with their vehicles and counts in one
-compiled scatter (:func:`~stream_dp.release.selection.occupancy_of`), and the cut entries'
-kept sums read off the reading log (:func:`~stream_dp.release.statistics.kept_sums`). Each
+compiled scatter (:func:`~stream_dp.release.selection.occupancy_of`), the cut entries' kept
+sums read off the reading log (:func:`~stream_dp.release.statistics.kept_sums`), and the
+merged pairs of a regrouping grouped in one compiled call (:class:`PairMoves`). Each
 must give exactly what the old path gave, on data where the paths differ in work done."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from stream_dp.dp import kernel_choice
-from stream_dp.release import selection, statistics
+from stream_dp.release import adaptive, selection, statistics
+from stream_dp.release.adaptive import PairMoves
 from stream_dp.release.selection import occupancy_of
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
@@ -95,3 +97,29 @@ def test_kept_sums_read_off_the_log_refuse_a_cap_beyond_the_stored_prefix(
     assert np.any((kept > 2) & (kept < count))
     with pytest.raises(ValueError, match="beyond the stored prefix"):
         kept_sums(columns, entries, kept)
+
+
+def _moves_fields(moves: PairMoves) -> list[tuple[str, bytes]]:
+    arrays = (moves.single, moves.merged, moves.group, moves.cell_code, moves.vehicle_code,
+              moves.count)  # fmt: skip
+    return [(a.dtype.str, a.tobytes()) for a in arrays] + [("dropped", bytes([moves.dropped]))]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merged_pairs_grouped_in_one_call_are_the_pair_groups_ones(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cells into 6 units (-1: withheld), some of several cells: their pairs of one vehicle
+    # merge, in (unit, vehicle) order.
+    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: True)
+    columns = _window(seed)
+    rng = np.random.default_rng(seed + 300)
+    unit_of_cell = rng.integers(-1, 6, len(columns.cell_names))
+    unit = unit_of_cell[columns.cell_code]
+    merged_unit = np.bincount(unit_of_cell[unit_of_cell >= 0], minlength=6) > 1
+    names = tuple(f"u{u}" for u in range(6))
+    fast = PairMoves.of(columns, names, unit, merged_unit)
+    assert len(fast.merged) > len(np.unique(fast.group)) > 0  # some pairs merged
+    monkeypatch.setattr(adaptive, "MERGE_IN_ONE_CALL", False)
+    old = PairMoves.of(columns, names, unit, merged_unit)
+    assert _moves_fields(fast) == _moves_fields(old)
