@@ -239,31 +239,26 @@ def split_moves(
     """The regrouping's pairs (``unit``: each pair's new cell, -1: dropped) in one pass: the
     indices of the pairs that stay alone and of those whose cell is a ``merged_unit``, each in
     order, and buffers of new cells, vehicles and counts (int64) whose first entries are the
-    lone pairs' (room left for one merged pair per merged entry)."""
-    n_single, n_merged = 0, 0
-    for u in unit:
-        if u >= 0:
-            if merged_unit[u]:
-                n_merged += 1
-            else:
-                n_single += 1
-    single = np.empty(n_single, dtype=np.int64)
-    merged = np.empty(n_merged, dtype=np.int64)
-    cell = np.empty(n_single + n_merged, dtype=np.int64)
-    vehicles = np.empty(n_single + n_merged, dtype=np.int64)
-    counts = np.empty(n_single + n_merged, dtype=np.int64)
+    lone pairs' (room left for one merged pair per merged entry). Without branching on
+    merged or not (mixed at random in a window's pairs): each kept pair is written as both,
+    and only the index of its kind moves on (issue 25: 3.8 → 1.5 ms on 551,000 pairs)."""
+    n = len(unit)
+    single = np.empty(n, dtype=np.int64)
+    merged = np.empty(n, dtype=np.int64)
+    cell = np.empty(n, dtype=np.int64)
+    vehicles = np.empty(n, dtype=np.int64)
+    counts = np.empty(n, dtype=np.int64)
     a, b = 0, 0
-    for i in range(len(unit)):
+    for i in range(n):
         u = unit[i]
         if u < 0:
             continue
-        if merged_unit[u]:
-            merged[b] = i
-            b += 1
-        else:
-            single[a], cell[a], vehicles[a], counts[a] = i, u, vehicle[i], count[i]
-            a += 1
-    return single, merged, cell, vehicles, counts
+        is_merged = np.int64(merged_unit[u])
+        single[a], cell[a], vehicles[a], counts[a] = i, u, vehicle[i], count[i]
+        merged[b] = i
+        a += 1 - is_merged
+        b += is_merged
+    return single[:a], merged[:b], cell[: a + b], vehicles[: a + b], counts[: a + b]
 
 
 @njit(cache=True, nogil=True)

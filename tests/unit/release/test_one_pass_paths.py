@@ -2,7 +2,7 @@
 replace: the occupancy's entries grouped by cell with their vehicles and counts in one
 compiled scatter (:func:`~stream_dp.release.selection.occupancy_of`), the cut entries' kept
 sums read off the reading log (:func:`~stream_dp.release.statistics.kept_sums`), and the
-merged pairs of a regrouping grouped in one compiled call (:class:`PairMoves`). Each
+merged pairs of a regrouping split off and grouped in compiled calls (:class:`PairMoves`). Each
 must give exactly what the old path gave, on data where the paths differ in work done."""
 
 from __future__ import annotations
@@ -121,5 +121,26 @@ def test_merged_pairs_grouped_in_one_call_are_the_pair_groups_ones(
     fast = PairMoves.of(columns, names, unit, merged_unit)
     assert len(fast.merged) > len(np.unique(fast.group)) > 0  # some pairs merged
     monkeypatch.setattr(adaptive, "MERGE_IN_ONE_CALL", False)
+    old = PairMoves.of(columns, names, unit, merged_unit)
+    assert _moves_fields(fast) == _moves_fields(old)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pairs_split_without_branching_are_the_numpy_split(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lone, merged and withheld pairs mixed at random: the compiled split (each kept pair
+    # written as both kinds) moves the pairs as numpy's masks do.
+    columns = _window(seed)
+    rng = np.random.default_rng(seed + 400)
+    unit_of_cell = rng.integers(-1, 9, len(columns.cell_names))
+    unit_of_cell[:2] = [-1, 9]  # one cell withheld, one alone in its unit
+    unit = unit_of_cell[columns.cell_code]
+    merged_unit = np.bincount(unit_of_cell[unit_of_cell >= 0], minlength=10) > 1
+    assert merged_unit.any() and not merged_unit.all() and (unit < 0).any()
+    names = tuple(f"u{u}" for u in range(10))
+    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: True)
+    fast = PairMoves.of(columns, names, unit, merged_unit)
+    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: False)
     old = PairMoves.of(columns, names, unit, merged_unit)
     assert _moves_fields(fast) == _moves_fields(old)
