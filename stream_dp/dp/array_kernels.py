@@ -353,10 +353,9 @@ def kept_entry_sums_of_log(
         return out, out_sq, (beyond if beyond < n else -1)
     picked = np.empty(len(reading_pair), dtype=np.int64)  # their readings, in log order
     m = 0
-    for i in range(len(reading_pair)):
-        if is_cut[reading_pair[i]]:
-            picked[m] = i
-            m += 1
+    for i in range(len(reading_pair)):  # without a branch: ~1 in 10 readings is picked
+        picked[m] = i
+        m += np.int64(is_cut[reading_pair[i]])
     segment = np.empty(m, dtype=np.int64)  # each picked reading's entry slot
     for q in range(m):
         segment[q] = slot[reading_pair[picked[q]]]
