@@ -1,6 +1,7 @@
 """Compiled (numba) steps of the adaptive choice (:mod:`stream_dp.dp.adaptive_cells`): the
 scan of :func:`~stream_dp.dp.adaptive_cells.best_cap_mean_error`, the (group, vehicle)
-aggregation of a level's entries and the unit price's weighted quantile (§13.1)."""
+aggregation of a level's entries, the unit price's weighted quantile (§13.1) and the
+regrouping's moves of pairs (:class:`~stream_dp.release.adaptive.PairMoves`)."""
 
 from __future__ import annotations
 
@@ -238,28 +239,61 @@ def split_moves(
     """The regrouping's pairs (``unit``: each pair's new cell, -1: dropped) in one pass: the
     indices of the pairs that stay alone and of those whose cell is a ``merged_unit``, each in
     order, and buffers of new cells, vehicles and counts (int64) whose first entries are the
-    lone pairs' (room left for one merged pair per merged entry)."""
-    n_single, n_merged = 0, 0
-    for u in unit:
-        if u >= 0:
-            if merged_unit[u]:
-                n_merged += 1
-            else:
-                n_single += 1
-    single = np.empty(n_single, dtype=np.int64)
-    merged = np.empty(n_merged, dtype=np.int64)
-    cell = np.empty(n_single + n_merged, dtype=np.int64)
-    vehicles = np.empty(n_single + n_merged, dtype=np.int64)
-    counts = np.empty(n_single + n_merged, dtype=np.int64)
+    lone pairs' (room left for one merged pair per merged entry). Without branching on
+    merged or not (mixed at random in a window's pairs): each kept pair is written as both,
+    and only the index of its kind moves on (issue 25: 3.8 → 1.5 ms on 551,000 pairs)."""
+    n = len(unit)
+    single = np.empty(n, dtype=np.int64)
+    merged = np.empty(n, dtype=np.int64)
+    cell = np.empty(n, dtype=np.int64)
+    vehicles = np.empty(n, dtype=np.int64)
+    counts = np.empty(n, dtype=np.int64)
     a, b = 0, 0
-    for i in range(len(unit)):
+    for i in range(n):
         u = unit[i]
         if u < 0:
             continue
-        if merged_unit[u]:
-            merged[b] = i
-            b += 1
-        else:
-            single[a], cell[a], vehicles[a], counts[a] = i, u, vehicle[i], count[i]
-            a += 1
-    return single, merged, cell, vehicles, counts
+        is_merged = np.int64(merged_unit[u])
+        single[a], cell[a], vehicles[a], counts[a] = i, u, vehicle[i], count[i]
+        merged[b] = i
+        a += 1 - is_merged
+        b += is_merged
+    return single[:a], merged[:b], cell[: a + b], vehicles[: a + b], counts[: a + b]
+
+
+@njit(cache=True, nogil=True)
+def merged_groups(
+    unit: np.ndarray,
+    vehicle: np.ndarray,
+    count: np.ndarray,
+    merged: np.ndarray,
+    n_units: int,
+    n_vehicles: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The distinct (unit, vehicle) of the ``merged`` pairs in ascending order, each merged
+    pair's index among them, and their counts added: ``pair_groups`` of the merged pairs' units
+    and vehicles and a ``bincount`` of their counts, in one call (two counting sorts, by
+    vehicle then by unit, and one scan)."""
+    m = len(merged)
+    merged_unit = np.empty(m, dtype=np.int64)
+    merged_vehicle = np.empty(m, dtype=np.int64)
+    merged_count = np.empty(m, dtype=np.int64)
+    for q in range(m):
+        i = merged[q]
+        merged_unit[q], merged_vehicle[q], merged_count[q] = unit[i], vehicle[i], count[i]
+    by_vehicle = stable_order_by(merged_vehicle, n_vehicles)
+    order = by_vehicle[stable_order_by(merged_unit[by_vehicle], n_units)]  # by (unit, vehicle)
+    group_unit = np.empty(m, dtype=np.int64)
+    group_vehicle = np.empty(m, dtype=np.int64)
+    summed = np.zeros(m, dtype=np.int64)
+    group = np.empty(m, dtype=np.int64)
+    n = -1
+    for q in order:
+        u, v = merged_unit[q], merged_vehicle[q]
+        if n < 0 or u != group_unit[n] or v != group_vehicle[n]:
+            n += 1
+            group_unit[n], group_vehicle[n] = u, v
+        group[q] = n
+        summed[n] += merged_count[q]
+    n += 1
+    return group_unit[:n], group_vehicle[:n], group, summed[:n]

@@ -7,7 +7,8 @@
 - :func:`pair_prefix_sums`: per pair, the running sums and sums of squares of its stored
   readings in (event time, value) order, from which the kept readings of a capped pair
   (pseudo-user step, composition paper Sec. V-B3) are read off without sorting the whole
-  reading log (:func:`wanted_prefix_sums`: of the pairs a cap cuts alone).
+  reading log (:func:`wanted_prefix_sums`: of the pairs a cap cuts alone;
+  :func:`kept_entry_sums_of_log`: their kept sums straight off the log).
 
 Both are exact (no floating-point reassociation: sums run in event-time order) and checked
 against numpy in the tests.
@@ -20,14 +21,22 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no cover - compiled
-    """The stable order of ``keys`` (integers in ``[0, n_keys)``): ``keys[order]`` ascends
-    and equal keys keep their relative order."""
+def _key_starts(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Per key ``k`` in ``[0, n_keys)``, where its run starts in the stable order of ``keys``
+    (``start[n_keys]``: their number): a counting sort's offsets."""
     start = np.zeros(n_keys + 1, dtype=np.int64)
     for k in keys:
         start[k + 1] += 1
     for k in range(n_keys):
         start[k + 1] += start[k]
+    return start
+
+
+@njit(cache=True, nogil=True)
+def stable_order_by(keys: np.ndarray, n_keys: int) -> np.ndarray:  # pragma: no cover - compiled
+    """The stable order of ``keys`` (integers in ``[0, n_keys)``): ``keys[order]`` ascends
+    and equal keys keep their relative order."""
+    start = _key_starts(keys, n_keys)
     order = np.empty(len(keys), dtype=np.int64)
     for i in range(len(keys)):
         k = keys[i]
@@ -44,24 +53,43 @@ def grouped_by(
     :func:`stable_order_by` of ``keys``: one counting pass and one scatter of the two
     columns (the sorted keys are written run by run), instead of the order and three
     gathers."""
-    start = np.zeros(n_keys + 1, dtype=np.int64)
-    for k in keys:
-        start[k + 1] += 1
-    for k in range(n_keys):
-        start[k + 1] += start[k]
+    _, sorted_keys, sorted_first, sorted_second = _scatter_by(keys, n_keys, first, second, False)
+    return sorted_keys, sorted_first, sorted_second
+
+
+@njit(cache=True, nogil=True)
+def order_and_gather_by(
+    keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """:func:`grouped_by` with the :func:`stable_order_by` of ``keys`` first, written in the
+    same scatter (instead of the order and two gathers through it: an occupancy's entries
+    grouped by cell, :func:`~stream_dp.release.selection.occupancy_of`)."""
+    return _scatter_by(keys, n_keys, first, second, True)
+
+
+@njit(cache=True, nogil=True)
+def _scatter_by(
+    keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray, with_order: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The stable order of ``keys`` (empty unless ``with_order``), the sorted keys, and
+    ``first`` and ``second`` in that order (:func:`grouped_by`)."""
+    start = _key_starts(keys, n_keys)
     n = len(keys)
     sorted_keys = np.empty(n, dtype=keys.dtype)
     for k in range(n_keys):
         sorted_keys[start[k] : start[k + 1]] = k
+    order = np.empty(n if with_order else 0, dtype=np.int64)
     sorted_first = np.empty(n, dtype=first.dtype)
     sorted_second = np.empty(n, dtype=second.dtype)
     for i in range(n):
         k = keys[i]
         j = start[k]
+        if with_order:
+            order[j] = i
         sorted_first[j] = first[i]
         sorted_second[j] = second[i]
         start[k] = j + 1
-    return sorted_keys, sorted_first, sorted_second
+    return order, sorted_keys, sorted_first, sorted_second
 
 
 @njit(cache=True, nogil=True)
@@ -147,15 +175,7 @@ def _running_sums(
         if not wanted[p]:
             continue
         a, b = start[p], start[p + 1]
-        for j in range(a + 1, b):  # insertion sort by (ts, value): segments are short
-            t, v = ts[j], value[j]
-            k = j - 1
-            while k >= a and (ts[k] > t or (ts[k] == t and value[k] > v)):
-                ts[k + 1] = ts[k]
-                value[k + 1] = value[k]
-                k -= 1
-            ts[k + 1] = t
-            value[k + 1] = v
+        _sort_by_time(ts, value, a, b)
         s = 0.0
         sq = 0.0
         for j in range(a, b):
@@ -164,6 +184,23 @@ def _running_sums(
             sums[j] = s
             sums_sq[j] = sq
     return sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def _sort_by_time(
+    ts: np.ndarray, value: np.ndarray, a: int, b: int
+) -> None:  # pragma: no cover - compiled
+    """``ts[a:b]`` and ``value[a:b]`` sorted by (ts, value) in place: an insertion sort, as a
+    pair's segment is short."""
+    for j in range(a + 1, b):
+        t, v = ts[j], value[j]
+        k = j - 1
+        while k >= a and (ts[k] > t or (ts[k] == t and value[k] > v)):
+            ts[k + 1] = ts[k]
+            value[k + 1] = value[k]
+            k -= 1
+        ts[k + 1] = t
+        value[k + 1] = v
 
 
 @njit(cache=True, nogil=True)
@@ -180,6 +217,40 @@ def gather_pair_totals(
         out[i] = total[pair]
         out_sq[i] = total_sq[pair]
     return out, out_sq
+
+
+@njit(cache=True, nogil=True)
+def _whole_entries(
+    entries: np.ndarray,
+    kept_count: np.ndarray,
+    count: np.ndarray,
+    entry_total: np.ndarray,
+    entry_total_sq: np.ndarray,
+    n_pairs: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """The sums of the entries kept whole (their totals) or not at all (0) written, and the
+    partly kept ones (indices, ascending) left for the caller; the first such entry whose
+    pair is not among ``n_pairs`` (``beyond``, else ``len(entries)``)."""
+    n = len(entries)
+    out = np.empty(n, dtype=np.float64)
+    out_sq = np.empty(n, dtype=np.float64)
+    beyond = n
+    cut = np.empty(n, dtype=np.int64)
+    n_cut = 0
+    for i in range(n):
+        k = kept_count[i]
+        if k == count[i]:
+            out[i] = entry_total[i]
+            out_sq[i] = entry_total_sq[i]
+        elif k <= 0:
+            out[i] = 0.0
+            out_sq[i] = 0.0
+        elif entries[i] >= n_pairs:
+            beyond = min(beyond, i)
+        else:
+            cut[n_cut] = i
+            n_cut += 1
+    return out, out_sq, cut[:n_cut], beyond
 
 
 @njit(cache=True, nogil=True)
@@ -202,29 +273,15 @@ def kept_entry_sums(
     is the first entry whose kept readings go beyond its stored prefix, or -1."""
     n = len(entries)
     n_pairs = len(start) - 1
-    out = np.empty(n, dtype=np.float64)
-    out_sq = np.empty(n, dtype=np.float64)
-    beyond = n
-    wanted = np.zeros(0, dtype=np.int64)
-    entry_of_pair = np.zeros(0, dtype=np.int64)
-    for i in range(n):
-        k = kept_count[i]
-        if k == count[i]:
-            out[i] = entry_total[i]
-            out_sq[i] = entry_total_sq[i]
-        elif k <= 0:
-            out[i] = 0.0
-            out_sq[i] = 0.0
-        else:
-            pair = entries[i]
-            if pair >= n_pairs:
-                beyond = min(beyond, i)
-                continue
-            if len(wanted) == 0:
-                wanted = np.zeros(n_pairs, dtype=np.int64)
-                entry_of_pair = np.empty(n_pairs, dtype=np.int64)
-            wanted[pair] = k
-            entry_of_pair[pair] = i
+    out, out_sq, cut, beyond = _whole_entries(
+        entries, kept_count, count, entry_total, entry_total_sq, n_pairs
+    )
+    wanted = np.zeros(n_pairs if len(cut) else 0, dtype=np.int64)
+    entry_of_pair = np.empty(len(wanted), dtype=np.int64)
+    for i in cut:
+        pair = entries[i]
+        wanted[pair] = kept_count[i]
+        entry_of_pair[pair] = i
     for pair in range(len(wanted)):
         k = wanted[pair]
         if k > 0:
@@ -262,3 +319,68 @@ def kept_cell_totals(
         sums[g] += total[i]
         sums_sq[g] += total_sq[i]
     return readings, vehicles, sums, sums_sq
+
+
+@njit(cache=True, nogil=True)
+def kept_entry_sums_of_log(
+    entries: np.ndarray,
+    kept_count: np.ndarray,
+    count: np.ndarray,
+    entry_total: np.ndarray,
+    entry_total_sq: np.ndarray,
+    reading_pair: np.ndarray,
+    reading_ts: np.ndarray,
+    reading_value: np.ndarray,
+    n_pairs: int,
+) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """:func:`kept_entry_sums` with the partly kept entries' sums read off the reading log
+    directly (``n_pairs`` pairs): one pass over the log picks those entries' readings (a
+    flag per pair), which are then laid out in short segments (in log order), each sorted
+    by (ts, value) and its first ``kept_count`` summed from 0.0 in that order: the floats of
+    :func:`wanted_prefix_sums`'s running sums, without its arrays as long as the pairs."""
+    n = len(entries)
+    out, out_sq, cut_entry, beyond = _whole_entries(
+        entries, kept_count, count, entry_total, entry_total_sq, n_pairs
+    )
+    n_cut = len(cut_entry)
+    is_cut = np.zeros(n_pairs, dtype=np.bool_)
+    slot = np.empty(n_pairs, dtype=np.int32)  # read only where is_cut
+    for s in range(n_cut):
+        pair = entries[cut_entry[s]]
+        is_cut[pair] = True
+        slot[pair] = s
+    if n_cut == 0:
+        return out, out_sq, (beyond if beyond < n else -1)
+    picked = np.empty(len(reading_pair), dtype=np.int64)  # their readings, in log order
+    m = 0
+    for i in range(len(reading_pair)):  # without a branch: ~1 in 10 readings is picked
+        picked[m] = i
+        m += np.int64(is_cut[reading_pair[i]])
+    segment = np.empty(m, dtype=np.int64)  # each picked reading's entry slot
+    for q in range(m):
+        segment[q] = slot[reading_pair[picked[q]]]
+    start = _key_starts(segment, n_cut)
+    fill = start[:-1].copy()
+    ts = np.empty(m, dtype=np.float64)
+    value = np.empty(m, dtype=np.float64)
+    for q in range(m):
+        j = fill[segment[q]]
+        ts[j] = reading_ts[picked[q]]
+        value[j] = reading_value[picked[q]]
+        fill[segment[q]] = j + 1
+    for s in range(n_cut):
+        i = cut_entry[s]
+        a, b = start[s], start[s + 1]
+        k = kept_count[i]
+        if b - a < k:
+            beyond = min(beyond, i)
+            continue
+        _sort_by_time(ts, value, a, b)
+        total = 0.0
+        total_sq = 0.0
+        for j in range(a, a + k):
+            total += value[j]
+            total_sq += value[j] * value[j]
+        out[i] = total
+        out_sq[i] = total_sq
+    return out, out_sq, (beyond if beyond < n else -1)

@@ -110,13 +110,17 @@ class PairMoves:
         merged_unit: np.ndarray,
     ) -> PairMoves:
         vehicle, count = columns.vehicle_code, columns.count
-        if kernel_choice.use_kernels(len(unit)):
-            from stream_dp.dp.adaptive_kernel import split_moves
+        n_vehicles = len(columns.vehicle_names)
+        kernels = kernel_choice.use_kernels(len(unit))
+        if kernels:
+            from stream_dp.dp.adaptive_kernel import merged_groups, split_moves
 
+            unit = unit.astype(np.int64, copy=False)
+            vehicle = vehicle.astype(np.int64, copy=False)
+            count = count.astype(np.int64, copy=False)
             single, merged, cell_code, vehicle_code, counts = split_moves(
-                unit.astype(np.int64, copy=False), np.asarray(merged_unit, dtype=np.bool_),
-                vehicle.astype(np.int64, copy=False), count.astype(np.int64, copy=False),
-            )  # fmt: skip
+                unit, np.asarray(merged_unit, dtype=np.bool_), vehicle, count
+            )
         else:
             keep = unit >= 0
             is_merged = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
@@ -124,13 +128,18 @@ class PairMoves:
             cell_code = np.concatenate((unit[single], unit[merged])).astype(np.int64)
             vehicle_code = np.concatenate((vehicle[single], vehicle[merged])).astype(np.int64)
             counts = np.concatenate((count[single], count[merged])).astype(np.int64)
-        group_cell, group_vehicle, group = pair_groups(
-            unit[merged], vehicle[merged], len(names), len(columns.vehicle_names)
-        )
+        if kernels and MERGE_IN_ONE_CALL:  # Performance (issue 25): one compiled call
+            group_cell, group_vehicle, group, summed = merged_groups(
+                unit, vehicle, count, merged, max(len(names), 1), max(n_vehicles, 1)
+            )
+        else:
+            group_cell, group_vehicle, group = pair_groups(
+                unit[merged], vehicle[merged], len(names), n_vehicles
+            )
+            summed = np.bincount(group, weights=count[merged], minlength=len(group_cell))
         n_single = len(single)
         n = n_single + len(group_cell)  # the merged pairs go after the lone ones
         cell_code[n_single:n], vehicle_code[n_single:n] = group_cell, group_vehicle
-        summed = np.bincount(group, weights=count[merged], minlength=len(group_cell))
         counts[n_single:n] = summed.astype(np.int64)
         dropped = n_single + len(merged) < len(unit)
         return cls(
@@ -194,6 +203,11 @@ class PairMoves:
             self._summed(source.total), self._summed(source.total_sq), reading_pair, ts, value,
         )  # fmt: skip
 
+
+#: Whether :meth:`PairMoves.of` groups the merged pairs and adds their counts in one compiled
+#: call (:func:`~stream_dp.dp.adaptive_kernel.merged_groups`) instead of ``pair_groups`` and
+#: a ``bincount``; the tests switch it off to compare.
+MERGE_IN_ONE_CALL = True
 
 #: Whether :meth:`PairMoves.columns` skips counting the logged readings when no new pair's
 #: count exceeds the prefix limit; the tests switch it off to compare.

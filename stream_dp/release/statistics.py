@@ -37,6 +37,23 @@ def kept_sums(
     count = np.take(columns.count, entries) if count is None else count
     count = count.astype(np.int64, copy=False)
     cut = (kept_count != count) & (kept_count > 0)
+    if prefix_sums is None and CUTS_FROM_LOG and cut.any():
+        # Performance (issue 25): the few cut entries' sums straight from the log, without
+        # the running sums laid out per pair of the window (:func:`cut_prefix_sums`).
+        from stream_dp.dp.array_kernels import kept_entry_sums_of_log
+
+        entry_total, entry_total_sq = (
+            entry_totals or start_entry_totals(columns, entries)
+        ).result()
+        total, total_sq, beyond = kept_entry_sums_of_log(
+            entries, kept_count, count, entry_total, entry_total_sq,
+            columns.reading_pair.astype(np.int64, copy=False),
+            columns.reading_ts.astype(np.float64, copy=False),
+            columns.reading_value.astype(np.float64, copy=False), len(columns),
+        )  # fmt: skip
+        if beyond >= 0:
+            raise ValueError("a cap needs readings beyond the stored prefix")
+        return total, total_sq
     if prefix_sums is not None and cut.any():
         start, sums, sums_sq = prefix_sums.result()
     elif cut.any():
@@ -51,6 +68,12 @@ def kept_sums(
     if beyond >= 0:
         raise ValueError("a cap needs readings beyond the stored prefix")
     return total, total_sq
+
+
+#: Whether :func:`kept_sums` without the running sums reads the cut entries' sums off the
+#: log in one compiled call (:func:`~stream_dp.dp.array_kernels.kept_entry_sums_of_log`)
+#: instead of :func:`cut_prefix_sums`; the tests switch it off to compare.
+CUTS_FROM_LOG = True
 
 
 def start_entry_totals(
