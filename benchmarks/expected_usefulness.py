@@ -13,7 +13,7 @@ span" truth (every reading of the record's cell and span not taken earlier, incl
 readings no record holds) are printed beside them; ``--per-record`` prints each record's
 bias against both truths beside its bar.
 
-Run: ``python benchmarks/expected_usefulness.py [--per-record] [--set max_span_hours=8 ...]``.
+Run: ``python benchmarks/expected_usefulness.py [--per-record] [--data FILE] [--set K=V ...]``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
     and in ``cell_and_span`` against the older truth); its deterministic staleness
     (noise-free), records, per-record figures and busiest vehicle."""
     settings = u.settings_of(row)
-    records, losses, members = u.release_week(settings, noise=NoNoise())
+    records, losses, members = u.release_week(settings, truth.readings, noise=NoNoise())
     finest, coarsest = settings.resolution, settings.coarsest_resolution or settings.resolution
     means = np.array([r["mean"] for r in records], dtype=np.float64)
     epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
@@ -123,9 +123,10 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the B 14 row to change (JSON value)")  # fmt: skip
     parser.add_argument("--per-record", action="store_true", help="print each record's bias")
+    parser.add_argument("--data", help="another readings file (other_data.py's; default: the week)")
     args = parser.parse_args()
     row = u.with_sets(u.ROWS[B14], args.set)
-    out = expected(row, u.Truth())
+    out = expected(row, u.Truth(u.readings_of(args.data)))
     older = out["cell_and_span"]
     print(
         f"records {len(out['records'])}, expected useful coverage {out['coverage']:.1%} "
