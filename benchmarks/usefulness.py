@@ -425,7 +425,8 @@ SUMMARY: dict[str, dict[str, float]] = {}
 
 
 def plot_coverage(path: str) -> None:
-    """Useful coverage against B (the vehicle-budget rows), beside the fixed-epsilon rows."""
+    """Useful coverage against B (the vehicle-budget rows: the runs' medians and the exact
+    expectation of expected_usefulness.py), beside the fixed-epsilon rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -436,7 +437,13 @@ def plot_coverage(path: str) -> None:
         return
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.plot(budgets, [100 * SUMMARY[_budget_row(b)]["coverage"] for b in budgets], "o-",
-            label="vehicle budget (T 10, spans <= 9 h)")  # fmt: skip
+            label="vehicle budget (T 10, spans <= 9 h): median of the runs")  # fmt: skip
+    from expected_usefulness import expected  # beside this script; imports this module
+
+    truth = Truth()
+    exact = [100 * expected(ROWS[_budget_row(b)], truth)["coverage"] for b in budgets]
+    ax.plot(budgets, exact, "s--", color="tab:blue", alpha=0.6,
+            label="the same, expected over the noise (exact)")  # fmt: skip
     for name, style in ((TARGETED, "--"), ("targeted, cap 14 per 7 days (masking)", ":")):
         if name in SUMMARY:
             ax.axhline(100 * SUMMARY[name]["coverage"], linestyle=style, color="grey",
