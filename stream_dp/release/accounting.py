@@ -162,6 +162,8 @@ class PrivacyAccountant:
         (:mod:`stream_dp.dp.plan_passes`): the same loss and reads."""
         from stream_dp.dp.plan_passes import read_payments
 
+        if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
+            raise AssertionError("kept entries or released cells differ from the occupancy")
         cells, losses, _, vehicle, read_eps = read_payments(
             occupancy.cell_start, occupancy.vehicle_index, kept, released,
             self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True,

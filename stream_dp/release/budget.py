@@ -43,6 +43,7 @@ def _rooms(state: WindowState, vehicles: Sequence[str]) -> np.ndarray:
     if memo is not None and memo[0] is vehicles:
         return memo[1]
     room = room_of(state.params, state.ledger, vehicles, state.window_start)
+    room.flags.writeable = False  # shared by the price, every plan and the check
     state.room_memo = (vehicles, room)
     return room
 
@@ -120,6 +121,13 @@ def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None
     """The guarantee of §13, checked apart from the plan's own sums: no kept reading in a
     dropped cell (+inf ε), and each vehicle's ε summed over the cells it is kept in at most its
     room. A plan that fails is never released (the window fails)."""
+    if not (
+        len(room) == len(occupancy.vehicles)
+        and len(plan.kept) == occupancy.n_entries
+        and len(plan.epsilon) == len(occupancy.cells)
+        and len(plan.paid) == len(room)
+    ):
+        raise AssertionError("vehicle budget plan, room and occupancy differ in length")
     if COMPILED_PASSES:
         from stream_dp.dp.plan_passes import read_payments
 

@@ -109,6 +109,26 @@ def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
     assert_same(plan, reference)
 
 
+@pytest.mark.parametrize("step", [0.01, 0.3 / 128])
+def test_payments_on_a_grid_whose_sums_are_not_exact_are_summed_again(
+    step: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving payments by each change is exact only on a power-of-two ε grid: on another
+    grid the plan must re-sum them (the guard), and equal the reference bit for bit."""
+    monkeypatch.setattr(vehicle_budget, "UPDATE_PAYMENTS", True)
+    monkeypatch.setattr(vehicle_budget, "EPSILON_STEP", step)
+    rng = np.random.default_rng(7)
+    occ = _roaming_occupancy(rng, 80, 3000)
+    short = rng.random(len(occ.vehicles)) < 0.15
+    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
+    plan, reference = both(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    assert plan.rounds >= 4
+    assert_same(plan, reference)
+
+
 def _fields(columns: WindowColumns) -> list[object]:
     return [
         (value.dtype.str, value.tobytes()) if isinstance(value, np.ndarray) else value

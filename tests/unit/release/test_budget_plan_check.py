@@ -61,3 +61,20 @@ def test_a_plan_that_keeps_a_dropped_cells_readings_fails() -> None:
     epsilon[1] = np.inf  # cell b dropped, its entries still kept
     with pytest.raises(AssertionError, match="a cell it drops"):
         check_plan(occ, replace(plan, epsilon=epsilon), room)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_room_of_another_length_fails_the_check(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled pass reads each vehicle's sums by index: a room for fewer vehicles than
+    the occupancy names must fail, not be read past its end."""
+    from stream_dp.release import budget
+
+    monkeypatch.setattr(budget, "COMPILED_PASSES", compiled)
+    occ, room = _occupancy(), np.full(60, 3.0)
+    plan = _plan(room)
+    with pytest.raises(AssertionError, match="differ in length"):
+        check_plan(occ, plan, room[:30])
+    with pytest.raises(AssertionError, match="differ in length"):
+        check_plan(occ, replace(plan, kept=plan.kept[:-1]), room)

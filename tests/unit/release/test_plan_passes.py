@@ -219,3 +219,37 @@ def test_the_room_memo_serves_the_same_names_only() -> None:
     assert budget._rooms(state, names) is first  # type: ignore[arg-type]
     other = budget._rooms(state, others)  # type: ignore[arg-type]
     assert len(other) == 3 and state.room_memo[0] is others
+
+
+def test_the_room_memo_tells_names_of_one_length_apart() -> None:
+    """Two vehicle lists of the same length, one naming a vehicle with less room: each gets
+    its own rooms (a memo keyed on the length would serve the first list's), read-only."""
+    rooms = {"v1": 2.0, "v2": 2.0, "v3": 0.5}
+    ledger = SimpleNamespace(
+        budget_room=lambda vehicles, at, b, burst: np.array([rooms[v] for v in vehicles])
+    )
+    state = SimpleNamespace(params=_params(vehicle_budget=6.0), ledger=ledger,
+                            window_start=7200, room_memo=None)  # fmt: skip
+    first = budget._rooms(state, ("v1", "v2"))  # type: ignore[arg-type]
+    second = budget._rooms(state, ("v1", "v3"))  # type: ignore[arg-type]
+    assert first.tolist() == [2.0, 2.0] and second.tolist() == [2.0, 0.5]
+    with pytest.raises(ValueError):
+        second[0] = 9.0  # shared by the price, every plan and the check
+
+
+def test_the_release_checks_its_plan_against_the_vehicles_own_rooms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan made with twice each vehicle's room (as a bug could) pays past the room the
+    ledger gives: the vehicle-budget stage checks against the ledger's rooms, and the
+    release raises instead of publishing it."""
+    plan_with = budget.plan_budget
+
+    def generous(occupancy: Occupancy, room: np.ndarray, **kwargs: object) -> BudgetPlan:
+        return plan_with(occupancy, np.asarray(room) * 2.0, **kwargs)  # type: ignore[arg-type]
+
+    windows = _roaming_windows(3, 4)
+    assert _release(windows, 4)[-1].summary["vehicles_budget_limited"] > 0  # rooms bind
+    monkeypatch.setattr(budget, "plan_budget", generous)
+    with pytest.raises(AssertionError, match="past a vehicle's room"):
+        _release(windows, 4)
