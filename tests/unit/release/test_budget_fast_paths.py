@@ -15,6 +15,7 @@ from stream_dp.dp import vehicle_budget
 from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.vehicle_budget import BudgetPlan
 from stream_dp.release.spans import _cell_span_starts, _taken, first_window, take_pairs
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
@@ -86,6 +87,20 @@ def _roaming_occupancy(rng: np.random.Generator, n_cells: int, n_vehicles: int) 
     return Occupancy.from_triples(triples)
 
 
+def _roaming_plans() -> tuple[Occupancy, BudgetPlan, BudgetPlan]:
+    """The plan and the reference plan of a roaming window where 15 % of the vehicles are
+    short of room (many sit-out rounds, cells dropped in later rounds)."""
+    rng = np.random.default_rng(7)
+    occ = _roaming_occupancy(rng, 80, 3000)
+    short = rng.random(len(occ.vehicles)) < 0.15
+    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
+    plan, reference = both(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    return occ, plan, reference
+
+
 @pytest.mark.parametrize("update", [True, False])  # moved by each change, or summed again
 @pytest.mark.parametrize("few", [0, 16, 10**9])  # always re-sum the few, as chosen, always all
 def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
@@ -97,14 +112,7 @@ def test_the_plans_payments_are_the_same_whichever_way_each_round_sums_them(
     a window with many sit-out rounds and cells dropped in later rounds."""
     monkeypatch.setattr(vehicle_budget, "_FEW", few)
     monkeypatch.setattr(vehicle_budget, "UPDATE_PAYMENTS", update)
-    rng = np.random.default_rng(7)
-    occ = _roaming_occupancy(rng, 80, 3000)
-    short = rng.random(len(occ.vehicles)) < 0.15
-    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
-    plan, reference = both(
-        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
-        prefix_limit=16,
-    )  # fmt: skip
+    occ, plan, reference = _roaming_plans()
     assert plan.rounds >= 4 and (~plan.kept & ~plan.dropped[occ.cell_index]).sum() > 100
     assert_same(plan, reference)
 
@@ -117,14 +125,7 @@ def test_payments_on_a_grid_whose_sums_are_not_exact_are_summed_again(
     grid the plan must re-sum them (the guard), and equal the reference bit for bit."""
     monkeypatch.setattr(vehicle_budget, "UPDATE_PAYMENTS", True)
     monkeypatch.setattr(vehicle_budget, "EPSILON_STEP", step)
-    rng = np.random.default_rng(7)
-    occ = _roaming_occupancy(rng, 80, 3000)
-    short = rng.random(len(occ.vehicles)) < 0.15
-    room = np.where(short, rng.uniform(0.0, 6.0, len(occ.vehicles)), 1000.0)
-    plan, reference = both(
-        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
-        prefix_limit=16,
-    )  # fmt: skip
+    occ, plan, reference = _roaming_plans()
     assert plan.rounds >= 4
     assert_same(plan, reference)
 
