@@ -14,6 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from stream_dp.dp.individual_loss import GRID_SLACK
+from stream_dp.dp.vehicle_budget import EPSILON_STEP, ROUNDING_MARGIN
+from stream_dp.dp.vehicle_budget_kernel import round_up_one
+
 
 @njit(cache=True, nogil=True)
 def read_payments(
@@ -24,12 +28,15 @@ def read_payments(
     epsilon: np.ndarray,
     n_vehicles: int,
     with_entries: bool,
+    shares: tuple[np.ndarray, np.ndarray, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per vehicle, how many entries it is read in and their cells' summed ``epsilon``; how
-    many read entries have an ε that is not finite; ``with_entries``: the read entries in
-    entry order, each one's vehicle and its cell's ε (else both empty). An entry is read
-    when ``kept`` and its cell is ``cell_read``; cell ``g``'s entries are
-    ``cell_start[g]:cell_start[g + 1]``."""
+    """Per vehicle, how many entries it is read in and their summed ε; how many read entries
+    have an ε that is not finite; ``with_entries``: the read entries in entry order, each
+    one's vehicle and ε (else both empty). An entry is read when ``kept`` and its cell is
+    ``cell_read``; cell ``g``'s entries are ``cell_start[g]:cell_start[g + 1]``. An entry's ε
+    is its cell's ``epsilon``, or with ``shares`` = ``(kept_count, cap, mean_share)`` (per
+    entry, per cell) its vehicle's own share of it
+    (:func:`stream_dp.dp.individual_loss.entry_epsilons`, the same floats)."""
     cells = np.zeros(n_vehicles, dtype=np.int64)
     paid = np.zeros(n_vehicles, dtype=np.float64)
     n = 0
@@ -47,14 +54,25 @@ def read_payments(
         for e in range(cell_start[g], cell_start[g + 1]):
             if kept[e]:
                 v = vehicle_index[e]
+                own = eps if shares is None else _own_epsilon(eps, shares[0][e], shares[1][g],
+                                                              shares[2])  # fmt: skip
                 cells[v] += 1
-                paid[v] += eps
+                paid[v] += own
                 if with_entries:
-                    vehicle[n_read], read_eps[n_read] = v, eps
+                    vehicle[n_read], read_eps[n_read] = v, own
                 n_read += 1
         if not np.isfinite(eps):
             unpriced += n_read - first
     return cells, paid, unpriced, vehicle, read_eps
+
+
+@njit(cache=True, nogil=True)
+def _own_epsilon(eps: float, kept: int, cap: int, mean_share: float) -> float:  # pragma: no cover
+    """One entry of :func:`stream_dp.dp.individual_loss.entry_epsilons`, by the same operations."""
+    if not (kept < cap and cap > 0):
+        return eps
+    own = eps * mean_share * (kept / cap + GRID_SLACK) + eps * (1.0 - mean_share)
+    return min(eps, round_up_one(own, 1.0 + ROUNDING_MARGIN, EPSILON_STEP))
 
 
 @njit(cache=True, nogil=True)

@@ -45,7 +45,7 @@ BoolArray = NDArray[np.bool_]
 EPSILON_STEP = 2.0**-7
 #: Relative margin on the needed ε before rounding, so float rounding never lifts the
 #: published error bar above T.
-_MARGIN = 1e-7
+ROUNDING_MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: A plan's round re-sums only the payments that may have changed (of the vehicles in the
 #: cells whose ε changed, and of those that sat out) when those cells' entries and sat-out
@@ -81,7 +81,7 @@ class BudgetPlan:
 def round_up(epsilon: FloatArray) -> FloatArray:
     """``epsilon`` rounded up to the ``EPSILON_STEP`` grid (+inf stays)."""
     with np.errstate(invalid="ignore"):
-        ticks = np.ceil(epsilon * (1.0 + _MARGIN) / EPSILON_STEP - 1e-9)
+        ticks = np.ceil(epsilon * (1.0 + ROUNDING_MARGIN) / EPSILON_STEP - 1e-9)
     return np.where(np.isfinite(epsilon), np.maximum(ticks, 1.0) * EPSILON_STEP, np.inf)
 
 
@@ -123,7 +123,7 @@ def plan_budget(
     dropped = np.zeros(n_cells, dtype=bool) if held is None else held.astype(bool, copy=True)
     limit = -1 if prefix_limit is None else int(prefix_limit)
     costing = (_FACTOR * upper, float(target), float(upper), limit, bool(pseudo_user))
-    rounding = (1.0 - variance_share, 1.0 + _MARGIN, EPSILON_STEP)
+    rounding = (1.0 - variance_share, 1.0 + ROUNDING_MARGIN, EPSILON_STEP)
     update = UPDATE_PAYMENTS and math.frexp(EPSILON_STEP)[0] == 0.5  # exact sums (docstring)
     kept, epsilon, cap, paid, rounds = kernel.plan_rounds(
         occupancy.cell_start, occupancy.vehicle_index.astype(np.int64, copy=False), count,

@@ -20,8 +20,10 @@ from stream_dp.dp.occupancy import IntArray, Occupancy
 from stream_dp.release.params import ReleaseParams
 
 #: Per (vehicle, cell) pair read under per-cell ε: the occupancy's vehicle names, each read
-#: pair's vehicle index and its cell's ε (the run's PLD per vehicle; never published).
+#: pair's vehicle index and what it lost there (the run's PLD per vehicle; never published).
 Reads = tuple[tuple[str, ...], np.ndarray, np.ndarray]
+#: Per occupancy entry its kept readings, per cell its cap (the CLIP mean's ``top``, §13.1).
+Shares = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -144,42 +146,77 @@ class PrivacyAccountant:
         occupancy: Occupancy | None,
         grids: IntArray | None,
         read: np.ndarray | None,
+        shares: Shares | None = None,
     ) -> tuple[WindowLoss, Reads | None]:
         """What a released window charges each vehicle (§8.2): with per-cell ε, the summed ε
-        of the cells it is ``read`` in (:meth:`budget_loss`) and those reads; else its
-        released cells (``grids``) × ε (:meth:`loss`)."""
+        of the cells it is ``read`` in (:meth:`budget_loss`, with ``shares`` each vehicle's
+        own share) and those reads; else its released cells (``grids``) × ε (:meth:`loss`)."""
         if self.per_cell is None or occupancy is None or read is None:
             return self.loss(window_start, occupancy, grids), None
-        eps = self.cell_epsilons(len(occupancy.cells))[occupancy.cell_index[read]]
+        eps = self._entry_epsilons(occupancy, read, shares)[read]
         reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps)
-        return self.budget_loss(window_start, occupancy, read), reads
+        return self.budget_loss(window_start, occupancy, read, shares), reads
 
     def read_loss(
-        self, window_start: int, occupancy: Occupancy, kept: np.ndarray, released: np.ndarray
+        self,
+        window_start: int,
+        occupancy: Occupancy,
+        kept: np.ndarray,
+        released: np.ndarray,
+        shares: Shares | None = None,
     ) -> tuple[WindowLoss, Reads]:
         """:meth:`released_loss` with per-cell ε of the entries ``kept`` in a ``released``
         cell (a budget plan's release), in one compiled pass over the entries
-        (:mod:`stream_dp.dp.plan_passes`): the same loss and reads."""
+        (:mod:`stream_dp.dp.plan_passes`): the same loss and reads as :meth:`budget_loss`
+        with the same ``shares``."""
         from stream_dp.dp.plan_passes import read_payments
 
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")
+        own = None
+        if shares is not None:
+            kept_count, cap = _checked_shares(occupancy, shares)
+            own = (kept_count, cap, 1.0 - self.variance_share)
         cells, losses, _, vehicle, read_eps = read_payments(
             occupancy.cell_start, occupancy.vehicle_index, kept, released,
-            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True,
+            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True, own,
         )  # fmt: skip
         loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
         return loss, (occupancy.vehicles, vehicle, read_eps)
 
-    def budget_loss(self, window_start: int, occupancy: Occupancy, read: np.ndarray) -> WindowLoss:
+    def budget_loss(
+        self,
+        window_start: int,
+        occupancy: Occupancy,
+        read: np.ndarray,
+        shares: Shares | None = None,
+    ) -> WindowLoss:
         """With per-cell ε (§13): per vehicle, the summed ε of the cells it is ``read`` in
-        (per occupancy entry: kept and in a released cell; Thm II.3)."""
-        assert self.per_cell is not None
-        eps = self.cell_epsilons(len(occupancy.cells))[occupancy.cell_index]
+        (per occupancy entry: kept and in a released cell; Thm II.3). With ``shares`` (per
+        entry its kept readings, per cell its cap: the CLIP mean's), each entry costs its
+        vehicle only its own share of the cell's ε (§13.1, "The loss"); without, the whole ε
+        (an upper bound: a failed window's charge)."""
+        eps = self._entry_epsilons(occupancy, read, shares)
         n = len(occupancy.vehicles)
         cells = np.bincount(occupancy.vehicle_index[read], minlength=n)
         losses = np.bincount(occupancy.vehicle_index, weights=np.where(read, eps, 0.0), minlength=n)
         return WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
+
+    def _entry_epsilons(
+        self, occupancy: Occupancy, read: np.ndarray, shares: Shares | None
+    ) -> np.ndarray:
+        """Per occupancy entry, what its vehicle loses if it is ``read``: its cell's ε, or
+        with ``shares`` its own share of it
+        (:func:`stream_dp.dp.individual_loss.entry_epsilons`; 0 where not read)."""
+        assert self.per_cell is not None
+        eps = self.cell_epsilons(len(occupancy.cells))[occupancy.cell_index]
+        if shares is None:
+            return eps
+        from stream_dp.dp.individual_loss import entry_epsilons
+
+        kept_count, cap = _checked_shares(occupancy, shares)
+        return entry_epsilons(np.where(read, eps, 0.0), kept_count, cap[occupancy.cell_index],
+                              1.0 - self.variance_share)  # fmt: skip
 
     def failed_charge(self, window_start: int, occupancy: Occupancy) -> WindowLoss:
         """A failed window's charge: every vehicle pays each cell of ``occupancy`` it is in
@@ -229,3 +266,11 @@ class PrivacyAccountant:
         if self.params.vehicle_budget is not None:
             return epsilon_loss if self.params.mechanism.pld_composes else None
         return self.pld_loss(round(epsilon_loss / self.epsilon))
+
+
+def _checked_shares(occupancy: Occupancy, shares: Shares) -> Shares:
+    """``shares`` as int64 arrays, one kept count per entry and one cap per cell."""
+    kept_count, cap = (np.asarray(a, dtype=np.int64) for a in shares)
+    if len(kept_count) != occupancy.n_entries or len(cap) != len(occupancy.cells):
+        raise AssertionError("kept counts or caps differ from the occupancy")
+    return kept_count, cap

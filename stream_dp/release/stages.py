@@ -326,10 +326,12 @@ def _charge(state: WindowState) -> tuple[WindowLoss, Reads | None]:
         occupancy = state.pairs.occupancy
         plan, released = state.budget, state.released
         if plan is not None and released is not None:
+            capped = state.pairs.capped  # each vehicle pays its own share (§13.1, the loss)
+            shares = None if capped is None else (capped.kept_count, capped.cap)
             if COMPILED_LOSS and accountant.per_cell is not None:
-                return accountant.read_loss(start, occupancy, plan.kept, released)
+                return accountant.read_loss(start, occupancy, plan.kept, released, shares)
             read = plan.kept & released[occupancy.cell_index]
-            return accountant.released_loss(start, occupancy, state.grids, read)
+            return accountant.released_loss(start, occupancy, state.grids, read, shares)
     return accountant.released_loss(start, occupancy, state.grids, None)
 
 

@@ -413,3 +413,29 @@ def test_the_offline_engine_passes_each_window_carry_to_the_next() -> None:
     )  # fmt: skip
     assert records[0]["n_readings"] == 48  # four hours' readings, pooled once
     assert engine.carry is not None and int(engine.carry.count.sum()) == 24  # hours 4 and 5
+
+
+def test_a_vehicle_below_its_cells_cap_is_charged_its_share_of_the_cells_epsilon() -> None:
+    """The ledger charges each vehicle what it loses (§13.1, the loss): the cell's ε for a
+    vehicle at the cap, ``ε k / c`` rounded up to the grid for one with k < c kept readings;
+    the run's audit adds the same charges."""
+    from stream_dp.release.run_losses import RunLosses
+
+    counts = {f"v{i}": 24 if i < 3 else 4 + i % 5 for i in range(40)}  # three heavy, many light
+    readings = [(0, int(name[1:]), float(10 + i % 40)) for name, n in counts.items()
+                for i in range(n)]  # fmt: skip
+    params = _params(max_span_hours=1, vehicle_budget=24.0)  # the burst 4 affords the cell
+    releases, losses = _run(params, [readings], ends=True)
+    (record,) = releases[0].cells
+    eps, cap = record["epsilon"], record["cap"]
+    charged = dict(zip(losses[0].vehicles, losses[0].loss.tolist(), strict=True))
+    assert cap >= 24 and sorted(charged) == sorted(counts)
+    for name, n in counts.items():
+        share = eps * min(n, cap) / cap
+        if n >= cap:
+            assert charged[name] == eps
+        else:
+            assert share <= charged[name] <= share + 2 * EPSILON_STEP < eps
+    runs = RunLosses(params)
+    runs.add(releases[0])
+    assert {name: runs.basic(name) for name in charged} == charged

@@ -1,0 +1,74 @@
+"""A vehicle below its cell's cap loses only its own share of the cell's ε (docs/math.md
+§13.1, "The loss"): checked against the exact sampler's own grid, by brute force over
+neighbouring means."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from stream_dp.dp.individual_loss import entry_epsilons
+from stream_dp.dp.noise import _plan, _round_to_grid
+from stream_dp.dp.vehicle_budget import EPSILON_STEP
+
+U = 65.0
+
+
+def _largest_ratio(kept: int, cap: int, kept_sum: int, epsilon_mean: float, rng) -> float:
+    """The largest log probability ratio of the sampler's output between neighbours that move
+    one vehicle's ``kept`` readings from 0 to U, over random datasets: the index shift after
+    rounding to the grid over the discrete Laplace's grid scale (§4.2)."""
+    sensitivity = U * cap / kept_sum
+    plan = _plan(sensitivity, epsilon_mean)
+    assert plan is not None
+    worst = Fraction(0)
+    for _ in range(200):
+        rest = rng.uniform(0.0, U * (kept_sum - kept))  # the other readings' clipped sum
+        low = float(rest / kept_sum)
+        high = float((rest + U * kept) / kept_sum)
+        shift = abs(_round_to_grid(high, plan.k) - _round_to_grid(low, plan.k))
+        worst = max(worst, shift / plan.grid_scale)
+    return float(worst)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_vehicle_below_the_cap_loses_no_more_than_its_share_and_not_much_less(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 60, size=12)
+    cap = int(np.sort(counts)[-3])  # two vehicles above the cap
+    kept = np.minimum(counts, cap)
+    kept_sum = int(kept.sum())
+    epsilon = float(rng.integers(1, 300)) * EPSILON_STEP
+    own = entry_epsilons(np.full(len(kept), epsilon), kept, np.full(len(kept), cap), 1.0)
+    for k, charged in zip(kept.tolist(), own.tolist(), strict=True):
+        assert charged / EPSILON_STEP == round(charged / EPSILON_STEP)  # on the grid
+        if k == cap:
+            assert charged == epsilon  # the cell's own vehicle at the cap: the whole ε
+            continue
+        ratio = _largest_ratio(k, cap, kept_sum, epsilon, rng)
+        assert ratio <= charged  # the sampler's privacy loss for this vehicle
+        assert charged <= epsilon * k / cap + 2 * EPSILON_STEP  # its share, rounded up once
+        assert charged < epsilon or epsilon * k / cap > epsilon - 2 * EPSILON_STEP
+
+
+def test_the_brute_force_ratio_reaches_the_share_it_bounds() -> None:
+    """The check above is not vacuous: the worst shift found is the vehicle's share of ε
+    (within the grid's rounding), well above what a charge of half the share would allow."""
+    rng = np.random.default_rng(7)
+    ratio = _largest_ratio(10, 40, 400, 1.0, rng)
+    assert 0.25 * 0.999 <= ratio <= 0.25 * 1.001
+
+
+def test_the_variance_share_is_charged_whole_and_the_mean_share_in_part() -> None:
+    epsilon, share = 1.0, 0.75  # the mean ε 0.75, the variance's 0.25
+    own = entry_epsilons(np.array([epsilon] * 3), np.array([10, 5, 0]), np.array([10] * 3), share)
+    assert own[0] == epsilon
+    assert 0.25 + 0.75 * 0.5 <= own[1] <= 0.25 + 0.75 * 0.5 + EPSILON_STEP
+    assert 0.25 <= own[2] <= 0.25 + EPSILON_STEP
+
+
+def test_a_cell_with_nothing_kept_or_no_cap_costs_its_epsilon() -> None:
+    own = entry_epsilons(np.array([0.5, 0.5]), np.array([3, 0]), np.array([0, 0]), 1.0)
+    assert own.tolist() == [0.5, 0.5]
