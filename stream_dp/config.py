@@ -32,6 +32,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+#: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
+DEFAULT_BURST_SHARE = 0.25
+#: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
+DEFAULT_MAX_SPAN_HOURS = 8
+
 ENV_PREFIX = "STREAM_DP_"
 #: Adaptive cells merge up to this many resolutions above ``resolution`` unless
 #: ``coarsest_resolution`` is set (README, "Adaptive cells").
@@ -146,10 +151,10 @@ class ReleaseSettings(BaseModel):
         gt=0,
         allow_inf_nan=False,
         description="Pacing: the most a vehicle may spend at once (token bucket capacity, "
-        "refilled at B per period; default B/6).",
+        "refilled at B per period; default B/4).",
     )
     max_span_hours: int = Field(
-        9,
+        DEFAULT_MAX_SPAN_HOURS,
         ge=1,
         le=168,
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
@@ -342,10 +347,10 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
 
     @property
     def vehicle_burst(self) -> float:
-        """The pacing burst: ``vehicle_budget_burst``, else B/6 (0 without a budget)."""
+        """The pacing burst: ``vehicle_budget_burst``, else B/4 (0 without a budget)."""
         if self.vehicle_budget_burst is not None:
             return self.vehicle_budget_burst
-        return 0.0 if self.vehicle_budget is None else self.vehicle_budget / 6
+        return 0.0 if self.vehicle_budget is None else self.vehicle_budget * DEFAULT_BURST_SHARE
 
     @classmethod
     def settings_customise_sources(

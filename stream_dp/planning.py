@@ -227,7 +227,8 @@ class _BudgetView:
     epsilons: list[float | None]
     sat_out: list[int]
     sat_out_pairs: list[tuple[str, str]]
-    #: The largest per-vehicle loss with every pair of the released cells read, and as read.
+    #: The largest per-vehicle loss with every pair of the released cells read at its cell's
+    #: ε, and as the release charges the pairs it reads (each vehicle its own share).
     losses: tuple[float, float]
 
 
@@ -253,7 +254,10 @@ def _budget_view(state: WindowState) -> _BudgetView | None:
     in_released = released[occupancy.cell_index]
     accountant = state.accountant
     every = accountant.released_loss(0, occupancy, None, in_released)[0].max_loss
-    read = accountant.released_loss(0, occupancy, None, plan.kept & in_released)[0].max_loss
+    capped = pairs.capped  # as charged: each vehicle its own share of its cells' ε (§13.1)
+    shares = None if capped is None else (capped.kept_count, capped.cap)
+    read = accountant.released_loss(0, occupancy, None, plan.kept & in_released, shares)[0]
+    read = read.max_loss
     return _BudgetView(epsilons, sat_out.tolist(), pairs_out, (every, read))
 
 
@@ -381,8 +385,8 @@ def _budget_lines(plan: Plan, top: int) -> list[str]:
         f"epsilon per released cell: {spread} (each cell's least epsilon meeting T)",
         f"cells per vehicle:        G1 {plan.g1} -> K {plan.k}",
         f"largest vehicle loss:     {plan.privacy_loss_before:g} -> "
-        f"{plan.privacy_loss_after:g}  (summed cell epsilons: every pair read -> after "
-        "the sit-outs)",
+        f"{plan.privacy_loss_after:g}  (every pair read at its cells' epsilon -> as "
+        "charged after the sit-outs, each vehicle its own share)",
         f"sit-outs:                 {_count(plan.vehicles_sat_out, 'vehicle')} in "
         f"{len(plan.suppressed)} (cell, vehicle) pairs (their readings count in mean_error)",
     ]

@@ -77,7 +77,7 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
     ("--prefix-limit", "C: stored readings per pair"),
     ("--vehicle-budget", "B: each vehicle's epsilon over any budget period (the plan: no "
      "ledger, each vehicle's room is the burst)"),
-    ("--vehicle-budget-burst", "pacing: the most a vehicle spends at once (unset: B/6)"),
+    ("--vehicle-budget-burst", "pacing: the most a vehicle spends at once (unset: B/4)"),
     ("--max-span-hours", "with a vehicle budget: windows a cell may pool"),
     ("--budget-period-seconds", "the rolling budget period"),
 )  # fmt: skip

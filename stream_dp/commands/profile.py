@@ -1,9 +1,9 @@
 """The recommended release profile (issue 25 item 7): a per-vehicle budget B over a period,
 per-cell epsilon for the accuracy target T, spans of up to ``max_span_hours`` windows.
 
-The values are the prototype's finding on the bundled AIS week: B = ε 14 per 7 days,
-T = 10 km/h (mean error at 95 %), spans of up to 9 hours, H3 resolution 8 cells merged up to
-resolution 3, the whole per-cell ε on the mean. The demo uses them; ``serve`` does when the
+The values are the prototype's finding on the bundled AIS week: B = ε 14 per 7 days (paced
+with the default burst B/4), T = 10 km/h (mean error at 95 %), spans of up to 8 hours, H3
+resolution 8 cells merged up to resolution 3, the whole per-cell ε on the mean. The demo uses them; ``serve`` does when the
 operator configures no release parameter at all (see :func:`unconfigured`); compose and the
 Kubernetes manifests set them explicitly.
 """
@@ -21,7 +21,7 @@ WEEK = 7 * 24 * 3600
 BUDGET_PROFILE: dict[str, Any] = {
     "vehicle_budget": 14.0,
     "budget_period_seconds": WEEK,
-    "max_span_hours": 9,
+    "max_span_hours": 8,
     "target_mean_error": 10.0,
     "resolution": 8,
     "coarsest_resolution": 3,

@@ -132,7 +132,7 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("coarsest_resolution", int, "R0: coarsest resolution of adaptive cells"),
     ("accounting_delta", float, "delta of the pld accounting"),
     ("vehicle_budget", float, "B: each vehicle's epsilon over any budget period"),
-    ("vehicle_budget_burst", float, "pacing: the most a vehicle spends at once (unset: B/6)"),
+    ("vehicle_budget_burst", float, "pacing: the most a vehicle spends at once (unset: B/4)"),
     ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
     ("budget_period_seconds", int, "the rolling budget period"),
 )

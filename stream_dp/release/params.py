@@ -15,7 +15,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from stream_dp.config import ConfigError, Settings, label
+from stream_dp.config import (
+    DEFAULT_BURST_SHARE,
+    DEFAULT_MAX_SPAN_HOURS,
+    ConfigError,
+    Settings,
+    label,
+)
 from stream_dp.dp.mechanism_specs import DEFAULT_MEAN_MECHANISM, MeanMechanismSpec, mechanism_spec
 
 
@@ -45,7 +51,7 @@ class ReleaseParams:
     #: B: the per-vehicle budget over any ``budget_period_seconds`` (docs/math.md §13).
     vehicle_budget: float | None = None
     vehicle_budget_burst: float | None = None
-    max_span_hours: int = 9
+    max_span_hours: int = DEFAULT_MAX_SPAN_HOURS
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"
 
@@ -100,10 +106,10 @@ class ReleaseParams:
 
     @property
     def vehicle_burst(self) -> float:
-        """Pacing's burst (token bucket capacity): ``vehicle_budget_burst``, else B/6."""
+        """Pacing's burst (token bucket capacity): ``vehicle_budget_burst``, else B/4."""
         if self.vehicle_budget_burst is not None:
             return self.vehicle_budget_burst
-        return 0.0 if self.vehicle_budget is None else self.vehicle_budget / 6
+        return 0.0 if self.vehicle_budget is None else self.vehicle_budget * DEFAULT_BURST_SHARE
 
     @property
     def ledger_period_seconds(self) -> int:

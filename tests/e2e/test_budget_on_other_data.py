@@ -5,7 +5,7 @@ The data: 73 AIS trajectories around New York, 30 June 2020, cut from tracktable
 ``US_coastal_2020_06_30.traj`` (``tests/data/NOTICE.md``; the profile was tuned on the
 December week). A short excerpt cannot take a vehicle past B = 14 per 7 days even without the
 budget (the fixed-ε release spends at most 5 on it), so the test also holds every vehicle to
-what the profile's pacing lets it spend over the excerpt (a burst of B/6 plus B per period,
+what the profile's pacing lets it spend over the excerpt (a burst of B/4 plus B per period,
 accrued over the hours released), which the fixed-ε release breaks.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from stream_dp.config import DEFAULT_BURST_SHARE
 from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.vehicle_budget import EPSILON_STEP
@@ -51,13 +52,13 @@ def release(
 
 
 def paced_allowance(windows: list[dict]) -> float:
-    """The most pacing lets a vehicle spend over the released windows: the burst B/6 plus
+    """The most pacing lets a vehicle spend over the released windows: the burst B/4 plus
     B per period over the time from the first window's start to the last one's end."""
     budget = float(BUDGET_PROFILE["vehicle_budget"])
     seconds = max(_epoch(w["window_end"]) for w in windows) - min(
         _epoch(w["window_start"]) for w in windows
     )
-    return budget / 6 + budget * seconds / BUDGET_PROFILE["budget_period_seconds"]
+    return budget * DEFAULT_BURST_SHARE + budget * seconds / BUDGET_PROFILE["budget_period_seconds"]
 
 
 def _epoch(stamp: str) -> float:

@@ -80,7 +80,7 @@ def _option_help(parser: argparse.ArgumentParser, option: str) -> str:
 
 def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> None:
     """release shows the settings' defaults (the recommended targeted mode); the demo shows
-    its own, the per-vehicle budget profile (T 10, B 14 per 7 days, spans of 9 h); serve the
+    its own, the per-vehicle budget profile (T 10, B 14 per 7 days, spans of 8 h); serve the
     profile, and the settings' default that replaces it once a release setting is given."""
     parsers = {p.prog.split()[-1]: p for p in _all_parsers(cli.build_parser())}
     expected = {

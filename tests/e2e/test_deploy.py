@@ -499,7 +499,7 @@ def _compose_defaults() -> dict[str, str]:
 
 @pytest.mark.parametrize("where", ["compose", "kubernetes"])
 def test_deployments_default_to_the_per_vehicle_budget(where, monkeypatch) -> None:
-    """Issue 25 item 7: B = 14 per 7 days, T = 10, spans up to 9 h, as the worker reads it."""
+    """Issue 25 item 7: B = 14 per 7 days, T = 10, spans up to 8 h, as the worker reads it."""
     from stream_dp.config import load_settings
     from stream_dp.release.params import checked_settings
 
@@ -515,7 +515,7 @@ def test_deployments_default_to_the_per_vehicle_budget(where, monkeypatch) -> No
     assert settings.vehicle_budget == 14.0
     assert settings.budget_period_seconds == 7 * 24 * 3600
     assert settings.target_mean_error == 10.0
-    assert settings.max_span_hours == 9
+    assert settings.max_span_hours == 8
     assert settings.budget_cap is None
 
 

@@ -71,7 +71,7 @@ def test_plan_and_release_agree_under_a_vehicle_budget(
     assert plan["privacy_loss_after"] == pytest.approx(summary["privacy_loss"])
     assert plan["vehicles_sat_out"] == summary["vehicles_budget_limited"]
     assert plan["K"] == summary["K"] and plan["G1"] == summary["G1"]
-    assert plan["vehicle_budget"] == 14.0 and plan["vehicle_burst"] == pytest.approx(14 / 6)
+    assert plan["vehicle_budget"] == 14.0 and plan["vehicle_burst"] == pytest.approx(14 / 4)
     assert plan["cells_over_error_bound"] == 0  # a cell given no ε is not "over E"
 
 
@@ -84,12 +84,12 @@ def test_the_text_plan_names_the_budget_figures(
     plan = json.loads(capsys.readouterr().out)
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "vehicle budget B 14 per 7 days, burst 2.33333" in out
+    assert "vehicle budget B 14 per 7 days, burst 3.5" in out
     eps = [g["epsilon"] for g in plan["grids"].values() if g["released"]]
     assert f"epsilon per released cell: {min(eps):g} to {max(eps):g}" in out
     after = plan["max_vehicle_loss"]
     assert f"largest vehicle loss:     {plan['privacy_loss_before']:g} -> {after:g}" in out
-    assert after <= 14 / 6 + 1e-9 < plan["privacy_loss_before"]  # the sit-outs keep the burst
+    assert after <= 14 / 4 + 1e-9 < plan["privacy_loss_before"]  # the sit-outs keep the burst
     assert f"sit-outs:                 {plan['vehicles_sat_out']} vehicles" in out
     assert "privacy loss per window" not in out  # no K*eps line: it does not hold here
 

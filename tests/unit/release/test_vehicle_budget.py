@@ -114,6 +114,7 @@ def _params(**changes: Any) -> ReleaseParams:
         "epsilon": 1.0, "upper": U, "resolution": 8, "coarsest_resolution": 6,
         "target_mean_error": T, "variance_share": 0.0, "vehicle_budget": 6.0,
         "budget_period_seconds": 6 * HOUR, "max_span_hours": 3, "app_id": "test",
+        "vehicle_budget_burst": 1.0,
     }  # fmt: skip
     values.update(changes)
     return ReleaseParams(**values)
@@ -221,7 +222,7 @@ def test_records_carry_their_own_epsilon_that_meets_t() -> None:
 def test_a_sparse_cell_pools_its_hours_into_one_span_and_never_again() -> None:
     # One cell, 6 new vessels an hour with 2 readings each: an hour needs ε 3.247 to meet T
     # (3.25 on the grid of 1/128), four hours pooled 0.812 (0.8125 = 104/128), under the burst
-    # (B/6 = 1).
+    # (1).
     windows = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(6)]
     params = _params(vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8)
     releases, _ = _run(params, windows)
@@ -424,7 +425,7 @@ def test_a_vehicle_below_its_cells_cap_is_charged_its_share_of_the_cells_epsilon
     counts = {f"v{i}": 24 if i < 3 else 4 + i % 5 for i in range(40)}  # three heavy, many light
     readings = [(0, int(name[1:]), float(10 + i % 40)) for name, n in counts.items()
                 for i in range(n)]  # fmt: skip
-    params = _params(max_span_hours=1, vehicle_budget=24.0)  # the burst 4 affords the cell
+    params = _params(max_span_hours=1, vehicle_budget=24.0, vehicle_budget_burst=4.0)
     releases, losses = _run(params, [readings], ends=True)
     (record,) = releases[0].cells
     eps, cap = record["epsilon"], record["cap"]
