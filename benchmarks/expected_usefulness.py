@@ -32,7 +32,7 @@ import usefulness as u  # noqa: E402
 from stream_dp.dp.error_bars import LN20  # noqa: E402
 from stream_dp.testing.noise_free import NoNoise  # noqa: E402
 
-B14 = f"vehicle budget B {14:g} per 7 days (T 10, span 9 h)"
+B14 = f"vehicle budget B {14:g} per 7 days (T 10, span 8 h)"
 
 
 def laplace_within(shift: np.ndarray, scale: np.ndarray, half_width: Any) -> np.ndarray:
