@@ -254,8 +254,7 @@ def _budget_view(state: WindowState) -> _BudgetView | None:
     in_released = released[occupancy.cell_index]
     accountant = state.accountant
     every = accountant.released_loss(0, occupancy, None, in_released)[0].max_loss
-    capped = pairs.capped  # as charged: each vehicle its own share of its cells' ε (§13.1)
-    shares = None if capped is None else (capped.kept_count, capped.cap)
+    shares = accountant.own_shares(pairs.capped)  # as charged (§13.1, the loss)
     read = accountant.released_loss(0, occupancy, None, plan.kept & in_released, shares)[0]
     read = read.max_loss
     return _BudgetView(epsilons, sat_out.tolist(), pairs_out, (every, read))

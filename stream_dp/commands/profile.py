@@ -3,9 +3,9 @@ per-cell epsilon for the accuracy target T, spans of up to ``max_span_hours`` wi
 
 The values are the prototype's finding on the bundled AIS week: B = ε 14 per 7 days (paced
 with the default burst B/4), T = 10 km/h (mean error at 95 %), spans of up to 8 hours, H3
-resolution 8 cells merged up to resolution 3, the whole per-cell ε on the mean. The demo uses them; ``serve`` does when the
-operator configures no release parameter at all (see :func:`unconfigured`); compose and the
-Kubernetes manifests set them explicitly.
+resolution 8 cells merged up to resolution 3, the whole per-cell ε on the mean. The demo uses
+them; ``serve`` does when the operator configures no release parameter at all (see
+:func:`unconfigured`); compose and the Kubernetes manifests set them explicitly.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ the PLD accountant does not compose the mechanism), the budget mask's view of th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.occupancy import IntArray, Occupancy
 from stream_dp.release.params import ReleaseParams
+
+if TYPE_CHECKING:
+    from stream_dp.dp.pseudo_user import PseudoUserResult
 
 #: Per (vehicle, cell) pair read under per-cell ε: the occupancy's vehicle names, each read
 #: pair's vehicle index and what it lost there (the run's PLD per vehicle; never published).
@@ -183,6 +187,16 @@ class PrivacyAccountant:
         )  # fmt: skip
         loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
         return loss, (occupancy.vehicles, vehicle, read_eps)
+
+    def own_shares(self, capped: PseudoUserResult | None) -> Shares | None:
+        """What a budget release charges each vehicle by (§13.1, the loss): per entry its kept
+        readings and per cell its cap (``capped``: the CLIP mean's), so each vehicle pays its
+        own share of a cell's ε; None (the whole ε) without them, or with a variance share
+        (the variance runs at the cell's ``s ε`` whatever a vehicle's share of the mean, and
+        the run's PLD audit composes each read as one cell's mean and variance)."""
+        if capped is None or self.variance_share > 0:
+            return None
+        return capped.kept_count, capped.cap
 
     def budget_loss(
         self,

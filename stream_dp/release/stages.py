@@ -326,8 +326,7 @@ def _charge(state: WindowState) -> tuple[WindowLoss, Reads | None]:
         occupancy = state.pairs.occupancy
         plan, released = state.budget, state.released
         if plan is not None and released is not None:
-            capped = state.pairs.capped  # each vehicle pays its own share (§13.1, the loss)
-            shares = None if capped is None else (capped.kept_count, capped.cap)
+            shares = accountant.own_shares(state.pairs.capped)  # §13.1, the loss
             if COMPILED_LOSS and accountant.per_cell is not None:
                 return accountant.read_loss(start, occupancy, plan.kept, released, shares)
             read = plan.kept & released[occupancy.cell_index]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import orjson
 
-from stream_dp.config import DEFAULT_BURST_SHARE
 from stream_dp.commands.profile import BUDGET_PROFILE
+from stream_dp.config import DEFAULT_BURST_SHARE
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.vehicle_budget import EPSILON_STEP
 

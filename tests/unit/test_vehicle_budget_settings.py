@@ -10,7 +10,7 @@ from stream_dp.config import ConfigError, load_settings
 from stream_dp.release.params import ReleaseParams
 
 
-def test_settings_reach_the_release_params_with_the_burst_defaulting_to_a_sixth() -> None:
+def test_settings_reach_the_release_params_with_the_burst_defaulting_to_a_quarter() -> None:
     settings = load_settings(
         vehicle_budget=14, target_mean_error=10, budget_period_seconds=7 * 86400,
         max_span_hours=6,

@@ -59,8 +59,8 @@ def test_the_price_is_the_reading_weighted_median_room_of_a_units_vehicles() -> 
 #: B 14 per day (burst 2.33), T 10, resolution 8 merged up to 7, spans of up to 2 hours.
 BUDGET: dict[str, Any] = dict(
     epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
-    variance_share=0.0, vehicle_budget=14.0, budget_period_seconds=24 * HOUR,
-    max_span_hours=2, app_id="test",
+    variance_share=0.0, vehicle_budget=14.0, vehicle_budget_burst=14.0 / 6,
+    budget_period_seconds=24 * HOUR, max_span_hours=2, app_id="test",
 )  # fmt: skip
 
 

@@ -114,9 +114,10 @@ def _params(**changes: Any) -> ReleaseParams:
         "epsilon": 1.0, "upper": U, "resolution": 8, "coarsest_resolution": 6,
         "target_mean_error": T, "variance_share": 0.0, "vehicle_budget": 6.0,
         "budget_period_seconds": 6 * HOUR, "max_span_hours": 3, "app_id": "test",
-        "vehicle_budget_burst": 1.0,
     }  # fmt: skip
     values.update(changes)
+    if "vehicle_budget_burst" not in changes:  # these tests' data: the burst B/6
+        values["vehicle_budget_burst"] = values["vehicle_budget"] / 6
     return ReleaseParams(**values)
 
 
@@ -440,3 +441,18 @@ def test_a_vehicle_below_its_cells_cap_is_charged_its_share_of_the_cells_epsilon
     runs = RunLosses(params)
     runs.add(releases[0])
     assert {name: runs.basic(name) for name in charged} == charged
+
+
+def test_with_a_variance_share_every_vehicle_read_pays_the_whole_epsilon() -> None:
+    """The variance runs at the cell's ``s ε`` whatever a vehicle's share of the mean, and the
+    run's PLD audit composes a read as one cell's mean and variance: with ``s > 0`` the ledger
+    keeps charging the cell's whole ε (§13.1, the loss)."""
+    counts = {f"v{i}": 24 if i < 3 else 4 + i % 5 for i in range(40)}
+    readings = [(0, int(name[1:]), float(10 + i % 40)) for name, n in counts.items()
+                for i in range(n)]  # fmt: skip
+    params = _params(max_span_hours=1, vehicle_budget=40.0, vehicle_budget_burst=8.0,
+                     variance_share=0.25)  # fmt: skip
+    releases, losses = _run(params, [readings], ends=True)
+    (record,) = releases[0].cells
+    assert record["cap"] > 5  # light vehicles below the cap: they would pay less with s = 0
+    assert set(losses[0].loss.tolist()) == {record["epsilon"]}
