@@ -8,7 +8,8 @@ vehicle with ``k < c`` kept readings moves the clipped sum by at most ``U k``, t
 ``U k / S``: the Laplace mechanism's density ratio over ``l``'s neighbours is then at most
 ``exp(ε_μ k / c)``. On the exact sampler's grid (§4.2: values rounded to ``2^k_g ≤ 2^-40 Δ``,
 scale ``(Δ + 2^k_g)/ε_μ``) the ratio is ``exp(ε_μ (U k / S + 2^k_g) / (Δ + 2^k_g))``, at most
-``exp(ε_μ (k / c + 2^-40))``. The variance's share ``ε s`` is charged whole.
+``exp(ε_μ (k / c + 2^-40))``. The variance's share ``ε s`` is charged whole (the release
+charges shares only with ``s = 0``: ``PrivacyAccountant.own_shares``).
 
 So vehicle ``l`` loses ``ε_μ (k / c + 2^-40) + ε s``, rounded *up* to the ε grid
 (``EPSILON_STEP``: ledger sums stay exact) and at most the cell's ε; a vehicle at the cap

@@ -13,7 +13,8 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
    is refused and the cells are chosen again, so its readings pool into its parent in this
    window instead of waiting, possibly until they are withheld. Only the coarsest cells wait
    for a longer span; a finer cell is released on its own when its span is full and its
-   vehicles can pay for it. At most ``MAX_CHOICES`` choices.
+   vehicles can pay for it. At most ``MAX_CHOICES`` choices, and none for cells holding
+   fewer than ``MIN_REFUSED_SHARE`` of the window's readings.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ MAX_CHOICES = 8
 #: the readings the whole parent would (§12.4's slack 0.2 → 0.3): a held cell is released
 #: once its span is full, so the split's detail is worth a remainder that waits or is withheld.
 BUDGET_DETAIL_SLACK = 0.3
+
+#: The refusals stop when the cells a choice would refuse hold fewer than this share of the
+#: window's chosen readings: choosing a window's cells again costs a pass over all of it (on a
+#: 10^6-reading window, ~25 ms a choice), and a few dozen readings of a sparse cell are not
+#: worth it (they wait or are withheld, as in any dropped cell). An hour of the AIS week holds
+#: ~1,000 readings, so there every refusal of a cell with a reading is made.
+MIN_REFUSED_SHARE = 1e-3
 
 #: Whether a choice's regrouped pairs get their reading logs only once the choice is kept
 #: (when nothing is held); the tests switch it off to compare.
@@ -74,7 +82,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
         state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
-        if not len(drop):
+        if not len(drop) or _too_few_to_choose_again(occupancy, drop):
             break
         refused.update(occupancy.cells[g] for g in drop.tolist())
     if lazy and moves is not None:  # the kept choice's pairs, with their reading logs
@@ -83,6 +91,13 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
             state.choice_memo = (state.columns, state.choice_memo[1], state.choice_memo[2])
     state.pairs = None
     return withheld
+
+
+def _too_few_to_choose_again(occupancy: Any, drop: np.ndarray) -> bool:
+    """Whether the ``drop``-ped cells' readings are under :data:`MIN_REFUSED_SHARE` of the
+    chosen cells' (public counts)."""
+    total = occupancy.total_per_cell()
+    return bool(total[drop].sum() < MIN_REFUSED_SHARE * total.sum())
 
 
 def waiting_cells(state: WindowState) -> np.ndarray | None:

@@ -8,9 +8,11 @@ from typing import Any
 
 import h3
 import numpy as np
+import pytest
 
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.release import budget_cells
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
@@ -124,6 +126,23 @@ def test_a_finer_cell_the_plan_drops_pools_into_its_parent() -> None:
     releases = _run(_params(max_span_hours=1), [hour])
     shapes = [(r["cell"], r["resolution"], r["n_readings"]) for r in releases[0].cells]
     assert sorted(shapes) == sorted([(far, 8, 50), (PARENT, 7, 31)])
+
+
+def test_no_second_choice_for_a_dropped_cell_of_too_few_readings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refusals stop when the dropped cells hold under ``MIN_REFUSED_SHARE`` of the
+    window's chosen readings: the window of the test above, where A holds 25 of 81."""
+    far = h3.latlng_to_cell(40.85, -73.80, 8)
+    hour = _twice([(A, f"a{v}") for v in range(10)] + [(C, f"c{v}") for v in range(3)])
+    hour += _twice([(far, f"s{v}") for v in range(5)] + [(far, f"d{v}") for v in range(20)])
+    hour += [(A, f"s{v}") for v in range(5)]
+    monkeypatch.setattr(budget_cells, "MIN_REFUSED_SHARE", 0.3)  # A: 31 %, refused
+    (release,) = _run(_params(max_span_hours=1), [hour])
+    assert {r["cell"] for r in release.cells} == {far, PARENT}
+    monkeypatch.setattr(budget_cells, "MIN_REFUSED_SHARE", 0.4)  # A: too few to choose again
+    (release,) = _run(_params(max_span_hours=1), [hour])
+    assert [r["cell"] for r in release.cells] == [far]  # A dropped (spans of 1 h: withheld)
 
 
 def test_a_finer_cell_is_held_until_its_span_is_full() -> None:
