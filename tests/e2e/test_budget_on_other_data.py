@@ -101,9 +101,10 @@ def test_the_profile_keeps_its_promise_on_real_data_it_was_not_tuned_on(tmp_path
 
 
 def test_the_checks_fail_when_the_vehicle_budget_is_unset(tmp_path: Path) -> None:
-    """The fixed-ε release of the same excerpt (no budget) spends 5 on its busiest vessel
-    in a day: within B, past what pacing allows, at ε 1 where less meets T."""
-    lines, ledger = release(tmp_path, vehicle_budget="none")
+    """The fixed-ε release of the same excerpt (no budget) at ε 1.5 spends 13.5 on its busiest
+    vessel in a day: within B, past what pacing allows (5.5: the burst B/4 and the hours'
+    accrual; at ε 1 it spends 5.0, within), at a fixed ε where less meets T."""
+    lines, ledger = release(tmp_path, vehicle_budget="none", epsilon=1.5)
     broken = broken_promises(lines, ledger)
     assert "a vehicle past its paced allowance" in broken
     assert "a record's epsilon is not the least meeting T" in broken

@@ -95,7 +95,7 @@ def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> Non
         "--target-mean-error": "(default 10)",
         "--coarsest-resolution": "(default 3)",
         "--vehicle-budget": "(default 14)",
-        "--max-span-hours": "(default 9)",
+        "--max-span-hours": "(default 8)",
         "--budget-period-seconds": "(default 604800)",
     }
     once = "once a release setting is given)"
