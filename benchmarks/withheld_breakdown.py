@@ -22,7 +22,7 @@ Below the table: the readings of the labelling window itself (the newest part of
 whole), each "lost to the pool" event (hour, carried readings withheld, the carry's and the
 window's readings) and the largest groups of "cell not chosen" readings per (hour, R0 cell).
 
-Run: ``python benchmarks/withheld_breakdown.py [--set max_span_hours=8] [--data FILE]``.
+Run: ``python benchmarks/withheld_breakdown.py [--set max_span_hours=9] [--data FILE]``.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ class Plan:
     ``epsilon``: every cell's, or under a vehicle budget the largest of the released cells'
     (the window summary's); ``privacy_loss_before``/``_after``: the largest per-vehicle loss
     with every pair read (G1·ε) and as the release reads them (K·ε, or under a vehicle
-    budget the summed ε of the cells a vehicle is read in, after the sit-outs)."""
+    budget what a vehicle is charged for the cells it is read in, its own share of each, after
+    the sit-outs)."""
 
     epsilon: float
     upper: float

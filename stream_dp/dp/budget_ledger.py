@@ -120,8 +120,8 @@ class WindowLoss:
     (window, epsilon, names and counts); that is what makes a replayed record a no-op.
 
     With per-cell ε (a vehicle budget, docs/math.md §13) the cells' ε differ: ``losses[i]``
-    is then vehicle ``i``'s summed ε over its cells (Thm II.3) and ``epsilon`` the largest
-    cell ε (what :meth:`BudgetLedger.allowed_cells` divides by).
+    is then what vehicle ``i`` was charged: its own share of each of its cells' ε, summed
+    (Thm II.3; docs/math.md §13.1, "The loss"), and ``epsilon`` the largest such charge.
     """
 
     window_start: int

@@ -1,5 +1,6 @@
 """Each vehicle's privacy loss over a whole run (``stream-dp release``; docs/math.md §13.4):
-basic (summed ε of the cells it was read in) and PLD (its cells' Laplace releases composed,
+basic (summed ε of the cells it was read in; under a vehicle budget its own share of each,
+docs/math.md §13.1) and PLD (a Laplace release per read at that ε, composed,
 at ``accounting_delta``). A failed window's per-vehicle charge (no cells read) is added to
 both as is, so the figures agree with the ledger. An audit of the operator's promise; never
 published."""

@@ -108,7 +108,8 @@ class ServiceMetrics:
         )
         self.vehicle_loss_period_max = Gauge(
             "stream_dp_vehicle_privacy_loss_period_max_epsilon",
-            "Largest summed epsilon of any one vehicle over the rolling budget period "
+            "Largest loss of any one vehicle over the rolling budget period (summed epsilon; "
+            "under a vehicle budget each vehicle's own share of each cell's epsilon) "
             "(the ledger's actual per-vehicle losses; the cap is in stream_dp_info).",
             registry=r,
         )
