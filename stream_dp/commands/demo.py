@@ -128,7 +128,11 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
             _print_summary(summaries, settings)
-            print(await vehicle_losses_line(conn, settings))
+            per_vehicle = await vehicle_losses(conn, settings)
+            print(describe_losses(per_vehicle, settings))
+            if settings.vehicle_budget is not None:  # in words: the busiest vessel's own loss
+                promise = (settings.vehicle_budget, settings.budget_period_seconds / 86400)
+                print(_plain_epsilon(max(per_vehicle, default=0.0), promise))
             if args.keep_running:
                 print(
                     f"\nstill running: dashboard {base}/dashboard, metrics {base}/metrics "
@@ -219,9 +223,9 @@ def worker_env(settings: Settings) -> dict[str, str]:
     }
 
 
-async def vehicle_losses_line(conn: Any, settings: Settings) -> str:
-    """What each vessel lost, in plain words, from the worker's release log (its ledger),
-    against the promise B; aggregates only, never a vessel's name."""
+async def vehicle_losses(conn: Any, settings: Settings) -> list[float]:
+    """Each vessel's loss over the budget period, from the worker's release log (its ledger);
+    no names (:func:`describe_losses` says it in words)."""
     from stream_dp.commands.profile import period_losses
     from stream_dp.kafka.partition_reader import iter_partition_to_end
     from stream_dp.worker.release_log import ReleaseLogIndex
@@ -232,7 +236,7 @@ async def vehicle_losses_line(conn: Any, settings: Settings) -> str:
             stored = index.add(message.offset, message.value)
             if stored is not None and stored.loss is not None:
                 losses.append(stored.loss)
-    return describe_losses(period_losses(settings, losses), settings)
+    return period_losses(settings, losses)
 
 
 def describe_losses(per_vehicle: list[float], settings: Settings) -> str:
@@ -345,17 +349,23 @@ def _print_summary(summaries: list[dict[str, Any]], settings: Settings) -> None:
         if budget is None
         else "each cell's own eps, the least that meets T"
     )
+    loss = (
+        "Worst-case privacy loss of one vessel over the replay"
+        if budget is None
+        else "Largest loss of a vessel in each window, summed over the windows (a bound of any "
+        "one vessel's loss: the largest may be another vessel in each window; each vessel's "
+        "own loss from the ledger below)"
+    )
     print(
         f"\n{len(summaries)} windows released once each, {cells} cell records; "
         f"late readings dropped: {late}.\n"
-        f"Worst-case privacy loss of one vessel over the replay: {k:.2f} "
-        f"(without CLIP-USER: {g1:.2f}; {per_cell}, basic composition)."
+        f"{loss}: {k:.2f} (without CLIP-USER: {g1:.2f}; {per_cell}, basic composition)."
     )
     failed = sum(s.get("status") == "failed" for s in summaries)
     if failed:
         print(f"{failed} of these windows failed to release: published as failed, charged.")
-    promise = None if budget is None else (budget, settings.budget_period_seconds / 86400)
-    print(_plain_epsilon(k, promise))
+    if budget is None:  # under a budget the words follow the ledger's busiest vessel
+        print(_plain_epsilon(k))
 
 
 def _plain_epsilon(epsilon: float, promise: tuple[float, float] | None = None) -> str:
