@@ -456,3 +456,30 @@ def test_with_a_variance_share_every_vehicle_read_pays_the_whole_epsilon() -> No
     (record,) = releases[0].cells
     assert record["cap"] > 5  # light vehicles below the cap: they would pay less with s = 0
     assert set(losses[0].loss.tolist()) == {record["epsilon"]}
+
+
+def test_a_pooled_span_charges_each_vehicle_its_share_of_its_pooled_readings() -> None:
+    """The share reads the pooled counts: over a span, a vehicle's kept readings of all the
+    span's hours against the span cell's cap."""
+    hours = 3
+    heavy = [(0, v, 30.0) for v in range(3) for _ in range(8)]  # three vessels, 8 an hour
+    light = [(0, 10 + v, 20.0 + v) for v in range(30)]  # thirty, one reading an hour
+    windows = [heavy + light for _ in range(hours)]
+    params = _params(max_span_hours=hours, vehicle_budget=24.0, vehicle_budget_burst=4.0)
+    releases, losses = _run(params, windows, ends=True)
+    records = [(rel, r) for rel in releases for r in rel.cells]
+    assert len(records) == 1
+    rel, record = records[0]
+    span = _hours(record["window_end"]) - _hours(record["window_start"])
+    assert span == hours  # the three hours pooled into one record
+    eps, cap = record["epsilon"], record["cap"]
+    assert rel.loss is not None
+    charged = dict(zip(rel.loss.vehicles, rel.loss.loss.tolist(), strict=True))
+    per_vehicle = {f"v{v}": 8 * hours for v in range(3)} | {f"v{10 + v}": hours for v in range(30)}
+    assert sorted(charged) == sorted(per_vehicle)
+    for name, k in per_vehicle.items():
+        share = eps * min(k, cap) / cap
+        if k >= cap:
+            assert charged[name] == eps
+        else:
+            assert share <= charged[name] <= share + 2 * EPSILON_STEP < eps
