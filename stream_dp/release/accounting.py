@@ -157,9 +157,9 @@ class PrivacyAccountant:
         own share) and those reads; else its released cells (``grids``) × ε (:meth:`loss`)."""
         if self.per_cell is None or occupancy is None or read is None:
             return self.loss(window_start, occupancy, grids), None
-        eps = self._entry_epsilons(occupancy, read, shares)[read]
-        reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps)
-        return self.budget_loss(window_start, occupancy, read, shares), reads
+        eps = self._entry_epsilons(occupancy, read, shares)
+        reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps[read])
+        return _summed_loss(window_start, occupancy, read, eps), reads
 
     def read_loss(
         self,
@@ -210,11 +210,9 @@ class PrivacyAccountant:
         entry its kept readings, per cell its cap: the CLIP mean's), each entry costs its
         vehicle only its own share of the cell's ε (§13.1, "The loss"); without, the whole ε
         (an upper bound: a failed window's charge)."""
-        eps = self._entry_epsilons(occupancy, read, shares)
-        n = len(occupancy.vehicles)
-        cells = np.bincount(occupancy.vehicle_index[read], minlength=n)
-        losses = np.bincount(occupancy.vehicle_index, weights=np.where(read, eps, 0.0), minlength=n)
-        return WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
+        return _summed_loss(
+            window_start, occupancy, read, self._entry_epsilons(occupancy, read, shares)
+        )
 
     def _entry_epsilons(
         self, occupancy: Occupancy, read: np.ndarray, shares: Shares | None
@@ -280,6 +278,16 @@ class PrivacyAccountant:
         if self.params.vehicle_budget is not None:
             return epsilon_loss if self.params.mechanism.pld_composes else None
         return self.pld_loss(round(epsilon_loss / self.epsilon))
+
+
+def _summed_loss(
+    window_start: int, occupancy: Occupancy, read: np.ndarray, eps: np.ndarray
+) -> WindowLoss:
+    """Per vehicle, its ``read`` entries counted and their ``eps`` (per entry) summed."""
+    n = len(occupancy.vehicles)
+    cells = np.bincount(occupancy.vehicle_index[read], minlength=n)
+    losses = np.bincount(occupancy.vehicle_index, weights=np.where(read, eps, 0.0), minlength=n)
+    return WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
 
 
 def _checked_shares(occupancy: Occupancy, shares: Shares) -> Shares:

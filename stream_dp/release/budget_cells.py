@@ -32,6 +32,7 @@ from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.spans import first_window_of
 
 if TYPE_CHECKING:
+    from stream_dp.dp.occupancy import Occupancy
     from stream_dp.release.state import WindowState
 
 #: The most choices of one window's cells (each refuses at least one more cell).
@@ -96,7 +97,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     return withheld
 
 
-def _too_few_to_choose_again(occupancy: Any, drop: np.ndarray) -> bool:
+def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:
     """Whether the ``drop``-ped cells' readings are under :data:`MIN_REFUSED_SHARE` of the
     chosen cells' (public counts)."""
     total = occupancy.total_per_cell()

@@ -423,21 +423,12 @@ def test_a_vehicle_below_its_cells_cap_is_charged_its_share_of_the_cells_epsilon
     the run's audit adds the same charges."""
     from stream_dp.release.run_losses import RunLosses
 
-    counts = {f"v{i}": 24 if i < 3 else 4 + i % 5 for i in range(40)}  # three heavy, many light
-    readings = [(0, int(name[1:]), float(10 + i % 40)) for name, n in counts.items()
-                for i in range(n)]  # fmt: skip
+    counts, readings = _heavy_and_light()
     params = _params(max_span_hours=1, vehicle_budget=24.0, vehicle_budget_burst=4.0)
     releases, losses = _run(params, [readings], ends=True)
     (record,) = releases[0].cells
-    eps, cap = record["epsilon"], record["cap"]
-    charged = dict(zip(losses[0].vehicles, losses[0].loss.tolist(), strict=True))
-    assert cap >= 24 and sorted(charged) == sorted(counts)
-    for name, n in counts.items():
-        share = eps * min(n, cap) / cap
-        if n >= cap:
-            assert charged[name] == eps
-        else:
-            assert share <= charged[name] <= share + 2 * EPSILON_STEP < eps
+    assert record["cap"] >= 24
+    charged = _assert_charged_their_shares(releases[0], record, counts)
     runs = RunLosses(params)
     runs.add(releases[0])
     assert {name: runs.basic(name) for name in charged} == charged
@@ -447,9 +438,7 @@ def test_with_a_variance_share_every_vehicle_read_pays_the_whole_epsilon() -> No
     """The variance runs at the cell's ``s ε`` whatever a vehicle's share of the mean, and the
     run's PLD audit composes a read as one cell's mean and variance: with ``s > 0`` the ledger
     keeps charging the cell's whole ε (§13.1, the loss)."""
-    counts = {f"v{i}": 24 if i < 3 else 4 + i % 5 for i in range(40)}
-    readings = [(0, int(name[1:]), float(10 + i % 40)) for name, n in counts.items()
-                for i in range(n)]  # fmt: skip
+    _, readings = _heavy_and_light()
     params = _params(max_span_hours=1, vehicle_budget=40.0, vehicle_budget_burst=8.0,
                      variance_share=0.25)  # fmt: skip
     releases, losses = _run(params, [readings], ends=True)
@@ -466,20 +455,39 @@ def test_a_pooled_span_charges_each_vehicle_its_share_of_its_pooled_readings() -
     light = [(0, 10 + v, 20.0 + v) for v in range(30)]  # thirty, one reading an hour
     windows = [heavy + light for _ in range(hours)]
     params = _params(max_span_hours=hours, vehicle_budget=24.0, vehicle_budget_burst=4.0)
-    releases, losses = _run(params, windows, ends=True)
+    releases, _ = _run(params, windows, ends=True)
     records = [(rel, r) for rel in releases for r in rel.cells]
     assert len(records) == 1
     rel, record = records[0]
     span = _hours(record["window_end"]) - _hours(record["window_start"])
     assert span == hours  # the three hours pooled into one record
-    eps, cap = record["epsilon"], record["cap"]
-    assert rel.loss is not None
-    charged = dict(zip(rel.loss.vehicles, rel.loss.loss.tolist(), strict=True))
     per_vehicle = {f"v{v}": 8 * hours for v in range(3)} | {f"v{10 + v}": hours for v in range(30)}
-    assert sorted(charged) == sorted(per_vehicle)
-    for name, k in per_vehicle.items():
+    _assert_charged_their_shares(rel, record, per_vehicle)
+
+
+def _heavy_and_light() -> tuple[dict[str, int], list[tuple[int, int, float]]]:
+    """Per vehicle its readings in one cell (three heavy, 24 each; 37 light, 4-8), and the
+    readings."""
+    counts = {f"v{i}": 24 if i < 3 else 4 + i % 5 for i in range(40)}
+    readings = [(0, int(name[1:]), float(10 + i % 40)) for name, n in counts.items()
+                for i in range(n)]  # fmt: skip
+    return counts, readings
+
+
+def _assert_charged_their_shares(
+    release: WindowRelease, record: dict[str, Any], counts: dict[str, int]
+) -> dict[str, float]:
+    """The release charged each vehicle of ``counts`` (its readings in ``record``) the
+    record's ε at the cap, else ``ε k / c`` rounded up to the grid (less than ε); returns the
+    charges."""
+    eps, cap = record["epsilon"], record["cap"]
+    assert release.loss is not None
+    charged = dict(zip(release.loss.vehicles, release.loss.loss.tolist(), strict=True))
+    assert sorted(charged) == sorted(counts)
+    for name, k in counts.items():
         share = eps * min(k, cap) / cap
         if k >= cap:
             assert charged[name] == eps
         else:
             assert share <= charged[name] <= share + 2 * EPSILON_STEP < eps
+    return charged
