@@ -128,11 +128,7 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
             _print_summary(summaries, settings)
-            per_vehicle = await vehicle_losses(conn, settings)
-            print(describe_losses(per_vehicle, settings))
-            if settings.vehicle_budget is not None:  # in words: the busiest vessel's own loss
-                promise = (settings.vehicle_budget, settings.budget_period_seconds / 86400)
-                print(_plain_epsilon(max(per_vehicle, default=0.0), promise))
+            print("\n".join(ledger_lines(await vehicle_losses(conn, settings), settings)))
             if args.keep_running:
                 print(
                     f"\nstill running: dashboard {base}/dashboard, metrics {base}/metrics "
@@ -237,6 +233,16 @@ async def vehicle_losses(conn: Any, settings: Settings) -> list[float]:
             if stored is not None and stored.loss is not None:
                 losses.append(stored.loss)
     return period_losses(settings, losses)
+
+
+def ledger_lines(per_vehicle: list[float], settings: Settings) -> list[str]:
+    """What the vessels lost (:func:`describe_losses`) and, under a vehicle budget, the busiest
+    vessel's own loss in plain words (the window summaries' sum only bounds it)."""
+    lines = [describe_losses(per_vehicle, settings)]
+    if settings.vehicle_budget is not None:
+        promise = (settings.vehicle_budget, settings.budget_period_seconds / 86400)
+        lines.append(_plain_epsilon(max(per_vehicle, default=0.0), promise))
+    return lines
 
 
 def describe_losses(per_vehicle: list[float], settings: Settings) -> str:

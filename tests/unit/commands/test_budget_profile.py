@@ -86,3 +86,28 @@ def test_the_losses_in_plain_words_come_from_the_ledger_over_the_period(clean_en
     later = [*losses, WindowLoss.from_counts(first + 168 * HOUR, 0.04, ["a"], [1])]
     assert max(period_losses(settings, later)) == pytest.approx(13.44 - 0.08 + 0.04)
     assert "no per-vessel budget" in demo.describe_losses([1.0], load_settings())
+
+
+def test_under_a_budget_the_plain_words_read_the_busiest_vessels_own_loss(
+    clean_env, capsys: pytest.CaptureFixture[str]
+):
+    """The windows' largest losses summed (3.5 here: a different vessel is the largest in
+    each) only bound a vessel's loss; the words follow the ledger's busiest vessel (2.0)."""
+    settings = load_settings(**BUDGET_PROFILE)
+    summaries = [
+        {"privacy_loss": x, "privacy_loss_unclipped": x, "cells_released": 1,
+         "readings_dropped_late": 0}
+        for x in (2.0, 1.5)
+    ]  # fmt: skip
+    demo._print_summary(summaries, settings)
+    printed = capsys.readouterr().out
+    assert "summed over the windows (a bound" in printed and ": 3.50 (" in printed
+    assert "In plain words" not in printed  # not of the summed bound
+    lines = demo.ledger_lines([2.0, 1.5, 0.25], settings)
+    assert lines[0].startswith("The busiest vessel lost ε 2.0 of its ε 14 per 7 days")
+    assert "at most e^2.00 times more likely" in lines[1]
+    assert "within ε 14 per 7 days" in lines[1]
+    fixed = load_settings()  # no budget: the summed worst case is the figure, in words
+    demo._print_summary(summaries, fixed)
+    assert "at most e^3.50 times more likely" in capsys.readouterr().out
+    assert len(demo.ledger_lines([2.0], fixed)) == 1
