@@ -12,7 +12,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from stream_dp.cli import main
+from stream_dp.cli import build_parser, main
+from stream_dp.commands.demo import demo_settings, worker_env
+from stream_dp.commands.serve import serve_settings
 from stream_dp.config import ConfigError, load_settings
 from stream_dp.dashboard.app import page_config
 from stream_dp.dashboard.routes import ReleaseFeed, add_dashboard_routes
@@ -136,3 +138,13 @@ def test_each_command_serving_the_map_takes_the_basemap_flags(command: str, caps
     no_credit = ["--map-tiles", STUB]
     assert main([command, *no_credit]) == 2
     assert "invalid setting map_tiles_attribution" in capsys.readouterr().err
+
+
+def test_the_demo_hands_its_basemap_to_its_worker_and_serve_takes_it() -> None:
+    flags = ["--map-tiles", STUB, "--map-tiles-attribution", "Stub"]
+    demo = demo_settings(build_parser("demo").parse_args(["demo", *flags]))
+    env = worker_env(demo)
+    assert (env["STREAM_DP_MAP_TILES"], env["STREAM_DP_MAP_TILES_ATTRIBUTION"]) == (STUB, "Stub")
+    served = serve_settings(build_parser("serve").parse_args(["serve", *flags]))
+    assert (served.map_tiles, served.map_tiles_attribution) == (STUB, "Stub")
+    assert serve_settings(build_parser("serve").parse_args(["serve"])).map_tiles == "osm"
