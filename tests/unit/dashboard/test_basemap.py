@@ -128,6 +128,12 @@ async def test_the_page_gets_the_layer_from_the_config_endpoint(
         assert "img-src" in policy and tile_url.split("/")[2] in policy, policy
 
 
+async def test_a_workers_own_map_gets_the_default_osm_layer(worker_web) -> None:
+    _, client = worker_web
+    served = await (await client.get("/api/dashboard/config")).json()
+    assert (served["tile_url"], served["tile_attribution"]) == (OSM_TILE_URL, OSM_ATTRIBUTION)
+
+
 @pytest.mark.parametrize("command", ["serve", "demo", "dashboard"])
 def test_each_command_serving_the_map_takes_the_basemap_flags(command: str, capsys) -> None:
     bad = ["--map-tiles", "ftp://tile.example.org/{z}/{x}/{y}.png"]
