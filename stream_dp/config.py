@@ -32,6 +32,8 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from stream_dp.web.basemap import OSM, check_map_tiles
+
 #: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
@@ -254,12 +256,22 @@ class WebSettings(BaseModel):
 
     web_host: str = "127.0.0.1"
     web_port: int = Field(8000, ge=0, le=65535)
-    dashboard_tile_url: str | None = Field(
-        None,
-        description="XYZ tile URL template ({z}/{x}/{y}) of a basemap under the dashboard's "
-        "hexagons; unset: a plain background, and the page loads nothing from elsewhere.",
+    map_tiles: str | None = Field(
+        OSM,
+        description="Basemap under the live map's hexagons, fetched by the viewer's browser: "
+        "osm (OpenStreetMap's standard tiles), none (a plain background; the page loads "
+        "nothing from elsewhere) or an XYZ tile URL template https://host/{z}/{x}/{y}.png.",
     )
-    dashboard_tile_attribution: str = Field("", description="Attribution of those tiles.")
+    map_tiles_attribution: str = Field(
+        "",
+        description="Credit of the tiles, plain text: required with a tile URL; with osm "
+        "shown after OpenStreetMap's.",
+    )
+
+    @field_validator("map_tiles")
+    @classmethod
+    def _tile_template(cls, value: str | None) -> str | None:
+        return None if value is None else check_map_tiles(value)
 
 
 class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, BaseSettings):
@@ -318,6 +330,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                     f"{self.kafka_security_protocol} needs kafka_sasl_username and "
                     "kafka_sasl_password",
                 )
+        self._check_basemap()
         if self.target_mean_error is not None and self.coarsest_resolution is None:
             # Documented default of R0 (frozen model: set once, here, before anyone reads it).
             default = max(0, self.resolution - COARSEST_RESOLUTION_STEPS)
@@ -344,6 +357,16 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 "max_span_hours",
                 f"has no effect without vehicle_budget (got {self.max_span_hours})",
             )
+
+    def _check_basemap(self) -> None:
+        """A tile server's credit is the operator's to give; no tiles, nothing to credit."""
+        credit = self.map_tiles_attribution.strip()
+        if self.map_tiles not in (None, OSM) and not credit:
+            raise SettingError(
+                "map_tiles_attribution", "is required with a tile URL (the tiles' credit)"
+            )
+        if self.map_tiles is None and credit:
+            raise SettingError("map_tiles_attribution", "has no effect with map_tiles none")
 
     @property
     def vehicle_burst(self) -> float:

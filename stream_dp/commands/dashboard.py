@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stream_dp.commands.basemap_options import add_basemap_options, basemap_values
 from stream_dp.commands.shared import CliError, parse_int_option, plain_text
 from stream_dp.config import ConfigError, load_settings
 
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--releases-file", type=Path, help="serve this releases JSONL file instead of Kafka"
     )
+    add_basemap_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -50,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
 
     max_windows = parse_int_option("max-windows", args.max_windows, 1)
     web_port = None if args.web_port is None else parse_int_option("web-port", args.web_port, 0)
+    basemap = basemap_values(args)
     try:
         settings = load_settings(
+            flags={name for name, value in basemap.items() if value is not None},
+            **basemap,
             kafka_bootstrap=args.bootstrap,
             web_port=web_port,
             web_host=args.web_host,

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from stream_dp.commands.basemap_options import add_basemap_options
 from stream_dp.commands.profile import BUDGET_PROFILE, promise
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, plain_text
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="after the replay keep the broker, the worker and its dashboard up until Ctrl-C",
     )
+    add_basemap_options(parser)
     add_release_options(parser, DEMO_DEFAULTS)
     parser.set_defaults(run=run)
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from stream_dp.commands.basemap_options import BASEMAP_SETTINGS
 from stream_dp.commands.shared import CliError, cannot_read, plain_text
 from stream_dp.config import COARSEST_RESOLUTION_STEPS, ConfigError, Settings, load_settings
 
@@ -151,7 +152,7 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
     )  # fmt: skip
-    values = {k: getattr(args, k, None) for k in keys}
+    values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS)}
     flags = {k for k, v in values.items() if v is not None}
     values.update(extra)
     from stream_dp.release.params import checked_settings

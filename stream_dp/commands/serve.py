@@ -12,6 +12,7 @@ import asyncio
 import logging
 import logging.config
 
+from stream_dp.commands.basemap_options import add_basemap_options
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import ConfigError, Settings
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default: text)")
+    add_basemap_options(parser)
     add_release_options(parser, BUDGET_PROFILE, unless_configured=True)
     parser.set_defaults(run=run)
 

@@ -13,6 +13,7 @@ from stream_dp.config import Settings
 from stream_dp.dashboard.follower import RETRY_SECONDS, follow_releases
 from stream_dp.dashboard.routes import PageConfig, ReleaseFeed, add_dashboard_routes
 from stream_dp.kafka.connection import KafkaConnection
+from stream_dp.web.basemap import basemap_of
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +23,7 @@ def page_config(settings: Settings, source: str, live: bool) -> PageConfig:
         upper=settings.upper,
         source=source,
         live=live,
-        tile_url=settings.dashboard_tile_url,
-        tile_attribution=settings.dashboard_tile_attribution,
+        basemap=basemap_of(settings.map_tiles, settings.map_tiles_attribution),
         settings=settings.info_labels(),
     )
 

@@ -1,9 +1,10 @@
 """The dashboard's HTTP routes (aiohttp), served by a worker and by ``stream-dp dashboard``.
 
 - ``GET /dashboard``: the map page; ``GET /dashboard/static/{name}``: its script, style and
-  the vendored Leaflet (nothing is loaded from elsewhere unless a tile URL is configured);
+  the vendored Leaflet (the browser loads nothing from elsewhere but the basemap's tiles);
 - ``GET /api/dashboard/config``: colour scale, the U of records that state none and its
-  units, the tile basemap if any, whether the releases are followed live;
+  units, the basemap's tile URL template and credit (HTML) if any, whether the releases are
+  followed live;
 - ``GET /api/dashboard/windows``: the released windows with their summaries and budget;
 - ``GET /api/dashboard/windows/{start}``: one window's released cells with their hexagons;
 - ``GET /api/dashboard/events``: server-sent events, one ``windows`` event (the index)
@@ -24,6 +25,7 @@ from aiohttp import web
 
 from stream_dp.dashboard.colour_scale import UNITS, VIRIDIS_STOPS
 from stream_dp.dashboard.store import ReleaseStore
+from stream_dp.web.basemap import Basemap
 
 #: Served files: URL name -> (path under stream_dp/web, content type).
 STATIC_FILES = {
@@ -48,8 +50,7 @@ class PageConfig:
     source: str  # "worker" or "dashboard"
     #: Following the releases topic (False: a releases file, nothing new will arrive).
     live: bool = True
-    tile_url: str | None = None
-    tile_attribution: str = ""
+    basemap: Basemap | None = None
     settings: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -57,8 +58,8 @@ class PageConfig:
             "upper": self.upper,
             "units": UNITS,
             "colour_stops": list(VIRIDIS_STOPS),
-            "tile_url": self.tile_url,
-            "tile_attribution": self.tile_attribution,
+            "tile_url": self.basemap.url if self.basemap else None,
+            "tile_attribution": self.basemap.attribution_html if self.basemap else "",
             "source": self.source,
             "live": self.live,
             "settings": self.settings or {},

@@ -1,1 +1,1 @@
-"""Static assets of the worker's web pages."""
+"""The live map's page: its static assets, and the basemap they draw under the hexagons."""

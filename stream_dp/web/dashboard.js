@@ -1,6 +1,6 @@
 // The live map of released windows: hexagons from /api/dashboard/windows/{start},
-// window list and budget from the server-sent /api/dashboard/events. No other origin is
-// contacted unless a tile URL is configured.
+// window list and budget from the server-sent /api/dashboard/events. The only other host
+// contacted is the basemap's tile server (map_tiles; none with map_tiles none).
 "use strict";
 
 const REFERENCE_ZOOM = 18; // hexagons are drawn once, in Web Mercator pixels at this zoom

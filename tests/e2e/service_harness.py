@@ -247,6 +247,8 @@ def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str
             "--keep-running",
             "--web-port",
             str(port),
+            "--map-tiles",
+            "none",
         ],  # fmt: skip
         cwd=Path(__file__).parents[2],
         env=env,

@@ -5,7 +5,9 @@
 - ``stream-dp dashboard``, a standalone subscriber of the releases topic, shows what is on
   the topic (duplicates dropped) and a window published while the page is open, without a
   reload;
-- 5,000 cells of one window render in under a second, as measured inside the page.
+- 5,000 cells of one window render in under a second, as measured inside the page;
+- the basemap: tiles from the configured server (a local stub) under the hexagons, with
+  their credit; none with ``--map-tiles none``; OpenStreetMap's credit by default.
 
 Skipped without Chromium unless ``CI`` is set, where a missing browser is a failure.
 """
@@ -13,6 +15,7 @@ Skipped without Chromium unless ``CI`` is set, where a missing browser is a fail
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -23,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import h3
 import orjson
@@ -34,6 +38,7 @@ from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.testing.readings import synthetic_readings
+from stream_dp.testing.records import hour_stamp, window_records
 from stream_dp.testing.settings import service_settings
 from tests.e2e.cdp_browser import Browser
 from tests.e2e.service_harness import (
@@ -44,6 +49,7 @@ from tests.e2e.service_harness import (
     start_worker,
     wait_for_windows,
 )
+from tests.e2e.tile_stub import TILE_PATH, serve_tiles
 
 EPSILON = 0.7  # not the default, so the page must show the records' value
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -141,7 +147,7 @@ def choose_window(page: Browser, window: str) -> None:
 # --- the worker's /dashboard ------------------------------------------------------------
 @pytest.fixture
 def worker_with_releases(kafka, topic_prefix, tmp_path):
-    settings = service_settings(topic_prefix, epsilon=EPSILON)
+    settings = service_settings(topic_prefix, epsilon=EPSILON, map_tiles="none")
     create_topics(kafka, settings)
     worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
     try:
@@ -215,13 +221,17 @@ def start_dashboard(tmp_path: Path) -> Iterator[Any]:
     started: list[Dashboard] = []
 
     def start(*args: str, env: dict[str, str] | None = None) -> Dashboard:
+        """``stream-dp dashboard ARGS``, with no basemap unless ``args`` or ``env`` name one."""
         port = free_loopback_port()
         log_path = tmp_path / f"dashboard-{port}.log"
         command = [sys.executable, "-m", "stream_dp.cli", "dashboard", "--web-port", str(port),
                    *args]  # fmt: skip
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                command, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT
+                command,
+                env={**os.environ, "STREAM_DP_MAP_TILES": "none", **(env or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         dashboard = Dashboard(process, port, log_path)
         started.append(dashboard)
@@ -323,7 +333,6 @@ def test_a_releases_file_opens_on_the_newest_window_with_cells(
     map why the newest one released none; the window is in the URL and such a URL opens on
     it; each window is coloured on its own records' U; a file is not "live"; "1 cell"."""
     from stream_dp.dashboard.colour_scale import VIRIDIS_STOPS
-    from stream_dp.testing.records import hour_stamp, window_records
 
     a = h3.latlng_to_cell(40.70, -74.00, 4)
     b, c = h3.latlng_to_cell(40.70, -74.00, 8), h3.latlng_to_cell(40.71, -74.01, 8)
@@ -369,6 +378,65 @@ def test_a_releases_file_opens_on_the_newest_window_with_cells(
     assert empty["cells"] == []
     assert browser.evaluate("document.getElementById('note').dataset.window") == hour_stamp(3)
     assert "H3 res" not in empty["params"]
+
+
+# --- the basemap -------------------------------------------------------------------------
+#: The tile layer as the page holds it: each tile image's URL, and the attribution control.
+TILES = """(() => ({
+  tiles: [...document.querySelectorAll("#map img.leaflet-tile")].map((i) => i.src),
+  loaded: document.querySelectorAll("#map img.leaflet-tile-loaded").length,
+  layers: document.querySelectorAll("#map .leaflet-tile-container").length,
+  credit: document.querySelector(".leaflet-control-attribution").textContent,
+  links: [...document.querySelectorAll(".leaflet-control-attribution a")].map((a) => a.href),
+}))()"""
+
+
+@pytest.mark.slow
+def test_the_browser_draws_the_configured_basemap_under_the_hexagons(
+    browser: Browser, start_dashboard, tmp_path: Path
+) -> None:
+    """Issue 34, item 9: with a tile URL the page's tiles come from that server (a stub on
+    127.0.0.1), fetched by the browser, with the operator's credit; with none there is no
+    tile layer; by default OpenStreetMap's tiles, credited to its contributors with a link
+    (their host resolves to nothing in the test browser: no tile is fetched)."""
+    cells = {h3.latlng_to_cell(40.70 + 0.01 * i, -74.01 + 0.01 * i, 8): 10.0 + 15 * i
+             for i in range(4)}  # fmt: skip
+    releases = tmp_path / "releases.jsonl"
+    records = window_records(2, cells, 1.0)
+    releases.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    with serve_tiles() as stub:
+        credit = ["--map-tiles-attribution", "Stub tiles"]
+        dashboard = start_dashboard(
+            "--releases-file", str(releases), "--map-tiles", stub.template, *credit
+        )
+        browser.navigate(dashboard.url("/dashboard"))
+        drawn = wait_drawn(browser, hour_stamp(2))
+        assert_drawn_equals_released(drawn, records)
+        browser.wait_for("document.querySelectorAll('#map img.leaflet-tile-loaded').length > 0")
+        shown = browser.evaluate(TILES)
+        asked = list(stub.requests)
+        browser.screenshot(tmp_path / "basemap.png")
+    assert shown["layers"] >= 1 and shown["loaded"] >= 1, shown
+    assert all(src.startswith(stub.origin) for src in shown["tiles"]), shown["tiles"]
+    assert asked and all(TILE_PATH.fullmatch(path) for path in asked), asked
+    assert {urlsplit(src).path for src in shown["tiles"]} <= set(asked)
+    assert "Stub tiles" in shown["credit"] and "OpenStreetMap" not in shown["credit"]
+
+    plain = start_dashboard("--releases-file", str(releases), "--map-tiles", "none")
+    browser.navigate(plain.url("/dashboard"))
+    wait_drawn(browser, hour_stamp(2))
+    none = browser.evaluate(TILES)
+    assert (none["tiles"], none["layers"]) == ([], 0), none
+    assert browser.evaluate("document.getElementById('hexes').dataset.cells") == "4"
+
+    default = start_dashboard("--releases-file", str(releases), env={"STREAM_DP_MAP_TILES": "osm"})
+    browser.navigate(default.url("/dashboard"))
+    wait_drawn(browser, hour_stamp(2))
+    osm = browser.wait_for(f"(() => {{ const t = {TILES}; return t.tiles.length ? t : null; }})()")
+    pattern = r"https://tile\.openstreetmap\.org/\d+/\d+/\d+\.png"
+    assert all(re.fullmatch(pattern, src) for src in osm["tiles"]), osm["tiles"]
+    assert "© OpenStreetMap contributors" in osm["credit"], osm["credit"]
+    assert "https://www.openstreetmap.org/copyright" in osm["links"], osm["links"]
 
 
 # --- 5,000 cells -------------------------------------------------------------------------
