@@ -1,0 +1,105 @@
+"""Held is not withheld (docs/output.md, "Held and withheld"): under a vehicle budget with
+spans a cell that waits to pool more hours is counted in ``cells_held``/``readings_held``,
+each reading once, in its own hour's window; ``readings_withheld`` counts only readings
+dropped for good, so over a run released + withheld adds up to every reading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.held import own_readings_in
+from stream_dp.release.spans import pooled
+from stream_dp.release.window import release_window
+from stream_dp.testing.membership import recording_members
+from stream_dp.testing.noise_free import NoNoise
+from tests.unit.release.test_record_membership import _tagged
+from tests.unit.release.test_span_policy import _harbour
+from tests.unit.release.test_span_policy import _params as _span_params
+from tests.unit.release.test_vehicle_budget import HOUR, _run, _window
+
+#: Six new vessels an hour, two readings each: no hour meets T alone, six hours pooled do.
+SIX_AN_HOUR = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(6)]
+
+
+def test_a_cell_held_for_a_six_hour_span_is_held_not_withheld() -> None:
+    """Hours 0-4 hold the cell (12 readings each), hour 5 releases it spanning 00:00-06:00
+    with all 72: no reading is withheld, and the held ones add up to the record's earlier
+    hours (the old counting said 12 + 24 + 36 + 48 + 60 = 180 withheld out of 72)."""
+    params = _span_params(coarsest_resolution=8, max_span_hours=6)
+    releases, _ = _run(params, SIX_AN_HOUR)
+    summaries = [r.summary for r in releases]
+    assert [len(r.cells) for r in releases] == [0, 0, 0, 0, 0, 1]
+    assert [s["cells_held"] for s in summaries] == [1, 1, 1, 1, 1, 0]
+    assert [s["readings_held"] for s in summaries] == [12, 12, 12, 12, 12, 0]
+    assert [s["cells_withheld"] for s in summaries] == [0] * 6
+    assert [s["readings_withheld"] for s in summaries] == [0] * 6
+    (record,) = releases[-1].cells
+    assert (record["window_start"], record["window_end"]) == (
+        "1970-01-01T00:00:00Z", "1970-01-01T06:00:00Z",
+    )  # fmt: skip
+    own_hour = summaries[-1]["n_readings"]
+    assert record["n_readings"] == 72 == sum(s["readings_held"] for s in summaries) + own_hour
+
+
+def _released_run(
+    windows: list[list[tuple[int, int, float]]], **params: Any
+) -> tuple[list[Any], list[Any]]:
+    """The windows released without noise as ``stream-dp release`` on a file releases them
+    (the input ends with the last: nothing is handed on), with each record's members."""
+    p = _span_params(**params)
+    ledger, carry, releases = PrivacyAccountant(p).new_ledger(), None, []
+    with recording_members() as members:
+        for hour, readings in enumerate(windows):
+            release = release_window(
+                hour * HOUR, _window(hour * HOUR, readings), p, NoNoise(), 0, ledger, carry,
+                last=hour == len(windows) - 1,
+            )  # fmt: skip
+            assert release.loss is not None
+            ledger.record_released(release.loss)
+            carry = release.carry
+            releases.append(release)
+    return releases, members
+
+
+@pytest.mark.parametrize("seed", [0, 3, 9])
+def test_released_and_withheld_add_up_to_every_reading_and_held_ones_are_not_counted_twice(
+    seed: int,
+) -> None:
+    """Harbour data (spans, due cells, carried pairs withheld) over 8 hours: every reading is
+    in one record or counted withheld once (the readings in no record are exactly the sum of
+    ``readings_withheld``); the held readings are those released in a later window than
+    their own hour, plus some of the withheld ones (held first, withheld later)."""
+    windows = _harbour(8, seed)
+    releases, members = _released_run(windows, coarsest_resolution=6, max_span_hours=4)
+    summaries = [r.summary for r in releases]
+    assert releases[-1].carry is None  # the input ends: nothing is handed on uncounted
+    total = sum(map(len, windows))
+    assert sum(s["n_readings"] for s in summaries) == total
+    released = sum(c["n_readings"] for r in releases for c in r.cells)
+    withheld = sum(s["readings_withheld"] for s in summaries)
+    assert released + withheld == total
+
+    readings = _tagged(windows)
+    record = readings.held(members)  # each reading's record (-1: none), checked exact
+    assert int(np.count_nonzero(record < 0)) == withheld
+    releasing = np.array([m.window_start for m in members] + [-1])[record]
+    later = int(np.count_nonzero((record >= 0) & (releasing > readings.window)))
+    held = sum(s["readings_held"] for s in summaries)
+    assert later > 0 and later <= held <= later + withheld
+    assert sum(s["cells_held"] for s in summaries) > 0
+
+
+def test_own_readings_in_a_carry_count_the_window_s_pairs_it_holds() -> None:
+    """A carried pair pooled from an earlier hour and this one holds this hour's readings of
+    its (cell, vehicle); the other hours' readings and the pairs not carried count nothing."""
+    earlier = _window(0, [(0, 1, 5.0)] * 3 + [(1, 2, 5.0)])
+    own = _window(HOUR, [(0, 1, 6.0)] * 2 + [(1, 3, 6.0)] * 4 + [(2, 2, 6.0)])
+    carry = pooled(own, earlier, 64)
+    assert own_readings_in(own, carry) == 7
+    only_first = _window(0, [(0, 1, 5.0)] * 5 + [(2, 2, 1.0)])  # v1 in cell 0, v2 in cell 2
+    assert own_readings_in(own, only_first) == 2 + 1
+    assert own_readings_in(own, None) == 0
