@@ -5,8 +5,8 @@ unreleased. Those it carries on to pool with a later window are *held*; those it
 good are *withheld*. Each reading is counted once: ``readings_held`` counts the readings of
 the window's own hour that are carried on (a reading carried again by later windows is not
 counted again), ``readings_withheld`` the readings (of any hour) this release drops. Over a
-run every reading is in one released record or withheld once, and the held ones are among
-both. Counts only: a function of the occupancy and the release's public choices.
+run every reading is in one released record or withheld once; a held one ends in either.
+Counts only: a function of the occupancy and the release's public choices.
 """
 
 from __future__ import annotations

@@ -7,19 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import h3
 import numpy as np
 import pytest
 
+from stream_dp.commands.profile import BUDGET_PROFILE
+from stream_dp.config import load_settings
+from stream_dp.engine import OfflineEngine
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.held import own_readings_in
 from stream_dp.release.spans import pooled
 from stream_dp.release.window import release_window
+from stream_dp.sources.sample import load_sample
 from stream_dp.testing.membership import recording_members
 from stream_dp.testing.noise_free import NoNoise
-from tests.unit.release.test_record_membership import _tagged
+from stream_dp.testing.settings import FIXED_MODE
+from tests.unit.release.test_record_membership import Readings, _tagged
 from tests.unit.release.test_span_policy import _harbour
 from tests.unit.release.test_span_policy import _params as _span_params
-from tests.unit.release.test_vehicle_budget import HOUR, _run, _window
+from tests.unit.release.test_vehicle_budget import HOUR, U, _run, _window
 
 #: Six new vessels an hour, two readings each: no hour meets T alone, six hours pooled do.
 SIX_AN_HOUR = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(6)]
@@ -83,14 +89,48 @@ def test_released_and_withheld_add_up_to_every_reading_and_held_ones_are_not_cou
     withheld = sum(s["readings_withheld"] for s in summaries)
     assert released + withheld == total
 
-    readings = _tagged(windows)
+    _assert_held_between(summaries, members, _tagged(windows))
+
+
+def _assert_held_between(
+    summaries: list[dict[str, Any]], members: list[Any], readings: Readings
+) -> None:
+    """The readings in no record are exactly the sum of ``readings_withheld``; the held ones
+    are at least those released in a later window than their own hour and at most those
+    plus the withheld ones (held first, withheld later)."""
     record = readings.held(members)  # each reading's record (-1: none), checked exact
+    withheld = sum(s["readings_withheld"] for s in summaries)
     assert int(np.count_nonzero(record < 0)) == withheld
     releasing = np.array([m.window_start for m in members] + [-1])[record]
     later = int(np.count_nonzero((record >= 0) & (releasing > readings.window)))
     held = sum(s["readings_held"] for s in summaries)
     assert later > 0 and later <= held <= later + withheld
     assert sum(s["cells_held"] for s in summaries) > 0
+
+
+@pytest.mark.slow
+def test_on_the_ais_week_released_and_withheld_add_up_and_held_ones_are_counted_once() -> None:
+    """The budget profile on the bundled AIS week, released as ``stream-dp release`` releases
+    a file (the last window holds nothing back): the same sums as on the harbour data."""
+    settings = load_settings(app_id="t", upper=U, **{**FIXED_MODE, **BUDGET_PROFILE})
+    engine = OfflineEngine(settings, NoNoise())
+    sample = load_sample()
+    summaries, cells = [], []
+    with recording_members() as members:
+        for batch in (engine.feed(sample), engine.finish(release_held=True)):
+            for release in batch:
+                summaries.append(release.summary)
+                cells.extend(release.cells)
+    assert sum(s["n_readings"] for s in summaries) == len(sample)
+    released = sum(c["n_readings"] for c in cells)
+    assert released + sum(s["readings_withheld"] for s in summaries) == len(sample)
+    res = settings.resolution
+    readings = Readings(
+        [h3.latlng_to_cell(r["lat"], r["lon"], res) for r in sample],
+        [r["vehicle_id"] for r in sample], [float(r["ts"]) for r in sample],
+        [float(r["speed"]) for r in sample],
+    )  # fmt: skip
+    _assert_held_between(summaries, members, readings)
 
 
 def test_own_readings_in_a_carry_count_the_window_s_pairs_it_holds() -> None:
