@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_dp.dp.adaptive_cells import AdaptiveCells
-from stream_dp.dp.occupancy import factorize
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -46,44 +45,31 @@ class HeldCounts:
 
 
 def held_counts(
-    own: WindowColumns,
     pooled: WindowColumns,
     aside: WindowColumns | None,
     carry_out: WindowColumns | None,
     adaptive: AdaptiveCells,
     cells: ReleasedCells | None,
+    readings_held: int,
 ) -> HeldCounts:
     """The held and withheld counts of a release that read ``pooled`` (its own pairs and the
-    carry) and set ``aside`` of ``own`` pairs, regrouped by ``adaptive`` into ``cells``, and
-    carries ``carry_out`` on. A cell is held when some of its readings are carried on,
-    withheld when none are; the withheld cells are those a release without spans withholds
-    (missing T, dropped by the budget's plan) and the held ones any unreleased cell."""
+    carry) and set ``aside`` pairs of its own, regrouped by ``adaptive`` into ``cells``, and
+    carries ``carry_out`` on, ``readings_held`` of them its own. A cell is held when some of
+    its readings are carried on, withheld when none are; the withheld cells are those a
+    release without spans withholds (missing T, dropped by the budget's plan), the held ones
+    any unreleased cell."""
     entering = _readings(pooled) + _readings(aside)
     released = 0 if cells is None else cells.released_readings
-    carried = _readings(carry_out)
     released_names = set() if cells is None else _names_where(cells.names, cells.released)
     unreleased = set() if cells is None else _names_where(cells.names, ~cells.released)
     unreleased.update(pooled.cell_names[i] for i in adaptive.withheld_cells.tolist())
     held = _held_cells(carry_out, pooled, adaptive) - released_names
     return HeldCounts(
         cells_held=len(held),
-        readings_held=own_readings_in(own, carry_out),
+        readings_held=readings_held,
         cells_withheld=len(unreleased - held),
-        readings_withheld=entering - released - carried,
+        readings_withheld=entering - released - _readings(carry_out),
     )
-
-
-def own_readings_in(own: WindowColumns, carry: WindowColumns | None) -> int:
-    """The readings of ``own``'s pairs whose (cell, vehicle) is in ``carry``: a carried pair
-    holds the whole of the window's pair of its (cell, vehicle), pooled or set aside."""
-    if carry is None or not len(carry) or not len(own):
-        return 0
-    cell_names, cell_code = factorize([*carry.cell_names, *own.cell_names])
-    vehicle_names, vehicle_code = factorize([*carry.vehicle_names, *own.vehicle_names])
-    nc, nv, n_vehicles = len(carry.cell_names), len(carry.vehicle_names), len(vehicle_names)
-    carried = cell_code[:nc][carry.cell_code] * n_vehicles + vehicle_code[:nv][carry.vehicle_code]
-    mine = cell_code[nc:][own.cell_code] * n_vehicles + vehicle_code[nv:][own.vehicle_code]
-    return int(own.count[np.isin(mine, carried)].sum())
 
 
 def _held_cells(

@@ -36,7 +36,7 @@ from stream_dp.release.records import (
 )
 from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.span_policy import with_aside
-from stream_dp.release.spans import deferred, span_starts
+from stream_dp.release.spans import deferred_pairs, span_starts, take_pairs
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -316,17 +316,18 @@ class Defer(Stage):
     name = "defer"
 
     def run(self, state: WindowState) -> None:
-        params, pooled = state.params, state.pooled
+        params, pooled, own = state.params, state.pooled, state.pooled_own
         if params.vehicle_budget is None or params.max_span_hours < 2 or pooled is None:
             return
-        if not state.last:
-            out = deferred(state, pooled)
-            state.carry_out = with_aside(out, state.aside, params.prefix_limit)
-        if state.adaptive is None or state.observed is None:
+        carried = np.zeros(0, dtype=np.int64) if state.last else deferred_pairs(state, pooled)
+        out = take_pairs(pooled, carried) if len(carried) else None
+        state.carry_out = None if state.last else with_aside(out, state.aside, params.prefix_limit)
+        if state.adaptive is None or own is None:
             return  # no regrouping (no T): nothing is carried
+        aside = 0 if state.aside is None or state.last else int(state.aside.count.sum())
         counts = held_counts(
-            state.observed, pooled, state.aside, state.carry_out, state.adaptive,
-            _released_cells(state),
+            pooled, state.aside, state.carry_out, state.adaptive, _released_cells(state),
+            int(own[carried].sum()) + aside,
         )  # fmt: skip
         report = state.report
         report.cells_held, report.readings_held = counts.cells_held, counts.readings_held

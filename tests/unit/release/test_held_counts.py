@@ -15,8 +15,7 @@ from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.config import load_settings
 from stream_dp.engine import OfflineEngine
 from stream_dp.release.accounting import PrivacyAccountant
-from stream_dp.release.held import own_readings_in
-from stream_dp.release.spans import pooled
+from stream_dp.release.spans import pooled_with_own
 from stream_dp.release.window import release_window
 from stream_dp.sources.sample import load_sample
 from stream_dp.testing.membership import recording_members
@@ -25,7 +24,7 @@ from stream_dp.testing.settings import FIXED_MODE
 from tests.unit.release.test_record_membership import Readings, _tagged
 from tests.unit.release.test_span_policy import _harbour
 from tests.unit.release.test_span_policy import _params as _span_params
-from tests.unit.release.test_vehicle_budget import HOUR, U, _run, _window
+from tests.unit.release.test_vehicle_budget import CELLS, HOUR, U, _run, _window
 
 #: Six new vessels an hour, two readings each: no hour meets T alone, six hours pooled do.
 SIX_AN_HOUR = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(6)]
@@ -133,13 +132,20 @@ def test_on_the_ais_week_released_and_withheld_add_up_and_held_ones_are_counted_
     _assert_held_between(summaries, members, readings)
 
 
-def test_own_readings_in_a_carry_count_the_window_s_pairs_it_holds() -> None:
-    """A carried pair pooled from an earlier hour and this one holds this hour's readings of
-    its (cell, vehicle); the other hours' readings and the pairs not carried count nothing."""
+def test_pooling_tells_each_pooled_pair_s_readings_of_the_window() -> None:
+    """A (cell, vehicle) in the carry and the window pools into one pair holding both; the
+    pair's own count is the window's readings of it, a carried-only pair's is 0."""
     earlier = _window(0, [(0, 1, 5.0)] * 3 + [(1, 2, 5.0)])
     own = _window(HOUR, [(0, 1, 6.0)] * 2 + [(1, 3, 6.0)] * 4 + [(2, 2, 6.0)])
-    carry = pooled(own, earlier, 64)
-    assert own_readings_in(own, carry) == 7
-    only_first = _window(0, [(0, 1, 5.0)] * 5 + [(2, 2, 1.0)])  # v1 in cell 0, v2 in cell 2
-    assert own_readings_in(own, only_first) == 2 + 1
-    assert own_readings_in(own, None) == 0
+    both, own_count = pooled_with_own(own, earlier, 64)
+    keys = [(both.cell_names[c], both.vehicle_names[v])
+            for c, v in zip(both.cell_code.tolist(), both.vehicle_code.tolist(), strict=True)]
+    by_key = dict(zip(keys, zip(both.count.tolist(), own_count.tolist(), strict=True),
+                      strict=True))  # fmt: skip
+    assert by_key == {
+        (CELLS[0], "v1"): (5, 2), (CELLS[1], "v2"): (1, 0), (CELLS[1], "v3"): (4, 4),
+        (CELLS[2], "v2"): (1, 1),
+    }  # fmt: skip
+    assert pooled_with_own(own, None, 64)[1].tolist() == own.count.tolist()
+    empty = _window(HOUR, [])
+    assert pooled_with_own(empty, earlier, 64)[1].tolist() == [0] * len(earlier)
