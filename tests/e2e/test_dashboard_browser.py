@@ -29,11 +29,13 @@ import orjson
 import pytest
 
 from stream_dp.config import Settings
+from stream_dp.dashboard.span_text import span_text
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.testing.readings import synthetic_readings
+from stream_dp.testing.records import hour_stamp, window_records
 from stream_dp.testing.settings import service_settings
 from tests.e2e.cdp_browser import Browser
 from tests.e2e.service_harness import (
@@ -379,9 +381,6 @@ def test_a_span_s_details_show_its_hours_and_a_holding_window_says_held(
     07:00-13:00. Its details show the span and its readings over the whole span (the
     window's own count is one hour's); a holding window's note and budget panel say held,
     not withheld. The page writes spans as ``stream_dp.dashboard.span_text`` does."""
-    from stream_dp.dashboard.span_text import span_text
-    from stream_dp.testing.records import hour_stamp, window_records
-
     nyc = h3.latlng_to_cell(40.70, -74.00, 8)
     records: list[dict[str, Any]] = []
     for hour in range(7, 12):
