@@ -3,9 +3,9 @@
 Releases the AIS week (or ``--data FILE``) once without noise under the B 14 row (with
 ``--set KEY=VALUE`` changes) and follows every reading through the span machinery of
 ``stream_dp.release.window``: it wraps the window module's ``fresh_carry``, ``choose_pooling``
-and ``deferred`` (benchmark only; nothing released changes) and labels each reading by the
-last thing that happened to it. A reading no record holds (``stream_dp.testing.membership``)
-ends in one of:
+and the stages' ``deferred_pairs`` (benchmark only; nothing released changes) and labels each
+reading by the last thing that happened to it. A reading no record holds
+(``stream_dp.testing.membership``) ends in one of:
 
 - ``aged out: cell not chosen``: carried until its pair's first reading was ``max_span_hours``
   old, and at that window its finest cell was in no unit the regrouping kept (missed T even
@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import usefulness as u  # noqa: E402
 from expected_usefulness import B14  # noqa: E402
 
+from stream_dp.release import stages as stages_module  # noqa: E402
 from stream_dp.release import window as window_module  # noqa: E402
 from stream_dp.release.spans import first_window  # noqa: E402
 from stream_dp.testing.noise_free import NoNoise  # noqa: E402
@@ -93,7 +94,7 @@ def install(tracker: Tracker) -> None:
     """Wrap the window module's span helpers to label readings."""
     original_fresh = window_module.fresh_carry
     original_choose = window_module.choose_pooling
-    original_deferred = window_module.deferred
+    original_deferred = stages_module.deferred_pairs
 
     def fresh_carry(carry: Any, window_start: int, params: Any) -> Any:
         kept, stale = original_fresh(carry, window_start, params)
@@ -119,7 +120,7 @@ def install(tracker: Tracker) -> None:
                     tracker.label[i] = "end of input"  # unless a later window takes it
         return choice
 
-    def deferred(state: Any, pooled: Any, *more: Any) -> Any:
+    def deferred_pairs(state: Any, pooled: Any, *more: Any) -> Any:
         out = original_deferred(state, pooled, *more)
         adaptive = state.adaptive
         if adaptive is None or not len(pooled):
@@ -131,11 +132,11 @@ def install(tracker: Tracker) -> None:
             cells = state.pairs.occupancy.cells
             for g in np.flatnonzero(state.released).tolist():
                 released_units[index[cells[g]]] = True
-        carried = set(_keys(out)) if out is not None else set()
+        carried = set(out.tolist())
         keys = _keys(pooled)
         t = state.window_start
         for p in np.flatnonzero(~released_units[unit]).tolist():
-            if keys[p] in carried:
+            if p in carried:
                 label = "end of input"  # carried on; a later window relabels it
             elif unit[p] < 0:
                 label = "aged out: cell not chosen"
@@ -148,7 +149,7 @@ def install(tracker: Tracker) -> None:
 
     window_module.fresh_carry = fresh_carry
     window_module.choose_pooling = choose_pooling
-    window_module.deferred = deferred
+    stages_module.deferred_pairs = deferred_pairs
 
 
 def _keys(columns: Any) -> list[tuple[str, str]]:

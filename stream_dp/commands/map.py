@@ -1,9 +1,11 @@
 """`stream-dp map RELEASES.jsonl --window START --out map.png`: one window as a picture.
 
-Draws the window's released cells as their H3 hexagons, coloured by the released mean on
+Draws the released cells whose span covers the window (a record pooled over several hours,
+e.g. 07:00-13:00, covers each of them) as their H3 hexagons, coloured by the released mean on
 the live map's scale (viridis over [0, U], U as the records state it) and faded by
-``mean_error`` as there, with a legend. A file whose records state different U is refused.
-Needs matplotlib (the plotting extra).
+``mean_error`` as there, with a legend. A --window that no released cell covers is refused
+(its summary's counts say why); a file whose records state different U is refused. Needs
+matplotlib (the plotting extra).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stream_dp.commands.shared import CliError, cannot_read, plain_text, require_extra
+from stream_dp.dashboard.span_text import span_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("releases", type=Path, help="releases JSONL (stream-dp release --out)")
     parser.add_argument(
-        "--window", help="window_start, or a unique prefix of it (default: the newest window)"
+        "--window",
+        help="window_start, or a unique prefix of it (default: the newest window); draws "
+        "the released cells whose span covers it",
     )
     parser.add_argument("--out", type=Path, required=True, help="output PNG")
     parser.add_argument(
@@ -59,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"RELEASES: {exc}") from None
     windows = {w["window_start"]: w for w in store.index()}
     start = _pick_window(sorted(windows), args.window)
-    cells = store.cells(start) or []
+    cells = store.cells_covering(start)
+    if not cells and args.window is not None:
+        raise CliError(f"--window {args.window!r}: {_nothing_covers(windows[start])}")
     try:
         draw_map(windows[start], cells, upper, args.out)
     except OSError as exc:
@@ -68,8 +75,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spans(window: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    """The cells' spans, e.g. " (spans 07:00–13:00)", unless all are the window's own."""
+    own = span_text(window["window_start"], window.get("window_end", ""))
+    spans = sorted({span_text(c["window_start"], c["window_end"]) for c in cells})
+    return "" if spans in ([], [own]) else f" (spans {', '.join(spans)})"
+
+
 def _cells(count: int) -> str:
     return "1 cell" if count == 1 else f"{count} cells"
+
+
+def _nothing_covers(window: dict[str, Any]) -> str:
+    """Why no released cell covers ``window``, from its summary's counts."""
+    said = [
+        f"{window[field]} {what}"
+        for field, what in (
+            ("cells_held", "cells held to pool with later hours"),
+            ("cells_withheld", "cells withheld"),
+        )
+        if window.get(field)
+    ]
+    return f"no released cell covers window {window['window_start']}" + (
+        f" ({', '.join(said)})" if said else ""
+    )
 
 
 def _pick_window(starts: list[str], wanted: str | None) -> str:
@@ -116,7 +145,8 @@ def draw_map(window: dict[str, Any], cells: list[dict[str, Any]], upper: float, 
     bar.set_label(f"released mean ({UNITS}); faded: larger ± mean_error")
     loss = window.get("privacy_loss")
     ax.set_title(
-        f"{window['window_start']} · {_cells(len(cells))} released · U = {upper:g} {UNITS}"
+        f"{window['window_start']} · {_cells(len(cells))} covering it{_spans(window, cells)} · "
+        f"U = {upper:g} {UNITS}"
         + (f" · K·ε = {loss:.2f}" if isinstance(loss, int | float) else "")
     )
     fig.tight_layout()

@@ -9,6 +9,7 @@ the file loader feed it, the pages read it.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -24,9 +25,10 @@ DEFAULT_MAX_WINDOWS = 336
 
 #: Summary fields sent with the window index (those absent from a record are left out).
 SUMMARY_FIELDS = (
-    "window_end", "cells_released", "cells_withheld", "cells_observed", "n_vehicles",
-    "n_readings", "K", "G1", "epsilon", "privacy_loss", "privacy_loss_unclipped",
-    "error_bound", "mechanism", "resolution", "budget_cap", "budget_period_seconds",
+    "window_end", "cells_released", "cells_withheld", "readings_withheld", "cells_held",
+    "readings_held", "cells_observed", "n_vehicles", "n_readings", "K", "G1", "epsilon",
+    "privacy_loss", "privacy_loss_unclipped", "error_bound", "mechanism", "resolution",
+    "budget_cap", "budget_period_seconds",
     "vehicles_budget_limited", "pairs_withheld_budget", "readings_dropped_late", "delta",
     "status", "error",
 )  # fmt: skip
@@ -220,13 +222,29 @@ class ReleaseStore:
         window = self.windows.get(start)
         if window is None:
             return None
-        out = []
-        for record in window.cells.values():
-            cell = record["cell"]
-            try:
-                boundary = cell_boundary(cell)
-                resolution = h3.get_resolution(cell)
-            except (ValueError, h3.H3BaseException):
-                continue  # not an H3 cell: nothing to draw
-            out.append({**record, "resolution": resolution, "boundary": boundary})
-        return out
+        return _drawable(window.cells.values())
+
+    def cells_covering(self, start: str) -> list[dict[str, Any]]:
+        """The released cells whose span ``[window_start, window_end)`` covers the time
+        ``start`` (a span released at a later window included), drawable as :meth:`cells`'."""
+        at = _epoch(start)
+        return _drawable(
+            record
+            for window in self.by_end.values()
+            for record in window.cells.values()
+            if _epoch(record["window_start"]) <= at < _epoch(record["window_end"])
+        )
+
+
+def _drawable(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``records`` of H3 cells, each with its ``boundary`` and ``resolution``."""
+    out = []
+    for record in records:
+        cell = record["cell"]
+        try:
+            boundary = cell_boundary(cell)
+            resolution = h3.get_resolution(cell)
+        except (ValueError, h3.H3BaseException):
+            continue  # not an H3 cell: nothing to draw
+        out.append({**record, "resolution": resolution, "boundary": boundary})
+    return out

@@ -225,6 +225,8 @@ def window_summary(
         "pairs_withheld_budget": _line(stated, "pairs_withheld_budget"),
         "cells_withheld": _line(stated, "cells_withheld"),
         "readings_withheld": _line(stated, "readings_withheld"),
+        "cells_held": _line(stated, "cells_held"),
+        "readings_held": _line(stated, "readings_held"),
         "variance_share": params.variance_share,
         "accounting": params.accounting,
         "accounting_delta": params.accounting_delta,

@@ -20,6 +20,9 @@ class WindowReport:
     suppressed_pairs: int = 0
     #: The cap: the largest per-cell eq. (13) error.
     max_error: float = 0.0
-    #: Adaptive regrouping and withholding: cells and readings withheld.
+    #: Adaptive regrouping and withholding: cells and readings withheld (dropped for good).
     cells_withheld: int = 0
     readings_withheld: int = 0
+    #: Spans (§13.3): unreleased cells carried on to pool, and their readings of this hour.
+    cells_held: int = 0
+    readings_held: int = 0

@@ -35,10 +35,18 @@ if TYPE_CHECKING:
 def pooled(columns: WindowColumns, carry: WindowColumns | None, prefix_limit: int) -> WindowColumns:
     """``columns`` with the ``carry``'s pairs added (a (cell, vehicle) in both merged:
     counts and sums added, reading log cut to its first ``prefix_limit``)."""
+    return pooled_with_own(columns, carry, prefix_limit)[0]
+
+
+def pooled_with_own(
+    columns: WindowColumns, carry: WindowColumns | None, prefix_limit: int
+) -> tuple[WindowColumns, np.ndarray]:
+    """:func:`pooled`, and per pooled pair how many of its readings are ``columns``' (the
+    window's own; the rest are the carry's)."""
     if carry is None or not len(carry):
-        return columns
+        return columns, columns.count
     if not len(columns):
-        return carry
+        return carry, np.zeros(len(carry), dtype=np.int64)
     cell_names, cell_code = factorize([*carry.cell_names, *columns.cell_names])
     vehicle_names, vehicle_code = factorize([*carry.vehicle_names, *columns.vehicle_names])
     nc, nv = len(carry.cell_names), len(carry.vehicle_names)
@@ -56,7 +64,9 @@ def pooled(columns: WindowColumns, carry: WindowColumns | None, prefix_limit: in
         np.concatenate((carry.reading_ts, columns.reading_ts)),
         np.concatenate((carry.reading_value, columns.reading_value)),
     )
-    return joined._merge_repeated_pairs(prefix_limit)
+    merged, pair_of = joined._merged_with_inverse(prefix_limit)
+    own = np.bincount(pair_of[len(carry) :], weights=columns.count, minlength=len(merged))
+    return merged, own.astype(np.int64)
 
 
 def fresh_carry(
@@ -183,9 +193,15 @@ def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
 def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns | None:
     """The pairs of ``pooled_columns`` (this window's, carry included) that no released
     record covers and whose span may still grow (module docstring); None if there are none."""
+    carry = deferred_pairs(state, pooled_columns)
+    return take_pairs(pooled_columns, carry) if len(carry) else None
+
+
+def deferred_pairs(state: WindowState, pooled_columns: WindowColumns) -> np.ndarray:
+    """The indices of :func:`deferred`'s pairs in ``pooled_columns``."""
     params, adaptive = state.params, state.adaptive
     if adaptive is None or not len(pooled_columns):
-        return None
+        return np.zeros(0, dtype=np.int64)
     unit = adaptive.unit_of_cell[pooled_columns.cell_code]
     covered = np.zeros(len(adaptive.names) + 1, dtype=bool)  # last: unit -1
     if state.pairs is not None and state.released is not None and not state.empty:
@@ -197,8 +213,7 @@ def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns
     oldest_next = state.window_start - (params.max_span_hours - 1) * params.window_seconds
     first = first_window_of(state, pooled_columns, open_pairs)
     young = first >= oldest_next + params.window_seconds
-    carry = np.flatnonzero(open_pairs & young)
-    return take_pairs(pooled_columns, carry) if len(carry) else None
+    return np.flatnonzero(open_pairs & young)
 
 
 def span_starts(state: WindowState) -> np.ndarray:

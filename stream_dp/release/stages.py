@@ -7,9 +7,9 @@ that it runs beside CLIP-USER (benchmarks/release.py). In order:
 
 regroup (adaptive cells, §12) → select (§9.1) → mask (the ledger, §8.4) → CLIP-USER → cap
 (§9.2) → statistics (§9.3) → error bars and withhold (§10, §12) → noise (§9.4) → records
-→ the ledger's charge and the summary (§9.5), the last also for a window with no cell
-chosen. Everything published is computed from the public occupancy array and noised values
-(composition paper Sec. V-B2). Pure: no I/O.
+→ with spans, what is carried on (§13.3) → the ledger's charge and the summary (§9.5), the
+last two also for a window with no cell chosen. Everything published is computed from the
+public occupancy array and noised values (composition paper Sec. V-B2). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 from stream_dp.dp.error_bars import LN20
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
+from stream_dp.release.held import ReleasedCells, held_counts
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import (
@@ -34,7 +35,8 @@ from stream_dp.release.records import (
     window_summary,
 )
 from stream_dp.release.selection import occupancy_of, select_cells
-from stream_dp.release.spans import span_starts
+from stream_dp.release.span_policy import with_aside
+from stream_dp.release.spans import deferred_pairs, span_starts, take_pairs
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -306,6 +308,40 @@ class Records(Stage):
                 record["window_start"] = stamps[starts[g]]
 
 
+class Defer(Stage):
+    """With spans (§13.3): the pairs no released record covers that may still wait, and the
+    ones set aside, are carried on (none after the input's last window: withheld); what the
+    release leaves is then counted held or withheld (:mod:`stream_dp.release.held`)."""
+
+    name = "defer"
+
+    def run(self, state: WindowState) -> None:
+        params, pooled, own = state.params, state.pooled, state.pooled_own
+        if params.vehicle_budget is None or params.max_span_hours < 2 or pooled is None:
+            return
+        carried = np.zeros(0, dtype=np.int64) if state.last else deferred_pairs(state, pooled)
+        out = take_pairs(pooled, carried) if len(carried) else None
+        state.carry_out = None if state.last else with_aside(out, state.aside, params.prefix_limit)
+        if state.adaptive is None or own is None:
+            return  # no regrouping (no T): nothing is carried
+        aside = 0 if state.aside is None or state.last else int(state.aside.count.sum())
+        counts = held_counts(
+            pooled, state.aside, state.carry_out, state.adaptive, _released_cells(state),
+            int(own[carried].sum()) + aside,
+        )  # fmt: skip
+        report = state.report
+        report.cells_held, report.readings_held = counts.cells_held, counts.readings_held
+        report.cells_withheld = counts.cells_withheld
+        report.readings_withheld = state.withheld_unpooled + counts.readings_withheld
+
+
+def _released_cells(state: WindowState) -> ReleasedCells | None:
+    """The regrouped cells the release chose and which it released; None if none."""
+    if state.empty or state.pairs is None or state.released is None or state.stats is None:
+        return None
+    return ReleasedCells(state.pairs.occupancy.cells, state.released, state.stats.n_readings)
+
+
 class Summary(Stage):
     """The ledger's charge (:meth:`~stream_dp.release.accounting.PrivacyAccountant.
     released_loss`, §8.2) and the window's summary (§9.5), also of a window with no cell
@@ -373,7 +409,7 @@ def release_stages(noise: LaplaceNoise) -> list[Stage]:
 
 def release_pipeline(noise: LaplaceNoise) -> Pipeline:
     """A window's whole release: the choice, :func:`release_stages`, then its summary."""
-    return Pipeline(release_stages(noise), closing=[Summary()])
+    return Pipeline(release_stages(noise), closing=[Defer(), Summary()])
 
 
 @dataclass

@@ -60,6 +60,13 @@ class WindowState:
     #: Entries deferred by earlier windows (spans, §13), and those this release defers.
     carry_in: WindowColumns | None = None
     carry_out: WindowColumns | None = None
+    #: With spans: what the stages read (the window's pairs pooled with the carry) and per
+    #: pooled pair its readings of this window, the window's pairs set aside to wait
+    #: (§13.3), and the carried readings withheld before pooling.
+    pooled: WindowColumns | None = None
+    pooled_own: np.ndarray | None = None
+    aside: WindowColumns | None = None
+    withheld_unpooled: int = 0
     #: The input ends with this window: no cell is held for a longer span (§13.3).
     last: bool = False
     #: The cells' span starts and the occupancy they were computed for (spans.span_starts).

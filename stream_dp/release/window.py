@@ -41,8 +41,8 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.budget import room_of
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.span_policy import choose_pooling, with_aside
-from stream_dp.release.spans import deferred, fresh_carry, pooled
+from stream_dp.release.span_policy import choose_pooling
+from stream_dp.release.spans import fresh_carry, pooled, pooled_with_own
 from stream_dp.release.stages import Pipeline, release_pipeline, summary_of
 from stream_dp.release.state import WindowState
 from stream_dp.windows.columns import WindowColumns
@@ -86,16 +86,15 @@ def release_window(
             if last and aside is not None:  # the input ends: no later window to release them
                 stale += int(aside.count.sum())
                 aside = None
-            state.columns = pooled(choice.window, carry, params.prefix_limit)
+            state.columns, state.pooled_own = pooled_with_own(
+                choice.window, carry, params.prefix_limit
+            )
             # a stale carry, the carried pairs a window-alone cell leaves (and, at the input's
             # end, the pairs set aside) are withheld
-            state.report.readings_withheld = stale + choice.withheld
+            state.report.readings_withheld = state.withheld_unpooled = stale + choice.withheld
+            state.pooled, state.aside = state.columns, aside
         state.carry_in = carry
-        pooled_columns = state.columns
-        release_pipeline(noise).run(state)
-        if params.vehicle_budget is not None and params.max_span_hours > 1:
-            out = deferred(state, pooled_columns)
-            state.carry_out = with_aside(out, aside, params.prefix_limit)
+        release_pipeline(noise).run(state)  # its Defer stage sets state.carry_out
     finally:
         if collecting:
             gc.enable()

@@ -14,6 +14,17 @@ const fmt = (x, digits) => (typeof x === "number" && isFinite(x) ? x.toFixed(dig
 const plural = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 // U of a window: as its records state it, else the configured one (older records).
 const upperOf = (w) => (w && typeof w.upper === "number" ? w.upper : state.config.upper);
+// A record's span [start, end) as stream_dp.dashboard.span_text writes it: "2024-06-01
+// 07:00–13:00" (the end's date too when it is a later day, except a span ending at 24:00).
+function spanText(start, end) {
+  const [d0, t0, d1, t1] = [start.slice(0, 10), start.slice(11, 16), end.slice(0, 10),
+    end.slice(11, 16)];
+  const nextDay = new Date(Date.parse(`${d0}T00:00:00Z`) + 86400000).toISOString().slice(0, 10);
+  if (d1 === d0) return `${d0} ${t0}–${t1}`;
+  if (t1 === "00:00" && d1 === nextDay) return `${d0} ${t0}–24:00`;
+  return `${d0} ${t0}–${d1} ${t1}`;
+}
+const spanHours = (c) => (Date.parse(c.window_end) - Date.parse(c.window_start)) / 3600000;
 const hasCells = (w) => w.status !== "failed" && (w.cells_released ?? w.cells_received) > 0;
 
 // --- colour scale: the stops of stream_dp.dashboard.colour_scale over [0, U] -----------
@@ -130,7 +141,8 @@ function onCellHover(event) {
   const c = state.cells.get(path.dataset.cell);
   const err = typeof c.mean_error === "number" ? ` ± ${c.mean_error.toFixed(2)}` : " ± —";
   tip.textContent = `${c.mean.toFixed(2)}${err} ${state.config.units} · ` +
-    plural(c.n_vehicles, "vehicle");
+    plural(c.n_vehicles, "vehicle") +
+    (spanHours(c) > 1 ? ` · ${spanText(c.window_start, c.window_end)}` : "");
   tip.style.left = `${event.clientX + 12}px`;
   tip.style.top = `${event.clientY + 12}px`;
   tip.hidden = false;
@@ -149,7 +161,8 @@ function showRecord(c) {
   const pm = (v, e, d) => `${fmt(v, d)} ± ${fmt(e, d)}`;
   const rows = [
     ["cell", `${c.cell} (res ${c.resolution})`],
-    ["vehicles", c.n_vehicles], ["readings", c.n_readings],
+    ["span", `${spanText(c.window_start, c.window_end)} (${plural(spanHours(c), "hour")})`],
+    ["vehicles", c.n_vehicles], ["readings (whole span)", c.n_readings],
     [`mean (${u})`, pm(c.mean, c.mean_error, 2)],
     [`variance (${u}²)`, pm(c.variance, c.variance_error, 1)],
     ["worst-case error bound", fmt(c.error_bound, 2)],
@@ -184,6 +197,7 @@ function showBudget(w) {
     : w.status === "failed" ? `failed (${w.error ?? "error"})` : w.cells_released ?? "—";
   showNote();
   $("b-withheld").textContent = w && w.cells_withheld !== undefined ? w.cells_withheld : "—";
+  $("b-held").textContent = w && w.cells_held !== undefined ? w.cells_held : "—";
   $("b-counts").textContent = w ? `${w.n_vehicles ?? "—"} · ${w.n_readings ?? "—"}` : "—";
 }
 
@@ -271,11 +285,17 @@ function step(delta) {
 function whyNoCells(w) {
   if (w.status === "failed") return `its release failed (${w.error ?? "error"}); nothing published`;
   if (!w.n_readings) return "it had no readings";
-  if (w.cells_withheld) {
-    return `${plural(w.cells_withheld, "cell")} withheld: none met the error target, even ` +
-      "merged up to the coarsest resolution";
+  const why = [];
+  if (w.cells_held) {
+    why.push(`${plural(w.cells_held, "cell")} held to pool with later hours (released ` +
+      "with the window their span ends in)");
   }
-  return "no cell passed the release's selection (min_vehicles, top_cells)";
+  if (w.cells_withheld) {
+    why.push(`${plural(w.cells_withheld, "cell")} withheld: none met the error target, ` +
+      "even merged up to the coarsest resolution");
+  }
+  return why.length ? why.join("; ")
+    : "no cell passed the release's selection (min_vehicles, top_cells)";
 }
 
 // The summary's counts and charge, as far as it states them.
@@ -283,6 +303,7 @@ function summaryLine(w) {
   const parts = [];
   if (typeof w.n_vehicles === "number") parts.push(plural(w.n_vehicles, "vehicle"));
   if (typeof w.n_readings === "number") parts.push(plural(w.n_readings, "reading"));
+  if (w.readings_held) parts.push(`${w.readings_held} of them held`);
   if (typeof w.privacy_loss === "number") parts.push(`K·ε = ${fmt(w.privacy_loss, 2)} charged`);
   return parts.join(" · ");
 }

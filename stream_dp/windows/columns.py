@@ -78,6 +78,10 @@ class WindowColumns:
         return columns._merge_repeated_pairs(prefix_limit)
 
     def _merge_repeated_pairs(self, prefix_limit: int | None) -> WindowColumns:
+        return self._merged_with_inverse(prefix_limit)[0]
+
+    def _merged_with_inverse(self, prefix_limit: int | None) -> tuple[WindowColumns, np.ndarray]:
+        """The pairs of one (cell, vehicle) merged, and each old pair's merged pair."""
         n_vehicles = max(len(self.vehicle_names), 1)
         key = self.cell_code * n_vehicles + self.vehicle_code
         unique_key, inverse = np.unique(key, return_inverse=True)
@@ -88,7 +92,7 @@ class WindowColumns:
             order = np.lexsort((value, ts, reading_pair))
             keep = np.sort(order[rank_in_runs(reading_pair[order]) < prefix_limit])
             reading_pair, ts, value = reading_pair[keep], ts[keep], value[keep]
-        return WindowColumns(
+        merged = WindowColumns(
             self.cell_names,
             unique_key // n_vehicles,
             self.vehicle_names,
@@ -100,6 +104,7 @@ class WindowColumns:
             ts,
             value,
         )
+        return merged, inverse
 
     @classmethod
     def from_readings(

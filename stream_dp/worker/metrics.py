@@ -136,6 +136,28 @@ class ServiceMetrics:
             "(cell, vehicle) pairs left out because the vehicle's budget was spent.",
             registry=r,
         )
+        self.readings_withheld = Counter(
+            "stream_dp_readings_withheld_total",
+            "Readings released windows dropped for good (missed the error target, or too old "
+            "to pool): in no record, ever.",
+            registry=r,
+        )
+        self.readings_held = Counter(
+            "stream_dp_readings_held_total",
+            "Readings released windows held to pool with a later window (spans), each counted "
+            "once, by the window of its own hour; released or withheld later.",
+            registry=r,
+        )
+        self.cells_withheld = Gauge(
+            "stream_dp_cells_withheld",
+            "Cells the last released window withheld (dropped for good).",
+            registry=r,
+        )
+        self.cells_held = Gauge(
+            "stream_dp_cells_held",
+            "Cells the last released window held to pool with a later window (spans).",
+            registry=r,
+        )
         self.budget_limited_vehicles = Gauge(
             "stream_dp_budget_limited_vehicles",
             "Vehicles limited by their remaining budget in the last released window.",

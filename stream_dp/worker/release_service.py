@@ -392,6 +392,10 @@ class ReleaseService:
         m.suppressed_pairs.inc(summary["suppressed_pairs"])
         m.budget_withheld_pairs.inc(summary.get("pairs_withheld_budget", 0))
         m.budget_limited_vehicles.set(summary.get("vehicles_budget_limited", 0))
+        m.readings_withheld.inc(summary.get("readings_withheld") or 0)
+        m.readings_held.inc(summary.get("readings_held") or 0)
+        m.cells_withheld.set(summary.get("cells_withheld") or 0)
+        m.cells_held.set(summary.get("cells_held") or 0)
         m.release_latency.observe(seconds)
         log.info(
             "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",

@@ -33,6 +33,7 @@ import orjson
 import pytest
 
 from stream_dp.config import Settings
+from stream_dp.dashboard.span_text import span_text
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
@@ -437,6 +438,58 @@ def test_the_browser_draws_the_configured_basemap_under_the_hexagons(
     assert all(re.fullmatch(pattern, src) for src in osm["tiles"]), osm["tiles"]
     assert "© OpenStreetMap contributors" in osm["credit"], osm["credit"]
     assert "https://www.openstreetmap.org/copyright" in osm["links"], osm["links"]
+
+
+@pytest.mark.slow
+def test_a_span_s_details_show_its_hours_and_a_holding_window_says_held(
+    browser: Browser, start_dashboard, tmp_path: Path
+) -> None:
+    """Issue 34: windows 07-11 hold a cell that window 12 releases as one record spanning
+    07:00-13:00. Its details show the span and its readings over the whole span (the
+    window's own count is one hour's); a holding window's note and budget panel say held,
+    not withheld. The page writes spans as ``stream_dp.dashboard.span_text`` does."""
+    nyc = h3.latlng_to_cell(40.70, -74.00, 8)
+    records: list[dict[str, Any]] = []
+    for hour in range(7, 12):
+        records += window_records(hour, {}, 0.0, upper=65.0, cells_held=1, readings_held=12,
+                                  cells_withheld=0, n_readings=12, n_vehicles=6)  # fmt: skip
+    released = window_records(12, {nyc: 30.0}, 1.0, upper=65.0, cells_held=0, n_readings=12)
+    released[0].update(window_start=hour_stamp(7), n_readings=72)
+    records += released
+    releases = tmp_path / "releases.jsonl"
+    releases.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    dashboard = start_dashboard("--releases-file", str(releases))
+
+    browser.navigate(dashboard.url("/dashboard"))
+    drawn = wait_drawn(browser, hour_stamp(12))
+    assert_drawn_equals_released(drawn, records)
+    browser.evaluate(
+        f"document.querySelector('[data-cell=\"{nyc}\"]')"
+        ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"
+    )
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('#details-fields dt, #details-fields dd')]"
+        ".map((e) => e.textContent)"
+    )
+    details = dict(zip(rows[::2], rows[1::2], strict=True))
+    assert details["span"] == "2020-12-01 07:00–13:00 (6 hours)", details
+    assert details["readings (whole span)"] == "72", details
+    assert browser.evaluate("document.getElementById('b-held').textContent") == "0"
+
+    choose_window(browser, hour_stamp(9))
+    holding = wait_drawn(browser, hour_stamp(9))
+    # no hexagon (the details list of the cell clicked before carries data-cell too)
+    assert [c for c in holding["cells"] if c[1] is not None] == []
+    note = browser.evaluate("document.getElementById('note-text').textContent")
+    assert "1 cell held to pool with later hours" in note and "withheld" not in note, note
+    assert "12 of them held" in note, note
+    assert browser.evaluate("document.getElementById('b-held').textContent") == "1"
+    assert browser.evaluate("document.getElementById('b-withheld').textContent") == "0"
+
+    for start, end in [("2024-06-01T07:00:00Z", "2024-06-01T13:00:00Z"),
+                       ("2024-06-30T23:00:00Z", "2024-07-01T00:00:00Z"),
+                       ("2024-06-01T20:00:00Z", "2024-06-02T02:00:00Z")]:  # fmt: skip
+        assert browser.evaluate(f"spanText({start!r}, {end!r})") == span_text(start, end)
 
 
 # --- 5,000 cells -------------------------------------------------------------------------

@@ -309,6 +309,16 @@ def test_dashboard_shows_the_budget_metrics() -> None:
     assert any(re.search(r"time\(\)\s*-\s*\S*stream_dp_watermark", e) for e in exprs)
 
 
+def test_dashboard_shows_held_readings_beside_withheld_ones() -> None:
+    used = metric_names_in(dashboard_expressions())
+    assert {
+        "stream_dp_readings_held_total",
+        "stream_dp_readings_withheld_total",
+        "stream_dp_cells_held",
+        "stream_dp_cells_withheld",
+    } <= used
+
+
 def test_dashboard_expressions_are_valid_promql(tmp_path: Path) -> None:
     """promtool parses each panel query, wrapped as a recording rule."""
     promtool = require_tool("promtool", "prometheus")

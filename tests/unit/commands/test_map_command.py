@@ -114,3 +114,44 @@ def test_map_title_says_1_cell(releases: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "map.png"
     assert main(["map", str(releases), "--window", "2020-12-01T02", "--out", str(out)]) == 0
     assert "2020-12-01T02:00:00Z: 1 cell ->" in capsys.readouterr().err
+
+
+def _held_then_released(tmp_path: Path) -> Path:
+    """Windows 07-11 hold a cell; window 12 releases it as one record spanning 07:00-13:00
+    (its mean U: the last colour stop). Window 05 withholds 2 cells and holds none."""
+    nyc = h3.latlng_to_cell(40.70, -74.00, 8)
+    records = window_records(5, {}, 0.0, cells_withheld=2, n_readings=40)
+    for hour in range(7, 12):
+        records += window_records(hour, {}, 0.0, cells_held=1, readings_held=12, n_readings=12)
+    released = window_records(12, {nyc: 65.0}, 1.0, n_readings=12)
+    released[0]["window_start"] = "2020-12-01T07:00:00Z"
+    released[0]["n_readings"] = 72
+    return _write(tmp_path / "spans.jsonl", records + released)
+
+
+@pytest.mark.parametrize("hour", ["07", "09", "12"])
+def test_map_draws_a_span_at_each_hour_it_covers(tmp_path: Path, capsys, hour: str) -> None:
+    """A record spanning 07:00-13:00 is drawn for --window 07 (a window that held it), 09 and
+    12 (the window that released it), its span in the title."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    out = tmp_path / "map.png"
+    releases = _held_then_released(tmp_path)
+    assert main(["map", str(releases), "--window", f"2020-12-01T{hour}", "--out", str(out)]) == 0
+    assert f"window 2020-12-01T{hour}:00:00Z: 1 cell ->" in capsys.readouterr().err
+    pixels = imread(out)[:, :, :3].reshape(-1, 3) * 255
+    distance = np.abs(pixels - _shown(VIRIDIS_STOPS[-1])).max(axis=1)
+    assert (distance < 4).sum() > 500
+
+
+def test_map_refuses_a_window_no_record_covers(tmp_path: Path, capsys) -> None:
+    """Window 05 released nothing and no span covers it: one line naming why, exit 2."""
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "map.png"
+    releases = _held_then_released(tmp_path)
+    assert main(["map", str(releases), "--window", "2020-12-01T05", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "no released cell covers window 2020-12-01T05:00:00Z (2 cells withheld)" in err[0]
+    assert not out.exists()

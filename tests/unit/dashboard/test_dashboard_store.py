@@ -10,6 +10,7 @@ from stream_dp.dashboard.colour_scale import (
     OPACITY_UNCERTAIN,
     error_opacity,
 )
+from stream_dp.dashboard.span_text import span_text
 from stream_dp.dashboard.store import ReleaseStore, cell_boundary
 from stream_dp.testing.records import hour_stamp as _stamp
 from stream_dp.testing.records import window_records
@@ -130,3 +131,36 @@ def test_a_span_s_cells_are_filed_with_the_window_that_released_them() -> None:
     assert [c["cell"] for c in store.cells(_stamp(3)) or []] == [parent]
     assert [c["cell"] for c in store.cells(_stamp(0)) or []] == [NYC]
     assert [w["window_start"] for w in store.index()] == [_stamp(0), _stamp(3)]
+
+
+def test_held_counts_are_sent_beside_the_withheld_ones_and_spans_cover_their_hours() -> None:
+    """A window's held and withheld counts reach the page apart; a record spanning 07:00-13:00
+    (released with window 12) covers each of its hours and no other."""
+    store = ReleaseStore()
+    held = dict(cells_held=1, readings_held=12, cells_withheld=2, readings_withheld=5)
+    for hour in range(7, 12):
+        store.add(window_records(hour, {}, 0.0, **held))
+    span = window_records(12, {NYC: 30.0}, 1.0)
+    span[0]["window_start"] = _stamp(7)
+    store.add(span)
+    entry = store.index()[0]
+    assert {k: entry[k] for k in held} == held
+    for hour in range(7, 13):
+        assert [c["cell"] for c in store.cells_covering(_stamp(hour))] == [NYC], hour
+    assert store.cells_covering(_stamp(6)) == store.cells_covering(_stamp(13)) == []
+    assert store.cells(_stamp(7)) == []  # filed under the window that released it
+    assert [c["window_start"] for c in store.cells(_stamp(12)) or []] == [_stamp(7)]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "text"),
+    [
+        ("2024-06-01T07:00:00Z", "2024-06-01T13:00:00Z", "2024-06-01 07:00–13:00"),
+        ("2024-06-01T23:00:00Z", "2024-06-02T00:00:00Z", "2024-06-01 23:00–24:00"),
+        ("2024-06-01T20:00:00Z", "2024-06-02T02:00:00Z", "2024-06-01 20:00–2024-06-02 02:00"),
+        ("2024-06-30T22:00:00Z", "2024-07-01T00:00:00Z", "2024-06-30 22:00–24:00"),
+        ("2024-06-01T22:00:00Z", "2024-06-03T00:00:00Z", "2024-06-01 22:00–2024-06-03 00:00"),
+    ],
+)
+def test_a_span_is_written_as_its_hours(start: str, end: str, text: str) -> None:
+    assert span_text(start, end) == text

@@ -304,9 +304,11 @@ def test_a_carry_across_hours_without_readings_is_withheld() -> None:
     assert all(
         _hours(c["window_end"]) - _hours(c["window_start"]) <= 4 for r in releases for c in r.cells
     )
-    # Hour 20 pools nothing of hours 0-2: its 36 stale readings and its own 12 are withheld.
+    # Hour 20 pools nothing of hours 0-2: its 36 stale readings are withheld; its own 12
+    # are held (carried on to pool with later hours), not withheld.
     last = releases[-1]
-    assert last.cells == [] and last.summary["readings_withheld"] == 36 + 12
+    assert last.cells == [] and last.summary["readings_withheld"] == 36
+    assert last.summary["readings_held"] == 12
 
 
 def _hours(stamp: str) -> int:

@@ -224,5 +224,11 @@ def test_a_carry_across_a_gap_is_withheld_not_pooled_into_a_long_span():
     # ... and the release drops it: its 36 readings are withheld (counted), none in a record
     # (pooled, they would meet T in one record covering hours 0-20).
     assert release.window_start == 20 * W
-    assert release.summary["readings_withheld"] == 36 + 12
+    assert release.summary["readings_withheld"] == 36
+    assert release.summary["readings_held"] == 12  # the window's own: carried on
     assert release.cells == []
+    service._observe(release, 0.5, True)  # the metrics count held apart from withheld
+    value = service.metrics.registry.get_sample_value
+    assert value("stream_dp_readings_withheld_total") == 36
+    assert value("stream_dp_readings_held_total") == 12
+    assert (value("stream_dp_cells_held"), value("stream_dp_cells_withheld")) == (1, 0)
