@@ -86,9 +86,9 @@ def test_the_clip_mechanism_is_the_combiner_on_one_cell() -> None:
         raw = combiner.noisy_means(sums, noise(seed))[0]
         assert release.raw_value == pytest.approx(raw, rel=1e-12)
         assert release.value == min(max(release.raw_value, 0.0), U)
-        assert release.sensitivity == combiner.sensitivity(sums)[0]
+        assert release.sensitivity == combiner.sampler_sensitivity(sums)[0]
         assert release.worst_case_error == pytest.approx(
-            combiner.bias(sums)[0] + combiner.sensitivity(sums)[0] / 0.4, rel=1e-15
+            combiner.bias(sums)[0] + combiner.sampler_sensitivity(sums)[0] / 0.4, rel=1e-15
         )
         assert release.parameters["noise_scale"] == LaplaceNoise.effective_scale(
             release.sensitivity, 0.4
