@@ -8,10 +8,11 @@ back once) over each group, from 0.0 in order. Their Prop. 4.5 bounds the result
 
     |res - sum p_i| <= u |sum p_i| + gamma_n^2 sum |p_i|,   gamma_n = n u / (1 - n u),
 
-with ``u = 2^-53``. For non-negative values and ``n <= MAX_TERMS = 2^26`` (``gamma_n^2 <= u/2``)
-that is at most ``1.5 u`` of the exact sum: about one rounding, where a plain running sum of
-``n`` values may be ``n`` roundings off. It costs a few float operations per value (no
-branches); compiled, one pass.
+with ``u = 2^-53``. For non-negative values and ``n <= MAX_TERMS = 2^26``
+(``gamma_n^2 <= (1 + 2^-26) u/2``) that is at most ``1.5 u`` of the exact sum (to 10^-8 of
+it): about one rounding, where a plain running sum of ``n`` values may be ``n`` roundings off
+(the leading 0.0 makes ``n + 1`` terms, hence ``gamma_n``). It costs a few float operations
+per value (no branches); compiled, one pass.
 """
 
 from __future__ import annotations
