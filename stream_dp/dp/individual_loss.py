@@ -3,17 +3,19 @@
 
 Neighbours share the occupancy (§2.1): they differ only in the values of one vehicle ``l``.
 In a CLIP cell with cap ``c`` and kept readings ``S`` the mean's noise is calibrated to the
-sensitivity ``U c / S`` (eq. (9)), the change the *most* prolific kept vehicle can make. A
-vehicle with ``k < c`` kept readings moves the clipped sum by at most ``U k``, the mean by
-``U k / S``: the Laplace mechanism's density ratio over ``l``'s neighbours is then at most
-``exp(ε_μ k / c)``. On the exact sampler's grid (§4.2: values rounded to ``2^k_g ≤ 2^-40 Δ``,
-scale ``(Δ + 2^k_g)/ε_μ``) the ratio is ``exp(ε_μ (U k / S + 2^k_g) / (Δ + 2^k_g))``, at most
-``exp(ε_μ (k / c + 2^-40))``. The variance's share ``ε s`` is charged whole (the release
-charges shares only with ``s = 0``: ``PrivacyAccountant.own_shares``).
+sensitivity ``U c / S`` (eq. (9)), the change the *most* prolific kept vehicle can make, plus
+the float rounding allowance ``R = U (c + 8) 2^-52`` (§4.2, "Float inputs"). A vehicle with
+``k < c`` kept readings moves the float mean by at most ``U k / S`` (times ``(1 + 2^-53)^(k-1)``)
+plus the rounding ``R`` covers. On the exact sampler's grid (§4.2: values rounded to
+``2^k_g ≤ 2^-40 Δ``, scale ``(Δ + 2^k_g)/ε_μ``) the probability ratio over ``l``'s neighbours
+is then at most ``exp(ε_μ (k / c + slack))`` with
+``slack = 2^-40 + (c + 8) S / c · 2^-51`` (:func:`~stream_dp.dp.float_mean.share_slack`). The
+variance's share ``ε s`` is charged whole (the release charges shares only with ``s = 0``:
+``PrivacyAccountant.own_shares``).
 
-So vehicle ``l`` loses ``ε_μ (k / c + 2^-40) + ε s``, rounded *up* to the ε grid
+So vehicle ``l`` loses ``ε_μ (k / c + slack) + ε s``, rounded *up* to the ε grid
 (``EPSILON_STEP``: ledger sums stay exact) and at most the cell's ε; a vehicle at the cap
-loses the cell's ε exactly. Every quantity here (``k``, ``c``, ε) is a function of the
+loses at most the cell's ε. Every quantity here (``k``, ``c``, ``S``, ε) is a function of the
 occupancy and the configuration: public, so charging it reveals nothing. Per vehicle these
 losses compose by basic composition as the cells' ε do (Thm II.3 with each vehicle's own
 ε_g); the PLD accountant composes each as a Laplace mechanism of that ε.
@@ -24,20 +26,20 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.float_mean import share_slack
 from stream_dp.dp.vehicle_budget import round_up
-
-#: The sampler's grid term: its step is at most 2^-40 of the sensitivity (§4.2).
-GRID_SLACK = 2.0**-40
 
 
 def entry_epsilons(
     cell_epsilon: NDArray[np.float64],
     kept_count: NDArray[np.int64],
     cap: NDArray[np.int64],
+    cell_kept: NDArray[np.int64],
     mean_share: float,
 ) -> NDArray[np.float64]:
     """Per read entry, what its vehicle loses (module docstring): ``cell_epsilon``, the
-    entry's ``kept_count`` and its cell's ``cap`` given per entry, ``mean_share`` = 1 − s."""
+    entry's ``kept_count``, and its cell's ``cap`` and kept readings ``cell_kept`` (S) given
+    per entry; ``mean_share`` = 1 − s."""
     eps = np.asarray(cell_epsilon, dtype=np.float64)
     k = np.asarray(kept_count, dtype=np.int64)
     c = np.asarray(cap, dtype=np.int64)
@@ -45,5 +47,6 @@ def entry_epsilons(
     if not below.any():
         return eps.copy()
     ratio = k / np.where(c > 0, c, 1)
-    own = round_up(eps * mean_share * (ratio + GRID_SLACK) + eps * (1.0 - mean_share))
+    slack = share_slack(c, cell_kept)
+    own = round_up(eps * mean_share * (ratio + slack) + eps * (1.0 - mean_share))
     return np.where(below, np.minimum(eps, own), eps)

@@ -22,9 +22,11 @@ Privacy: neighbours' inputs differ by at most ``sensitivity``; after rounding (e
 ``2^(k-1)``) their grid indices differ by at most ``sensitivity / 2^k + 1``. The discrete
 Laplace pmf ratio for a shift of ``d`` indices is at most ``exp(d 2^k / scale)``, so the loss
 is at most ``(sensitivity + 2^k) / scale = epsilon`` -- exactly, because steps 2-3 use no
-floating point. Step 4 is post-processing. The released float is always a multiple of
-``2^k`` when ``k >= -1074`` (below ``2^(k+53)`` the grid point is representable; above it the
-float spacing is itself a multiple of ``2^k``).
+floating point. Step 4 is post-processing. "Neighbours' inputs" are the floats the caller
+passes: a value computed in floating point needs its rounding inside ``sensitivity``
+(docs/math.md §4.2, "Float inputs": the CLIP mean's ``float_mean.sampler_sensitivity``).
+The released float is always a multiple of ``2^k`` when ``k >= -1074`` (below ``2^(k+53)``
+the grid point is representable; above it the float spacing is itself a multiple of ``2^k``).
 
 ``sensitivity == 0``: neighbours have the identical value, so releasing ``value`` unchanged
 is 0-DP; it is returned exactly. Overflow of the final float yields ``+-inf``

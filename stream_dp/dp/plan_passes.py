@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from stream_dp.dp.individual_loss import GRID_SLACK
+from stream_dp.dp.float_mean import GRID_SLACK, SHARE_SLACK_UNIT
 from stream_dp.dp.vehicle_budget import EPSILON_STEP, ROUNDING_MARGIN
 from stream_dp.dp.vehicle_budget_kernel import round_up_one
 
@@ -51,11 +51,12 @@ def read_payments(
         if not cell_read[g]:
             continue
         eps, first = epsilon[g], n_read
+        slack = 0.0 if shares is None else _share_slack(shares[0], shares[1][g], cell_start, g)
         for e in range(cell_start[g], cell_start[g + 1]):
             if kept[e]:
                 v = vehicle_index[e]
                 own = eps if shares is None else _own_epsilon(eps, shares[0][e], shares[1][g],
-                                                              shares[2])  # fmt: skip
+                                                              slack, shares[2])  # fmt: skip
                 cells[v] += 1
                 paid[v] += own
                 if with_entries:
@@ -67,11 +68,29 @@ def read_payments(
 
 
 @njit(cache=True, nogil=True)
-def _own_epsilon(eps: float, kept: int, cap: int, mean_share: float) -> float:  # pragma: no cover
-    """One entry of :func:`stream_dp.dp.individual_loss.entry_epsilons`, by the same operations."""
+def _share_slack(
+    kept_count: np.ndarray, cap: int, cell_start: np.ndarray, g: int
+) -> float:  # pragma: no cover - compiled
+    """Cell ``g``'s :func:`stream_dp.dp.float_mean.share_slack` (its S summed from its
+    entries' ``kept_count``), by the same operations."""
+    if cap <= 0:
+        return 0.0
+    kept = 0
+    for e in range(cell_start[g], cell_start[g + 1]):
+        kept += kept_count[e]
+    top = float(cap)
+    return GRID_SLACK + (top + 8.0) * float(kept) / top * SHARE_SLACK_UNIT
+
+
+@njit(cache=True, nogil=True)
+def _own_epsilon(
+    eps: float, kept: int, cap: int, slack: float, mean_share: float
+) -> float:  # pragma: no cover - compiled
+    """One entry of :func:`stream_dp.dp.individual_loss.entry_epsilons` (``slack``: its
+    cell's :func:`_share_slack`), by the same operations."""
     if not (kept < cap and cap > 0):
         return eps
-    own = eps * mean_share * (kept / cap + GRID_SLACK) + eps * (1.0 - mean_share)
+    own = eps * mean_share * (kept / cap + slack) + eps * (1.0 - mean_share)
     return min(eps, round_up_one(own, 1.0 + ROUNDING_MARGIN, EPSILON_STEP))
 
 

@@ -227,7 +227,9 @@ class PrivacyAccountant:
         from stream_dp.dp.individual_loss import entry_epsilons
 
         kept_count, cap = _checked_shares(occupancy, shares)
-        return entry_epsilons(np.where(read, eps, 0.0), kept_count, cap[occupancy.cell_index],
+        cell = occupancy.cell_index
+        cell_kept = np.bincount(cell, weights=kept_count, minlength=len(occupancy.cells))
+        return entry_epsilons(np.where(read, eps, 0.0), kept_count, cap[cell], cell_kept[cell],
                               1.0 - self.variance_share)  # fmt: skip
 
     def failed_charge(self, window_start: int, occupancy: Occupancy) -> WindowLoss:

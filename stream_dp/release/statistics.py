@@ -146,15 +146,20 @@ def cell_statistics(
     prefix_sums: Future[tuple[np.ndarray, ...]] | None,
     entry_totals: Future[tuple[np.ndarray, np.ndarray]],
 ) -> CellStatistics:
-    """:class:`CellStatistics` of the kept readings (``kept_count`` per occupancy entry)."""
+    """:class:`CellStatistics` of the kept readings (``kept_count`` per occupancy entry); each
+    cell's kept sum is the accurate sum (:mod:`stream_dp.dp.accurate_sum`) of its entries'
+    float sums, which the CLIP mean's sampler sensitivity assumes (docs/math.md §4.2, "Float
+    inputs")."""
+    from stream_dp.dp.accurate_sum import grouped_sums
     from stream_dp.dp.array_kernels import kept_cell_totals
 
     total, total_sq = kept_sums(
         columns, entry_of, kept_count, prefix_sums, occupancy.count, entry_totals
     )
-    kept_readings, n_kept_vehicles, cell_sum, cell_sum_sq = kept_cell_totals(
+    kept_readings, n_kept_vehicles, _, cell_sum_sq = kept_cell_totals(
         occupancy.cell_index, len(occupancy.cells), kept_count, total, total_sq
     )
+    cell_sum = grouped_sums(occupancy.cell_start, total)
     means = clipped_means(cell_sum, kept_readings)
     variances = cell_sum_sq / kept_readings - means * means
     variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept

@@ -4,8 +4,10 @@ The one-cell use of :mod:`stream_dp.dp.clip_mean`, which the window release call
 cells at once. Each vehicle keeps its first Gamma'_l readings (``CellData.kept_counts``,
 chosen by CLIP-USER and the pseudo-user post-step from the public occupancy); the clipped
 mean ``sum of kept readings / S`` (``S = sum_l Gamma'_l``, ``top = max_l Gamma'_l``) has
-sensitivity ``U top / S`` (eq. (9)) and gets ``Lap(U top / S / eps)``. Worst-case error:
-bias ``U (1 - S/M)`` (Thm IV.1, ``M = sum_l m_l``) plus ``U top / (S eps)``.
+sensitivity ``U top / S`` (eq. (9)) and gets ``Lap(U top / S / eps)``, the sampler given eq.
+(9) plus the float rounding allowance (§4.2, "Float inputs"; the reported ``sensitivity``).
+Worst-case error: bias ``U (1 - S/M)`` (Thm IV.1, ``M = sum_l m_l``) plus that sensitivity
+over ``eps``.
 
 Prefix: a vehicle with ``0 < Gamma'_l < m_l`` needs its first Gamma'_l readings stored;
 fully kept or suppressed vehicles need only aggregates.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from stream_dp.dp.accurate_sum import grouped_sums
 from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums
 from stream_dp.dp.mechanisms.base import (
     CellData,
@@ -33,8 +36,10 @@ from stream_dp.dp.randomness import RandomSource
 
 def clipped_sums(cell: CellData, kept: IntArray) -> ClippedSums:
     """The cell's :class:`ClippedSums` (one cell): the sum of the first ``kept[l]`` readings
-    of every vehicle, S, top and M."""
-    kept_sum = sum(cell.partial_sum(v, 0, int(k)) for v, k in enumerate(kept.tolist()) if k > 0)
+    of every vehicle (the accurate sum of the vehicles' float sums, as the window release
+    forms it: docs/math.md §4.2, "Float inputs"), S, top and M."""
+    own = [cell.partial_sum(v, 0, int(k)) for v, k in enumerate(kept.tolist()) if k > 0]
+    kept_sum = grouped_sums(np.array([0, len(own)]), np.array(own, dtype=np.float64))[0]
     return ClippedSums(
         np.array([kept_sum], dtype=np.float64),
         np.array([kept.sum()], dtype=np.int64),
@@ -67,7 +72,7 @@ class ClipMean(MeanMechanism):
             self.name,
             float(combiner.noisy_means(sums, noise)[0]),
             float(combiner.noise_scale(sums, noise)[0]),
-            float(combiner.sensitivity(sums)[0]),
+            float(combiner.sampler_sensitivity(sums)[0]),
             epsilon,
             upper,
             {"kept": kept_total, "total": total, "top": top, "worst_case_bias": bias},

@@ -86,10 +86,41 @@ def test_the_clip_mechanism_is_the_combiner_on_one_cell() -> None:
         raw = combiner.noisy_means(sums, noise(seed))[0]
         assert release.raw_value == pytest.approx(raw, rel=1e-12)
         assert release.value == min(max(release.raw_value, 0.0), U)
-        assert release.sensitivity == combiner.sensitivity(sums)[0]
+        assert release.sensitivity == combiner.sampler_sensitivity(sums)[0]
         assert release.worst_case_error == pytest.approx(
-            combiner.bias(sums)[0] + combiner.sensitivity(sums)[0] / 0.4, rel=1e-15
+            combiner.bias(sums)[0] + combiner.sampler_sensitivity(sums)[0] / 0.4, rel=1e-15
         )
         assert release.parameters["noise_scale"] == LaplaceNoise.effective_scale(
             release.sensitivity, 0.4
         )
+
+
+def test_the_clip_mechanisms_float_mean_of_neighbours_moves_by_at_most_what_the_sampler_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/math.md §4.2, "Float inputs", for the one-cell ``clip`` mechanism: 3,000 vehicles
+    with one reading each, one of them moved from 0 to U. A plain running sum of the vehicles'
+    sums and ``U top / S`` let the input move further (8 of these 12 cases); the mechanism's
+    input never moves by more than the sensitivity it gives the sampler."""
+    given: list[tuple[float, float]] = []
+
+    def recording(self: LaplaceNoise, values, sensitivities, epsilon):  # type: ignore[no-untyped-def]
+        given.append((float(np.ravel(values)[0]), float(np.ravel(sensitivities)[0])))
+        return np.asarray(values, dtype=np.float64)
+
+    monkeypatch.setattr(LaplaceNoise, "release_many", recording)
+    clip, old_over = get_mean_mechanism("clip"), 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        values = rng.uniform(0.0, U, size=3000)
+        moved = int(rng.integers(0, 3000))
+        old_means = []
+        for value in (0.0, U):
+            values[moved] = value
+            cell = CellData.from_readings([values[i : i + 1] for i in range(3000)], U)
+            clip.release(cell, U, 1.0, RandomSource.seeded_for_tests(seed))
+            old_means.append(np.cumsum(values)[-1] / 3000)  # the old path: a running sum
+        (low, sensitivity), (high, _) = given[-2:]
+        assert abs(high - low) <= sensitivity
+        old_over += abs(old_means[1] - old_means[0]) > U / 3000
+    assert old_over > 0
