@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from stream_dp import __version__
 from stream_dp.commands.shared import CliError, collector_paused
+from stream_dp.commands.unknown_options import SuggestingParser, command_parser
 
 #: Every command: (name, module whose ``register(subparsers)`` declares its options, one-line
 #: help listed by ``stream-dp --help``), in the order listed.
@@ -37,7 +38,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 
 def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="stream-dp",
         description="User-level differentially private hexagon-hour statistics from Kafka.",
     )
@@ -74,7 +75,10 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser_for(argv).parse_args(argv)
+    parser = parser_for(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # exits 2 with the usage of the command they were given to
+        command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         with collector_paused():  # start-up: the settings' import (pydantic)
             _check_environment()

@@ -14,7 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stream_dp.commands.shared import CliError, cannot_read, plain_text, require_extra
+from stream_dp.commands.shared import (
+    CliError,
+    cannot_read,
+    check_writable,
+    plain_text,
+    require_extra,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--window", help="window_start, or a unique prefix of it (default: the newest window)"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output PNG")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="FILE", help="output PNG (its name ends in .png)"
+    )
     parser.add_argument(
         "--upper",
         type=float,
@@ -36,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     require_extra("matplotlib", "plot")
     import matplotlib
 
@@ -66,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--out: cannot write {args.out}: {exc.strerror}") from None
     print(f"window {start}: {_cells(len(cells))} -> {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_out(out: Path) -> None:
+    """Before any work: the map is a PNG, so ``--out`` must name a writable ``.png`` file."""
+    if out.suffix.lower() != ".png":
+        raise CliError(f"--out: {out} must end in .png (the map is a PNG image)")
+    check_writable("--out", out)
 
 
 def _cells(count: int) -> str:
