@@ -29,15 +29,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "dashboard", help="serve the live map of releases", description=plain_text(__doc__)
     )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
-    parser.add_argument("--web-port", help="HTTP port (default 8000; 0: a free port)")
-    parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument(
-        "--upper", type=float, help="U of records that state none (older records; default 65)"
+        "--bootstrap",
+        metavar="HOST:PORT[,...]",
+        help="Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP)",
     )
-    parser.add_argument("--max-windows", default="336", help="windows kept in memory")
+    parser.add_argument("--web-port", metavar="N", help="HTTP port, 0: a free one (default 8000)")
+    parser.add_argument("--web-host", metavar="HOST", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument(
-        "--releases-file", type=Path, help="serve this releases JSONL file instead of Kafka"
+        "--upper",
+        type=float,
+        metavar="X",
+        help="U of records that state none, older ones (default 65)",
+    )
+    parser.add_argument(
+        "--max-windows", default="336", metavar="N", help="windows kept in memory (default 336)"
+    )
+    parser.add_argument(
+        "--releases-file",
+        type=Path,
+        metavar="FILE",
+        help="serve this releases JSONL file instead of Kafka (default none: the topic)",
     )
     parser.set_defaults(run=run)
 

@@ -48,11 +48,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=plain_text(__doc__),
     )
     parser.add_argument(
-        "--hours", type=int, help="replay only the busiest N consecutive hours of the week"
+        "--hours",
+        type=int,
+        metavar="N",
+        help="replay only the busiest N consecutive hours of the week (default the whole week)",
     )
-    parser.add_argument("--rate", type=float, help="replay rate, readings/s (default: max)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
-    parser.add_argument("--web-port", type=int, default=0, help="worker HTTP port (0: free)")
+    parser.add_argument(
+        "--rate", type=float, metavar="X", help="replay rate, readings/s (default unthrottled)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="X",
+        help="give up after X seconds (default 300)",
+    )
+    parser.add_argument(
+        "--web-port", type=int, default=0, metavar="N", help="worker HTTP port (default 0: free)"
+    )
     parser.add_argument(
         "--keep-running",
         action="store_true",

@@ -41,7 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     actions.add_parser("init", help="start a first, empty ledger on an empty release log")
     for action in (export, restore, actions.choices["init"]):
-        action.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+        action.add_argument(
+            "--bootstrap",
+            metavar="HOST:PORT[,...]",
+            help="Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP)",
+        )
         action.set_defaults(run=run)
 
 

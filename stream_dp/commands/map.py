@@ -27,9 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "map", help="render one released window to a PNG", description=plain_text(__doc__)
     )
-    parser.add_argument("releases", type=Path, help="releases JSONL (stream-dp release --out)")
     parser.add_argument(
-        "--window", help="window_start, or a unique prefix of it (default: the newest window)"
+        "releases",
+        type=Path,
+        metavar="RELEASES",
+        help="releases JSONL (stream-dp release --out)",
+    )
+    parser.add_argument(
+        "--window",
+        metavar="START",
+        help="window_start, or a unique prefix of it (default the newest window)",
     )
     parser.add_argument(
         "--out", type=Path, required=True, metavar="FILE", help="output PNG (its name ends in .png)"
@@ -37,8 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--upper",
         type=float,
-        help="U of records that state none (written before records carried upper; "
-        "default: settings, 65); records that state U are drawn on their own",
+        metavar="X",
+        help="U of records that state none (written before records carried upper); records "
+        "that state U are drawn on their own (default 65)",
     )
     parser.set_defaults(run=run)
 

@@ -40,33 +40,50 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Readings out of range are sent: the service dead-letters them."
         ),
     )
-    parser.add_argument("file", help="readings file: CSV, JSONL, either gzipped, or .traj")
-    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"default: {DEFAULT_TOPIC}")
+    parser.add_argument(
+        "file", metavar="FILE", help="readings file: CSV, JSONL, either gzipped, or .traj"
+    )
+    parser.add_argument(
+        "--topic",
+        default=DEFAULT_TOPIC,
+        metavar="NAME",
+        help=f"the topic (default {DEFAULT_TOPIC})",
+    )
     broker = parser.add_mutually_exclusive_group()
     broker.add_argument(
-        "--bootstrap", help=f"Kafka bootstrap servers host:port[,...] (env {BOOTSTRAP_ENV})"
+        "--bootstrap",
+        metavar="HOST:PORT[,...]",
+        help=f"Kafka bootstrap servers (default {BOOTSTRAP_ENV})",
     )
     broker.add_argument(
         "--embedded",
         action="store_true",
         help="start an embedded Tansu broker for this run only (for trials and benchmarks)",
     )
-    parser.add_argument("--rate", type=float, help="readings per second (default: unthrottled)")
     parser.add_argument(
-        "--batch-size", type=int, default=100, help="max readings per message (default: 100)"
+        "--rate", type=float, metavar="X", help="readings per second (default unthrottled)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        metavar="N",
+        help="max readings per message (default 100)",
     )
     parser.add_argument(
         "--max-delay",
         type=float,
         default=120.0,
+        metavar="X",
         help="max event-time seconds a reading waits for its group to fill; keep it well "
-        "below the service's lateness grace (default: 120)",
+        "below the service's lateness grace (default 120)",
     )
     parser.add_argument(
         "--partitions",
         type=int,
-        help=f"partitions if the topic is created (default: {DEFAULT_PARTITIONS}); "
-        "an existing topic is used as it is",
+        metavar="N",
+        help="partitions if the topic is created; an existing topic is used as it is "
+        f"(default {DEFAULT_PARTITIONS})",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.add_argument(

@@ -140,6 +140,17 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
 )
 
 
+def numeric_metavar(name: str) -> str:
+    """The metavar of a numeric release option: N for an integer, X for a number."""
+    kind = next(kind for option, kind, _ in _NUMERIC_OPTIONS if option == name)
+    return "N" if kind is int else "X"
+
+
+def setting_default(name: str) -> str:
+    """A setting's own default as the help shows it (what an unset option means)."""
+    return default_text(name, Settings.model_fields[name].default)
+
+
 def release_option_names() -> list[str]:
     """The settings the numeric release options set, in the order of the help."""
     return [name for name, _, _ in _NUMERIC_OPTIONS]
@@ -159,7 +170,10 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     from stream_dp.release.params import checked_settings
 
     try:
-        return checked_settings(load_settings(flags=flags, **values), flags)  # the spec too
+        settings = load_settings(flags=flags, **values)
+        # A setting nobody set (e.g. --delta that cummings needs) is named by its option too.
+        unset = set(keys) - {"pseudo_user"} - settings.model_fields_set
+        return checked_settings(settings, flags | unset)  # the spec too
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 
@@ -180,16 +194,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "file",
         type=Path,
+        metavar="FILE",
         help="readings: CSV (header vehicle_id,ts,lat,lon,speed), JSONL with those keys, "
         ".gz of either, or .traj",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output JSONL of records")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="FILE", help="output JSONL of records"
+    )
     parser.add_argument(
         "--rejects",
         type=Path,
         metavar="FILE",
-        help="JSONL of skipped readings (line, reason, detail); default: --out with the "
-        "suffix .rejects.jsonl",
+        help="JSONL of skipped readings (line, reason, detail) (default --out with the "
+        "suffix .rejects.jsonl)",
     )
     parser.add_argument(
         "--strict",
@@ -206,7 +223,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="FILE",
         help="JSONL of every vehicle's loss over the run {vehicle_id, loss, loss_pld}: an "
-        "audit file for the operator (it names vehicles: never publish it)",
+        "audit file for the operator (it names vehicles: never publish it) (default none: "
+        "not written)",
     )
     add_release_options(parser)
     parser.set_defaults(run=run)

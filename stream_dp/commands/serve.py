@@ -27,11 +27,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a worker",
         description=plain_text(__doc__) + "\n\n" + _defaults_note(),
     )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
-    parser.add_argument("--web-port", type=int, help="HTTP port of /metrics etc. (default 8000)")
-    parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
-    parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default: text)")
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT[,...]",
+        help="Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP, else an embedded broker)",
+    )
+    parser.add_argument(
+        "--web-port", type=int, metavar="N", help="HTTP port of /metrics etc. (default 8000)"
+    )
+    parser.add_argument("--web-host", metavar="HOST", help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning"],
+        help="the lowest level logged (default info)",
+    )
+    parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default text)")
     add_release_options(parser, BUDGET_PROFILE, unless_configured=True)
     parser.set_defaults(run=run)
 

@@ -26,7 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="list (and create) the topics the service uses",
         description=plain_text(__doc__),
     )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT[,...]",
+        help="Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP)",
+    )
     parser.add_argument("--create", action="store_true", help="create the missing topics")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.set_defaults(run=run)

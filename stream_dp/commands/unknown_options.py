@@ -13,7 +13,8 @@ from typing import NoReturn
 
 class SuggestingParser(argparse.ArgumentParser):
     """An ArgumentParser whose every error names, for each unknown ``--option`` it was given,
-    the closest one it has (``did you mean --epsilon?``). Its sub-command parsers are too."""
+    the closest one it has (``--epsilonn: did you mean --epsilon?``); so do the parsers of
+    its sub-commands (argparse makes them of the same class)."""
 
     given: Sequence[str] = ()
 
@@ -29,7 +30,7 @@ class SuggestingParser(argparse.ArgumentParser):
 
 
 def suggestions(parser: argparse.ArgumentParser, given: Sequence[str]) -> list[str]:
-    """``did you mean --X?`` for each ``--option`` of ``given`` that ``parser`` does not know
+    """``--Y: did you mean --X?`` for each ``--option`` of ``given`` that ``parser`` does not know
     (nor as the unique prefix argparse accepts) and that is close to one it does (compared
     without the dashes, which every long option shares)."""
     known = {
@@ -49,8 +50,7 @@ def suggestions(parser: argparse.ArgumentParser, given: Sequence[str]) -> list[s
     for name in unknown:
         close = difflib.get_close_matches(name[2:], list(known), n=1, cutoff=0.6)
         if close:
-            hint = f"did you mean {known[close[0]]}?"
-            hints.append(hint if len(unknown) == 1 else f"{name}: {hint}")
+            hints.append(f"{name}: did you mean {known[close[0]]}?")
     return hints
 
 
