@@ -16,7 +16,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stream_dp.commands.shared import CliError, parse_int_option, plain_text
+from stream_dp.commands.shared import (
+    CliError,
+    add_bootstrap_option,
+    parse_int_option,
+    plain_text,
+)
 from stream_dp.config import ConfigError, load_settings
 
 if TYPE_CHECKING:
@@ -29,11 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "dashboard", help="serve the live map of releases", description=plain_text(__doc__)
     )
-    parser.add_argument(
-        "--bootstrap",
-        metavar="HOST:PORT[,...]",
-        help="Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP)",
-    )
+    add_bootstrap_option(parser)
     parser.add_argument("--web-port", metavar="N", help="HTTP port, 0: a free one (default 8000)")
     parser.add_argument("--web-host", metavar="HOST", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument(

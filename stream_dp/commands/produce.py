@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stream_dp.commands.shared import CliError, cannot_read
+from stream_dp.commands.shared import CliError, add_bootstrap_option, cannot_read
 from stream_dp.sources import SourceError, numbered_readings
 from stream_dp.sources.skipped import SkippedRows, first_bad_row, strict_line
 
@@ -50,11 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"the topic (default {DEFAULT_TOPIC})",
     )
     broker = parser.add_mutually_exclusive_group()
-    broker.add_argument(
-        "--bootstrap",
-        metavar="HOST:PORT[,...]",
-        help=f"Kafka bootstrap servers (default {BOOTSTRAP_ENV})",
-    )
+    add_bootstrap_option(broker)
     broker.add_argument(
         "--embedded",
         action="store_true",

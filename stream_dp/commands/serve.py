@@ -13,7 +13,7 @@ import logging
 import logging.config
 
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.commands.shared import CliError, plain_text
+from stream_dp.commands.shared import CliError, add_bootstrap_option, plain_text
 from stream_dp.config import ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -27,11 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a worker",
         description=plain_text(__doc__) + "\n\n" + _defaults_note(),
     )
-    parser.add_argument(
-        "--bootstrap",
-        metavar="HOST:PORT[,...]",
-        help="Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP, else an embedded broker)",
-    )
+    add_bootstrap_option(parser, ", else an embedded broker")
     parser.add_argument(
         "--web-port", type=int, metavar="N", help="HTTP port of /metrics etc. (default 8000)"
     )

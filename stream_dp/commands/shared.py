@@ -73,6 +73,16 @@ def unreadable_file_message(label: str, path: str | Path, exc: BaseException | N
     return f"{label}: cannot read {path}: {reason}"
 
 
+def add_bootstrap_option(parser: Any, otherwise: str = "") -> None:
+    """``--bootstrap HOST:PORT[,...]``, the same in every command that reaches Kafka;
+    ``otherwise``: what the command does with neither it nor the variable."""
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT[,...]",
+        help=f"Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP{otherwise})",
+    )
+
+
 def check_writable(label: str, path: Path) -> None:
     """Fail before the work: a CliError naming the option ``label`` unless ``path`` can be
     written whole (a new file in its directory, renamed over it: ``atomic_output``)."""
