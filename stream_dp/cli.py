@@ -37,6 +37,10 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )  # fmt: skip
 
 
+#: The last line of any command stopped by SIGINT (Ctrl-C); its exit status is 130.
+INTERRUPTED = "stream-dp: stopped by SIGINT"
+
+
 def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = SuggestingParser(
         prog="stream-dp",
@@ -86,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"stream-dp {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGINT: one way out for every command
+        print(INTERRUPTED, file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `stream-dp plan ... --json | head`
         sys.stderr.close()

@@ -132,8 +132,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         print(f"broker:    {broker.bootstrap}")
         print(f"dashboard: {base}/dashboard")
         print(f"metrics:   {base}/metrics")
+        consumer = asyncio.create_task(_follow_releases(conn, settings, len(windows)))
         try:
-            consumer = asyncio.create_task(_follow_releases(conn, settings, len(windows)))
             stats = await produce_readings(conn, settings.topic_readings, readings, 100, args.rate)
             print(
                 f"replayed {stats.readings:,} readings in {stats.messages:,} messages "
@@ -156,6 +156,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             print(_tail(log_path), file=sys.stderr)
             raise CliError(f"the worker exited with status {exc.args[0]}") from None
         finally:
+            consumer.cancel()  # stopped before the broker, on every way out (SIGINT too)
+            await asyncio.gather(consumer, return_exceptions=True)
             worker.terminate()
             try:
                 worker.wait(timeout=15)
@@ -324,7 +326,7 @@ def _legend(settings: Settings) -> str:
             "  K*eps         this window's worst-case privacy loss of one vessel (epsilon)",
             "  eps spent     the same, summed over the windows so far (epsilon)",
             "  error bound   CLIP-USER's per-cell worst-case error: mean error (km/h) plus",
-            "                variance error ((km/h)^2), the paper's combined metric",
+            "                variance error ((km/h)²), the paper's combined metric",
             f"  busiest cell  its released mean speed ± mean_error (km/h, bounds 0..{u}): the",
             "                error bar holds with probability >= 95 %; a mean of exactly",
             f"                0 or {u} (marked *) is Laplace noise clamped at a bound, not a speed",

@@ -78,14 +78,19 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def run(args: argparse.Namespace) -> int:
-    import faust
+def web_url(settings: Settings) -> str:
+    """The worker's HTTP address as a URL (an IPv6 host in brackets)."""
+    host = f"[{settings.web_host}]" if ":" in settings.web_host else settings.web_host
+    return f"http://{host}:{settings.web_port}"
 
+
+def run(args: argparse.Namespace) -> int:
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.kafka.embedded_broker import EmbeddedBroker
     from stream_dp.kafka.service_topics import ensure_service_topics
     from stream_dp.worker.app import EXIT_FAILED, build_app
     from stream_dp.worker.connection_settings import connection_from_settings
+    from stream_dp.worker.faust_worker import ServiceWorker
     from stream_dp.worker.ledger_backup import ledger_missing
     from stream_dp.worker.log_setup import logging_config
 
@@ -115,8 +120,12 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         app = build_app(settings, conn, LaplaceNoise())
         asyncio.set_event_loop(asyncio.new_event_loop())
-        worker = faust.Worker(
-            app, loglevel=args.log_level.upper(), quiet=True, logging_config=dict(log_config)
+        worker = ServiceWorker(
+            app,
+            web_url=web_url(settings),
+            loglevel=args.log_level.upper(),
+            quiet=True,
+            logging_config=dict(log_config),
         )
         try:
             worker.execute_from_commandline()
@@ -124,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
             pass
         if app.stream_dp_runtime.failed:  # type: ignore[attr-defined]
             return EXIT_FAILED
+        if worker.interrupted:  # Faust stopped cleanly; Ctrl-C ends it as every command
+            raise KeyboardInterrupt
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     finally:
