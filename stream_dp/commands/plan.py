@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from stream_dp.commands.release import numeric_metavar, setting_default
 from stream_dp.commands.shared import CliError, collector_paused
+from stream_dp.setting_options import setting_default, setting_metavar
 
 DESCRIPTION = """\
 Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         name = option[2:].replace("-", "_")
         parser.add_argument(
             option,
-            metavar=numeric_metavar(name),
+            metavar=setting_metavar(name),
             help=f"{text} (default {setting_default(name)})",
         )
     parser.add_argument(

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 import orjson
 
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
-from stream_dp.config import COARSEST_RESOLUTION_STEPS, ConfigError, Settings, load_settings
+from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.setting_options import default_text
 
 if TYPE_CHECKING:
     from stream_dp.windows.reject_reasons import Reject
@@ -103,13 +104,6 @@ def add_release_options(
     )
 
 
-def default_text(name: str, value: object) -> str:
-    """A setting's default as the help shows it."""
-    if name == "coarsest_resolution" and value is None:
-        return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
-    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
 #: (setting, type, help) of the numeric release options, in the order of the help.
 _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("epsilon", float, "per-cell budget"),
@@ -138,17 +132,6 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
     ("budget_period_seconds", int, "the rolling budget period"),
 )
-
-
-def numeric_metavar(name: str) -> str:
-    """The metavar of a numeric release option: N for an integer, X for a number."""
-    kind = next(kind for option, kind, _ in _NUMERIC_OPTIONS if option == name)
-    return "N" if kind is int else "X"
-
-
-def setting_default(name: str) -> str:
-    """A setting's own default as the help shows it (what an unset option means)."""
-    return default_text(name, Settings.model_fields[name].default)
 
 
 def release_option_names() -> list[str]:
