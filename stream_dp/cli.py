@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from stream_dp import __version__
 from stream_dp.commands.shared import CliError, collector_paused
-from stream_dp.suggesting_parser import SuggestingParser, command_parser
+from stream_dp.options.suggesting_parser import SuggestingParser, command_parser
 
 #: Every command: (name, module whose ``register(subparsers)`` declares its options, one-line
 #: help listed by ``stream-dp --help``), in the order listed.

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from stream_dp.commands.shared import CliError, collector_paused
-from stream_dp.setting_options import setting_default, setting_metavar
+from stream_dp.options.setting_options import setting_default, setting_metavar
 
 DESCRIPTION = """\
 Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,

@@ -38,7 +38,7 @@ import orjson
 
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
 from stream_dp.config import ConfigError, Settings, load_settings
-from stream_dp.setting_options import default_text
+from stream_dp.options.setting_options import default_text
 
 if TYPE_CHECKING:
     from stream_dp.windows.reject_reasons import Reject
