@@ -75,6 +75,11 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     settings = settings_from_args(args, **given)
     if unconfigured(settings):
         settings = settings_from_args(args, **given, **BUDGET_PROFILE)
+    if settings.web_port == 0:  # Faust binds the port it is given, and refuses 0
+        raise CliError(
+            "invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): serve needs a port "
+            "in [1, 65535], got 0"
+        )
     return settings
 
 

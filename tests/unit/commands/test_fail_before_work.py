@@ -80,3 +80,16 @@ def test_produce_strict_stops_at_the_first_bad_row_before_connecting(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"stream-dp produce: error: {source}:5: repeated_header: ")
     assert "\n" not in err
+
+
+def test_serve_refuses_port_0_in_one_line_before_starting_anything(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust refuses port 0 with a traceback, after the embedded broker started."""
+    monkeypatch.delenv("STREAM_DP_WEB_PORT", raising=False)
+    assert main(["serve", "--web-port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "stream-dp serve: error: invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): "
+        "serve needs a port in [1, 65535], got 0"
+    )
