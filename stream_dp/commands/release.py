@@ -188,7 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rejects",
         type=Path,
         metavar="FILE",
-        help="JSONL of skipped readings (line, reason, detail) (default --out with the "
+        help="JSONL of skipped readings: line, reason, detail (default --out with the "
         "suffix .rejects.jsonl)",
     )
     parser.add_argument(
@@ -206,7 +206,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="FILE",
         help="JSONL of every vehicle's loss over the run {vehicle_id, loss, loss_pld}: an "
-        "audit file for the operator (it names vehicles: never publish it) (default none: "
+        "audit file for the operator that names vehicles, never to publish (default none: "
         "not written)",
     )
     add_release_options(parser)
