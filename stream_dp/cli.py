@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from stream_dp import __version__
 from stream_dp.commands.shared import CliError, collector_paused
+from stream_dp.options.suggesting_parser import SuggestingParser, command_parser
 
 #: Every command: (name, module whose ``register(subparsers)`` declares its options, one-line
 #: help listed by ``stream-dp --help``), in the order listed.
@@ -36,8 +37,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )  # fmt: skip
 
 
+#: The last line of any command stopped by SIGINT (Ctrl-C); its exit status is 130.
+INTERRUPTED = "stream-dp: stopped by SIGINT"
+
+
 def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="stream-dp",
         description="User-level differentially private hexagon-hour statistics from Kafka.",
     )
@@ -74,7 +79,10 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser_for(argv).parse_args(argv)
+    parser = parser_for(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # exits 2 with the usage of the command they were given to
+        command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         with collector_paused():  # start-up: the settings' import (pydantic)
             _check_environment()
@@ -82,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"stream-dp {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGINT: one way out for every command
+        print(INTERRUPTED, file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `stream-dp plan ... --json | head`
         sys.stderr.close()

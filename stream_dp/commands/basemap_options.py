@@ -13,16 +13,16 @@ def add_basemap_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("live map basemap (override STREAM_DP_MAP_TILES*)")
     group.add_argument(
         "--map-tiles",
-        metavar="osm|none|URL",
+        metavar="URL",
         help="tiles under the live map's hexagons, fetched by the viewer's browser: osm "
-        "(OpenStreetMap's standard tiles; the default), none, or an XYZ tile URL template "
-        "https://host/{z}/{x}/{y}.png",
+        "(OpenStreetMap's standard tiles), none, or an XYZ tile URL template "
+        "https://host/{z}/{x}/{y}.png (default osm)",
     )
     group.add_argument(
         "--map-tiles-attribution",
         metavar="TEXT",
         help="the tiles' credit, plain text: required with a tile URL; with osm shown after "
-        "OpenStreetMap's",
+        "OpenStreetMap's (default none)",
     )
 
 

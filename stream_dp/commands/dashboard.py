@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stream_dp.commands.basemap_options import add_basemap_options, basemap_values
-from stream_dp.commands.shared import CliError, parse_int_option, plain_text
+from stream_dp.commands.shared import (
+    CliError,
+    add_bootstrap_option,
+    parse_int_option,
+    plain_text,
+)
 from stream_dp.config import ConfigError, load_settings
 
 if TYPE_CHECKING:
@@ -30,15 +35,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "dashboard", help="serve the live map of releases", description=plain_text(__doc__)
     )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
-    parser.add_argument("--web-port", help="HTTP port (default 8000; 0: a free port)")
-    parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
+    add_bootstrap_option(parser)
+    parser.add_argument("--web-port", metavar="N", help="HTTP port, 0: a free one (default 8000)")
+    parser.add_argument("--web-host", metavar="HOST", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument(
-        "--upper", type=float, help="U of records that state none (older records; default 65)"
+        "--upper",
+        type=float,
+        metavar="X",
+        help="U of records that state none, older ones (default 65)",
     )
-    parser.add_argument("--max-windows", default="336", help="windows kept in memory")
     parser.add_argument(
-        "--releases-file", type=Path, help="serve this releases JSONL file instead of Kafka"
+        "--max-windows", default="336", metavar="N", help="windows kept in memory (default 336)"
+    )
+    parser.add_argument(
+        "--releases-file",
+        type=Path,
+        metavar="FILE",
+        help="serve this releases JSONL file instead of Kafka (default none: the topic)",
     )
     add_basemap_options(parser)
     parser.set_defaults(run=run)

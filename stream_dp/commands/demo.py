@@ -49,11 +49,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=plain_text(__doc__),
     )
     parser.add_argument(
-        "--hours", type=int, help="replay only the busiest N consecutive hours of the week"
+        "--hours",
+        type=int,
+        metavar="N",
+        help="replay only the busiest N consecutive hours of the week (default the whole week)",
     )
-    parser.add_argument("--rate", type=float, help="replay rate, readings/s (default: max)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="give up after N seconds")
-    parser.add_argument("--web-port", type=int, default=0, help="worker HTTP port (0: free)")
+    parser.add_argument(
+        "--rate", type=float, metavar="X", help="replay rate, readings/s (default unthrottled)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="X",
+        help="give up after X seconds (default 300)",
+    )
+    parser.add_argument(
+        "--web-port", type=int, default=0, metavar="N", help="worker HTTP port (default 0: free)"
+    )
     parser.add_argument(
         "--keep-running",
         action="store_true",
@@ -121,8 +134,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         print(f"broker:    {broker.bootstrap}")
         print(f"dashboard: {base}/dashboard")
         print(f"metrics:   {base}/metrics")
+        consumer = asyncio.create_task(_follow_releases(conn, settings, len(windows)))
         try:
-            consumer = asyncio.create_task(_follow_releases(conn, settings, len(windows)))
             stats = await produce_readings(conn, settings.topic_readings, readings, 100, args.rate)
             print(
                 f"replayed {stats.readings:,} readings in {stats.messages:,} messages "
@@ -145,6 +158,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             print(_tail(log_path), file=sys.stderr)
             raise CliError(f"the worker exited with status {exc.args[0]}") from None
         finally:
+            consumer.cancel()  # stopped before the broker, on every way out (SIGINT too)
+            await asyncio.gather(consumer, return_exceptions=True)
             worker.terminate()
             try:
                 worker.wait(timeout=15)
@@ -313,7 +328,7 @@ def _legend(settings: Settings) -> str:
             "  K*eps         this window's worst-case privacy loss of one vessel (epsilon)",
             "  eps spent     the same, summed over the windows so far (epsilon)",
             "  error bound   CLIP-USER's per-cell worst-case error: mean error (km/h) plus",
-            "                variance error ((km/h)^2), the paper's combined metric",
+            "                variance error ((km/h)²), the paper's combined metric",
             f"  busiest cell  its released mean speed ± mean_error (km/h, bounds 0..{u}): the",
             "                error bar holds with probability >= 95 %; a mean of exactly",
             f"                0 or {u} (marked *) is Laplace noise clamped at a bound, not a speed",

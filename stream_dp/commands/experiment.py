@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     clip.add_argument(
         "--draws", metavar="N", help="occupancy draws per gamma (default 10; 3 with --quick)"
     )
-    clip.add_argument("--seed", default="0", metavar="S", help="seed (default 0)")
+    clip.add_argument("--seed", default="0", metavar="N", help="seed (default 0)")
     clip.add_argument(
         "--quick", action="store_true", help="reduced size: 255 users, 4 epsilons, 3 draws"
     )
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"releases per point (default {DEFAULT_RUNS}; {QUICK_RUNS} with --quick; "
         "as in the papers; --runs 1000 takes ~7 min)",
     )
-    means.add_argument("--seed", default="0", metavar="S", help="seed (default 0)")
+    means.add_argument("--seed", default="0", metavar="N", help="seed (default 0)")
     means.add_argument(
         "--quick",
         action="store_true",

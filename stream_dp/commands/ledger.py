@@ -17,7 +17,13 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stream_dp.commands.shared import CliError, cannot_read, plain_text, settings_with_bootstrap
+from stream_dp.commands.shared import (
+    CliError,
+    add_bootstrap_option,
+    cannot_read,
+    plain_text,
+    settings_with_bootstrap,
+)
 from stream_dp.config import Settings
 
 if TYPE_CHECKING:
@@ -41,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     actions.add_parser("init", help="start a first, empty ledger on an empty release log")
     for action in (export, restore, actions.choices["init"]):
-        action.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+        add_bootstrap_option(action)
         action.set_defaults(run=run)
 
 

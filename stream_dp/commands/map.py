@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stream_dp.commands.shared import CliError, cannot_read, plain_text, require_extra
+from stream_dp.commands.shared import (
+    CliError,
+    cannot_read,
+    check_writable,
+    plain_text,
+    require_extra,
+)
 from stream_dp.dashboard.span_text import span_text
 
 
@@ -24,23 +30,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "map", help="render one released window to a PNG", description=plain_text(__doc__)
     )
-    parser.add_argument("releases", type=Path, help="releases JSONL (stream-dp release --out)")
+    parser.add_argument(
+        "releases",
+        type=Path,
+        metavar="RELEASES",
+        help="releases JSONL (stream-dp release --out)",
+    )
     parser.add_argument(
         "--window",
-        help="window_start, or a unique prefix of it (default: the newest window); draws "
-        "the released cells whose span covers it",
+        metavar="START",
+        help="window_start, or a unique prefix of it; draws the released cells whose span "
+        "covers it (default the newest window)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output PNG")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="FILE", help="output PNG (its name ends in .png)"
+    )
     parser.add_argument(
         "--upper",
         type=float,
-        help="U of records that state none (written before records carried upper; "
-        "default: settings, 65); records that state U are drawn on their own",
+        metavar="X",
+        help="U of records that state none (written before records carried upper); records "
+        "that state U are drawn on their own (default 65)",
     )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_out(args.out)
     require_extra("matplotlib", "plot")
     import matplotlib
 
@@ -80,6 +96,13 @@ def _spans(window: dict[str, Any], cells: list[dict[str, Any]]) -> str:
     own = span_text(window["window_start"], window.get("window_end", ""))
     spans = sorted({span_text(c["window_start"], c["window_end"]) for c in cells})
     return "" if spans in ([], [own]) else f" (spans {', '.join(spans)})"
+
+
+def _check_out(out: Path) -> None:
+    """Before any work: the map is a PNG, so ``--out`` must name a writable ``.png`` file."""
+    if out.suffix.lower() != ".png":
+        raise CliError(f"--out: {out} must end in .png (the map is a PNG image)")
+    check_writable("--out", out)
 
 
 def _cells(count: int) -> str:
@@ -146,8 +169,7 @@ def draw_map(window: dict[str, Any], cells: list[dict[str, Any]], upper: float, 
     loss = window.get("privacy_loss")
     ax.set_title(
         f"{window['window_start']} · {_cells(len(cells))} covering it{_spans(window, cells)} · "
-        f"U = {upper:g} {UNITS}"
-        + (f" · K·ε = {loss:.2f}" if isinstance(loss, int | float) else "")
+        f"U = {upper:g} {UNITS}" + (f" · K·ε = {loss:.2f}" if isinstance(loss, int | float) else "")
     )
     fig.tight_layout()
     fig.savefig(out, format="png")

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from stream_dp.commands.shared import CliError, collector_paused
+from stream_dp.options.setting_options import setting_default, setting_metavar
 
 DESCRIPTION = """\
 Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,
@@ -35,15 +36,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "occupancy", metavar="OCCUPANCY.csv", help="CSV or .csv.gz with cell,vehicle,count"
     )
     parser.add_argument(
-        "--epsilon", required=True, metavar="EPS", help="privacy budget per released cell (> 0)"
+        "--epsilon", metavar="X", help=f"per-cell budget (default {setting_default('epsilon')})"
     )
     parser.add_argument(
-        "--upper", default="65", metavar="U", help="public upper bound of a reading (default 65)"
+        "--upper",
+        metavar="X",
+        help=f"public upper bound U of a reading (default {setting_default('upper')})",
     )
     parser.add_argument(
         "--error-bound",
-        metavar="E",
-        help="worst-case error bound E per cell (default: the largest initial cell error)",
+        metavar="X",
+        help="worst-case error bound E per cell (default the largest initial cell error)",
     )
     parser.add_argument(
         "--no-pseudo-user",
@@ -51,7 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="skip the pseudo-user step (caps = each cell's largest kept count)",
     )
     for option, text in _SETTINGS_OPTIONS:  # checked by the settings, as in ``release``
-        parser.add_argument(option, help=f"{text} (default: the setting's)")
+        name = option[2:].replace("-", "_")
+        parser.add_argument(
+            option,
+            metavar=setting_metavar(name),
+            help=f"{text} (default {setting_default(name)})",
+        )
     parser.add_argument(
         "--fixed-cells",
         action="store_true",
@@ -100,12 +108,12 @@ def _plan(args: argparse.Namespace) -> int:
     from stream_dp.sources.occupancy_csv import OccupancyFileError, read_occupancy_csv
 
     try:
-        epsilon = parse_positive("epsilon", args.epsilon)
-        upper = parse_positive("upper", args.upper)
-        bound = (
-            None if args.error_bound is None else parse_positive("error-bound", args.error_bound)
-        )
-        params = _params(args, epsilon=epsilon, upper=upper, error_bound=bound)
+        given = {"epsilon": args.epsilon, "upper": args.upper, "error_bound": args.error_bound}
+        numbers = {  # the settings' (as in ``release``) where not given
+            name: None if text is None else parse_positive(name.replace("_", "-"), text)
+            for name, text in given.items()
+        }
+        params = _params(args, **numbers)
         occupancy = read_occupancy_csv(args.occupancy)
         plan = build_plan(occupancy, params)
     except (PlanInputError, OccupancyFileError) as exc:

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stream_dp.commands.shared import CliError, cannot_read
+from stream_dp.commands.shared import CliError, add_bootstrap_option, cannot_read
+from stream_dp.sources import SourceError, numbered_readings
+from stream_dp.sources.skipped import SkippedRows, first_bad_row, strict_line
 
 if TYPE_CHECKING:
     from stream_dp.kafka.connection import KafkaConnection
@@ -32,38 +34,59 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Replay readings with their event times, keyed by vehicle_id (CSV and JSONL in "
             "file order, .traj sorted by time); each message carries up to --batch-size "
-            "readings of one vehicle (a JSON array, or an object for one)."
+            "readings of one vehicle (a JSON array, or an object for one). A row that is not "
+            "a reading (docs/configuration.md, Rejected readings) is skipped and counted by "
+            "reason in the summary; --strict stops at the first one before anything is sent. "
+            "Readings out of range are sent: the service dead-letters them."
         ),
     )
-    parser.add_argument("file", help="readings file: CSV, JSONL, either gzipped, or .traj")
-    parser.add_argument("--topic", default=DEFAULT_TOPIC, help=f"default: {DEFAULT_TOPIC}")
-    broker = parser.add_mutually_exclusive_group()
-    broker.add_argument(
-        "--bootstrap", help=f"Kafka bootstrap servers host:port[,...] (env {BOOTSTRAP_ENV})"
+    parser.add_argument(
+        "file", metavar="FILE", help="readings file: CSV, JSONL, either gzipped, or .traj"
     )
+    parser.add_argument(
+        "--topic",
+        default=DEFAULT_TOPIC,
+        metavar="NAME",
+        help=f"the topic (default {DEFAULT_TOPIC})",
+    )
+    broker = parser.add_mutually_exclusive_group()
+    add_bootstrap_option(broker)
     broker.add_argument(
         "--embedded",
         action="store_true",
         help="start an embedded Tansu broker for this run only (for trials and benchmarks)",
     )
-    parser.add_argument("--rate", type=float, help="readings per second (default: unthrottled)")
     parser.add_argument(
-        "--batch-size", type=int, default=100, help="max readings per message (default: 100)"
+        "--rate", type=float, metavar="X", help="readings per second (default unthrottled)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        metavar="N",
+        help="max readings per message (default 100)",
     )
     parser.add_argument(
         "--max-delay",
         type=float,
         default=120.0,
+        metavar="X",
         help="max event-time seconds a reading waits for its group to fill; keep it well "
-        "below the service's lateness grace (default: 120)",
+        "below the service's lateness grace (default 120)",
     )
     parser.add_argument(
         "--partitions",
         type=int,
-        help=f"partitions if the topic is created (default: {DEFAULT_PARTITIONS}); "
-        "an existing topic is used as it is",
+        metavar="N",
+        help="partitions if the topic is created; an existing topic is used as it is "
+        f"(default {DEFAULT_PARTITIONS})",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="check every row first; exit 2 on the first bad one, sending nothing",
+    )
     parser.set_defaults(run=run)
 
 
@@ -82,28 +105,36 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("--topic must not be empty")
 
 
-def _iter_readings(path: str) -> tuple[Iterator[dict[str, Any]], int | None]:
+def _iter_readings(
+    path: str, skipped: SkippedRows | None = None
+) -> tuple[Iterator[dict[str, Any]], int | None]:
     """The file's readings, and their number when known without reading on (a ``.traj``
-    file is parsed and sorted here, whole; CSV and JSON Lines are streamed). A file that
-    cannot be parsed is reported as a bad FILE."""
+    file is parsed and sorted here, whole; CSV and JSON Lines are streamed). A bad row is
+    skipped and counted in ``skipped``; a file that cannot be read on is a bad FILE."""
+    skipped = SkippedRows() if skipped is None else skipped
     try:
-        from stream_dp.sources import SourceError, iter_readings
-    except ImportError as exc:
-        raise cannot_read("FILE", path, exc) from exc
-
-    try:
-        source = iter_readings(path)
+        numbered = numbered_readings(path, skipped.lines)
     except SourceError as exc:
         raise CliError(f"FILE: {exc}") from exc
 
     def reported() -> Iterator[dict[str, Any]]:
         try:
-            yield from source
+            yield from skipped.readings(numbered)
         except SourceError as exc:
             raise CliError(f"FILE: {exc}") from exc
 
-    known = operator.length_hint(source, -1)  # a list's iterator knows its length
+    known = operator.length_hint(numbered, -1)  # a list's iterator knows its length
     return reported(), known if known >= 0 else None
+
+
+def _check_rows(path: str) -> None:
+    """``--strict``: the whole file read first; the first bad row stops the run, nothing sent."""
+    try:
+        bad = first_bad_row(numbered_readings(path))
+    except SourceError as exc:
+        raise CliError(f"FILE: {exc}") from exc
+    if bad is not None:
+        raise CliError(strict_line(bad))
 
 
 def _count_lines(path: str) -> int | None:
@@ -130,7 +161,10 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.kafka.embedded_broker import EmbeddedBroker
     from stream_dp.kafka.topics import TopicError
 
-    readings, total = _iter_readings(args.file)
+    if args.strict:
+        _check_rows(args.file)
+    skipped = SkippedRows()
+    readings, total = _iter_readings(args.file, skipped)
     if total is None and not args.quiet:
         total = _count_lines(args.file)
 
@@ -156,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
     print(stats.summary(args.topic))
+    if (summary := skipped.summary()) is not None:
+        print(summary, file=sys.stderr)
     return 0
 
 

@@ -10,8 +10,10 @@ seconds or an ISO 8601 / RFC 3339 time (naive = UTC); speed is in the units of U
 
 A bad reading (unparseable, missing field, out of range) is skipped, counted by reason and
 written to the rejects file as {"line": N, "reason": CODE, "detail": TEXT}; the codes are
-the dead-letter topic's (README, "Rejected readings"). With --strict the whole input is
-checked first and the first bad row stops the run (exit 2) before any noise is drawn.
+the dead-letter topic's (docs/configuration.md, "Rejected readings"). With --strict the
+whole input is checked first and the first bad row stops the run (exit 2) before any noise
+is drawn. Every output is checked before the input is read: an option naming a directory or
+a path that cannot be written stops the run at once, leaving nothing behind.
 
 --out is written whole or not at all: to a temporary file beside it, renamed over it only
 when the run completes, so a failed or interrupted run leaves an existing --out as it was.
@@ -35,8 +37,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from stream_dp.commands.basemap_options import BASEMAP_SETTINGS
-from stream_dp.commands.shared import CliError, cannot_read, plain_text
-from stream_dp.config import COARSEST_RESOLUTION_STEPS, ConfigError, Settings, load_settings
+from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
+from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.options.setting_options import default_text
 
 if TYPE_CHECKING:
     from stream_dp.windows.reject_reasons import Reject
@@ -102,13 +105,6 @@ def add_release_options(
     )
 
 
-def default_text(name: str, value: object) -> str:
-    """A setting's default as the help shows it."""
-    if name == "coarsest_resolution" and value is None:
-        return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
-    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
 #: (setting, type, help) of the numeric release options, in the order of the help.
 _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("epsilon", float, "per-cell budget"),
@@ -158,7 +154,10 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
     from stream_dp.release.params import checked_settings
 
     try:
-        return checked_settings(load_settings(flags=flags, **values), flags)  # the spec too
+        settings = load_settings(flags=flags, **values)
+        # A setting nobody set (e.g. --delta that cummings needs) is named by its option too.
+        unset = set(keys) - {"pseudo_user"} - settings.model_fields_set
+        return checked_settings(settings, flags | unset)  # the spec too
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 
@@ -171,23 +170,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the release offline on a readings file (no Kafka)",
         description=plain_text(__doc__),
         epilog=textwrap.fill(
-            "reject reasons (README, Rejected readings): " + ", ".join(RejectReason), 88
+            "reject reasons (docs/configuration.md, Rejected readings): " + ", ".join(RejectReason),
+            88,
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "file",
         type=Path,
+        metavar="FILE",
         help="readings: CSV (header vehicle_id,ts,lat,lon,speed), JSONL with those keys, "
         ".gz of either, or .traj",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output JSONL of records")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="FILE", help="output JSONL of records"
+    )
     parser.add_argument(
         "--rejects",
         type=Path,
         metavar="FILE",
-        help="JSONL of skipped readings (line, reason, detail); default: --out with the "
-        "suffix .rejects.jsonl",
+        help="JSONL of skipped readings: line, reason, detail (default --out with the "
+        "suffix .rejects.jsonl)",
     )
     parser.add_argument(
         "--strict",
@@ -204,7 +207,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="FILE",
         help="JSONL of every vehicle's loss over the run {vehicle_id, loss, loss_pld}: an "
-        "audit file for the operator (it names vehicles: never publish it)",
+        "audit file for the operator that names vehicles, never to publish (default none: "
+        "not written)",
     )
     add_release_options(parser)
     parser.set_defaults(run=run)
@@ -224,14 +228,12 @@ def _check_paths(args: argparse.Namespace) -> Path:
     if len(resolved) < 3:
         raise CliError("FILE, --out and --rejects must be three different files")
     for label, path in (("--out", args.out), ("--rejects", rejects)):
-        if not path.parent.is_dir():
-            raise CliError(f"{label}: cannot write {path}: No such directory")
+        check_writable(label, path)
     ledger_out = getattr(args, "ledger_out", None)
     if ledger_out is not None:
         if ledger_out.resolve() in resolved:
             raise CliError("--ledger-out: must differ from FILE, --out and --rejects")
-        if not ledger_out.parent.is_dir():
-            raise CliError(f"--ledger-out: cannot write {ledger_out}: No such directory")
+        check_writable("--ledger-out", ledger_out)
     if not args.overwrite and args.out.is_file() and args.out.stat().st_size > 0:
         raise CliError(
             f"--out: {args.out} already holds releases; a re-run draws fresh noise for the "
@@ -246,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.engine import OfflineEngine
     from stream_dp.fault_injection import crash_point_counted, error_point_counted
     from stream_dp.release.window import failure_line
-    from stream_dp.sources import SourceError, numbered_readings
+    from stream_dp.sources import LineTally, SourceError, numbered_readings
 
     settings = settings_from_args(args)
     rejects = _check_paths(args)
@@ -259,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
     engine = OfflineEngine(settings, LaplaceNoise())
     run_losses = RunLosses(engine.params)
     windows = cells = failed = 0
+    blank = LineTally()  # blank lines: skipped, counted
     try:
         if args.strict:  # before any noise is drawn
             bad = engine.first_reject(numbered_readings(args.file))
@@ -269,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
             def write_reject(reject: Reject) -> None:
                 rejected.write(orjson.dumps(reject.as_json()) + b"\n")
 
-            readings = engine.feed_numbered(numbered_readings(args.file), on_reject=write_reject)
+            numbered = numbered_readings(args.file, blank)
+            readings = engine.feed_numbered(numbered, on_reject=write_reject)
             for releases in (readings, engine.finish(release_held=True)):
                 for release in releases:
                     windows += 1
@@ -285,12 +289,15 @@ def run(args: argparse.Namespace) -> int:
     except SourceError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
-        raise CliError(f"cannot write {exc.filename or args.out}: {exc.strerror}") from None
+        where = exc.filename2 or exc.filename or args.out  # a rename names its target second
+        raise CliError(f"cannot write {where}: {exc.strerror}") from None
     print(_busiest_line(run_losses, settings), file=sys.stderr)
     counts = engine.counts
     if counts.invalid:
         by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
         print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
+    if blank.blank:
+        print(f"skipped {blank.blank} blank lines", file=sys.stderr)
     print(
         f"released {windows - failed} windows, {cells} cell records, {failed} windows failed "
         f"-> {args.out} (readings accepted {counts.accepted}, rejected {counts.invalid}, "

@@ -14,7 +14,7 @@ import logging.config
 
 from stream_dp.commands.basemap_options import add_basemap_options
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.commands.shared import CliError, plain_text
+from stream_dp.commands.shared import CliError, add_bootstrap_option, plain_text
 from stream_dp.config import ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -28,11 +28,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a worker",
         description=plain_text(__doc__) + "\n\n" + _defaults_note(),
     )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
-    parser.add_argument("--web-port", type=int, help="HTTP port of /metrics etc. (default 8000)")
-    parser.add_argument("--web-host", help="HTTP bind address (default 127.0.0.1)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
-    parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default: text)")
+    add_bootstrap_option(parser, ", else an embedded broker")
+    parser.add_argument(
+        "--web-port", type=int, metavar="N", help="HTTP port of /metrics etc. (default 8000)"
+    )
+    parser.add_argument("--web-host", metavar="HOST", help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning"],
+        help="the lowest level logged (default info)",
+    )
+    parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default text)")
     add_basemap_options(parser)
     add_release_options(parser, BUDGET_PROFILE, unless_configured=True)
     parser.set_defaults(run=run)
@@ -70,17 +77,27 @@ def serve_settings(args: argparse.Namespace) -> Settings:
     settings = settings_from_args(args, **given)
     if unconfigured(settings):
         settings = settings_from_args(args, **given, **BUDGET_PROFILE)
+    if settings.web_port == 0:  # Faust binds the port it is given, and refuses 0
+        raise CliError(
+            "invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): serve needs a port "
+            "in [1, 65535], got 0"
+        )
     return settings
 
 
-def run(args: argparse.Namespace) -> int:
-    import faust
+def web_url(settings: Settings) -> str:
+    """The worker's HTTP address as a URL (an IPv6 host in brackets)."""
+    host = f"[{settings.web_host}]" if ":" in settings.web_host else settings.web_host
+    return f"http://{host}:{settings.web_port}"
 
+
+def run(args: argparse.Namespace) -> int:
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.kafka.embedded_broker import EmbeddedBroker
     from stream_dp.kafka.service_topics import ensure_service_topics
     from stream_dp.worker.app import EXIT_FAILED, build_app
     from stream_dp.worker.connection_settings import connection_from_settings
+    from stream_dp.worker.faust_worker import ServiceWorker
     from stream_dp.worker.ledger_backup import ledger_missing
     from stream_dp.worker.log_setup import logging_config
 
@@ -110,8 +127,12 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         app = build_app(settings, conn, LaplaceNoise())
         asyncio.set_event_loop(asyncio.new_event_loop())
-        worker = faust.Worker(
-            app, loglevel=args.log_level.upper(), quiet=True, logging_config=dict(log_config)
+        worker = ServiceWorker(
+            app,
+            web_url=web_url(settings),
+            loglevel=args.log_level.upper(),
+            quiet=True,
+            logging_config=dict(log_config),
         )
         try:
             worker.execute_from_commandline()
@@ -119,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
             pass
         if app.stream_dp_runtime.failed:  # type: ignore[attr-defined]
             return EXIT_FAILED
+        if worker.interrupted:  # Faust stopped cleanly; Ctrl-C ends it as every command
+            raise KeyboardInterrupt
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,6 +71,30 @@ def unreadable_file_message(label: str, path: str | Path, exc: BaseException | N
     else:
         reason = "not a readable file"
     return f"{label}: cannot read {path}: {reason}"
+
+
+def add_bootstrap_option(parser: Any, otherwise: str = "") -> None:
+    """``--bootstrap HOST:PORT[,...]``, the same in every command that reaches Kafka;
+    ``otherwise``: what the command does with neither it nor the variable."""
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT[,...]",
+        help=f"Kafka bootstrap servers (default STREAM_DP_KAFKA_BOOTSTRAP{otherwise})",
+    )
+
+
+def check_writable(label: str, path: Path) -> None:
+    """Fail before the work: a CliError naming the option ``label`` unless ``path`` can be
+    written whole (a new file in its directory, renamed over it: ``atomic_output``)."""
+    if path.is_dir():
+        reason = "Is a directory"
+    elif not path.parent.is_dir():
+        reason = "No such directory"
+    elif not os.access(path.parent, os.W_OK | os.X_OK):
+        reason = "Permission denied"
+    else:
+        return
+    raise CliError(f"{label}: cannot write {path}: {reason}")
 
 
 def parse_int_option(name: str, text: str, minimum: int) -> int:

@@ -15,7 +15,7 @@ import asyncio
 import json
 from typing import Any
 
-from stream_dp.commands.shared import plain_text, settings_with_bootstrap
+from stream_dp.commands.shared import add_bootstrap_option, plain_text, settings_with_bootstrap
 from stream_dp.config import Settings
 from stream_dp.kafka.topics import TopicSpec
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="list (and create) the topics the service uses",
         description=plain_text(__doc__),
     )
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (host:port,...)")
+    add_bootstrap_option(parser)
     parser.add_argument("--create", action="store_true", help="create the missing topics")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.set_defaults(run=run)

@@ -39,8 +39,8 @@ async def iter_partition_to_end(
         raise ValueError("start_offset must be >= 0")
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(**(conn.reader_kwargs(100) | consumer_kwargs))
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a start cancelled half-way is stopped too
         consumer.assign([tp])
         consumer.seek(tp, start_offset)
         loop = asyncio.get_running_loop()

@@ -105,8 +105,8 @@ async def produce_readings(
     producer = AIOKafkaProducer(
         **conn.producer_kwargs(), linger_ms=linger_ms, max_batch_size=MAX_BATCH_BYTES
     )
-    await producer.start()
     try:
+        await producer.start()  # inside: a start cancelled half-way is stopped too
         batches = await PartitionBatches.for_topic(
             producer, topic, linger=linger_ms / 1000, on_submitted=deliveries.watch
         )

@@ -15,6 +15,7 @@ import gzip
 import math
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -39,6 +40,14 @@ class SourceError(ValueError):
         self.code = code
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {reason}")
+
+
+@dataclass
+class LineTally:
+    """Lines of an input file that hold no reading and are no error: ``blank`` lines
+    (empty or white space only; skipped, counted for the run's summary)."""
+
+    blank: int = 0
 
 
 def open_text(path: str | Path, errors: str = "strict") -> IO[str]:
@@ -125,28 +134,29 @@ def _kind(path: Path) -> str:
 Numbered = tuple[int, "dict | SourceError"]
 
 
-def numbered_readings(path: str | Path) -> Iterator[Numbered]:
+def numbered_readings(path: str | Path, tally: LineTally | None = None) -> Iterator[Numbered]:
     """The readings of ``path`` with their line numbers, choosing the parser by suffix.
 
     ``.csv``, ``.jsonl`` / ``.ndjson`` (streamed, file order) and ``.traj`` (loaded whole, sorted
     by ``(ts, vehicle_id)``; its bad lines come first), each optionally with ``.gz``. A bad row
     is yielded as a :class:`SourceError` with a ``code``; an unusable file (unknown type, no
-    CSV header) raises it.
+    CSV header) raises it. Blank lines are skipped and counted in ``tally``.
     """
     path = Path(path)
     kind = _kind(path)
+    tally = LineTally() if tally is None else tally
     if kind == ".csv":
         from stream_dp.sources.tabular import numbered_csv
 
-        return numbered_csv(path)
+        return numbered_csv(path, tally)
     if kind in (".jsonl", ".ndjson"):
         from stream_dp.sources.tabular import numbered_jsonl
 
-        return numbered_jsonl(path)
+        return numbered_jsonl(path, tally)
     if kind == ".traj":
         from stream_dp.sources.traj import numbered_traj
 
-        return iter(numbered_traj(path))
+        return iter(numbered_traj(path, tally))
     raise SourceError(
         path, None, "unknown file type; expected .csv, .jsonl, .ndjson or .traj (optionally .gz)"
     )
@@ -173,6 +183,7 @@ def raise_on_bad_row(numbered: Iterator[Numbered]) -> Iterator[dict]:
 
 __all__ = [
     "READING_FIELDS",
+    "LineTally",
     "Numbered",
     "SourceError",
     "iter_readings",

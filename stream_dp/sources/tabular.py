@@ -16,6 +16,7 @@ import orjson
 
 from stream_dp.sources import (
     READING_FIELDS,
+    LineTally,
     Numbered,
     SourceError,
     is_utf8,
@@ -77,17 +78,18 @@ def _parsed(record: Mapping[str, object], path: Path, line: int) -> Numbered:
         return line, exc
 
 
-def numbered_jsonl(path: str | Path) -> Iterator[Numbered]:
+def numbered_jsonl(path: str | Path, tally: LineTally | None = None) -> Iterator[Numbered]:
     """Readings of a JSON Lines file, one object per line, with their line numbers; blank
-    lines are skipped, a bad line comes as a :class:`SourceError`."""
+    lines are skipped (counted in ``tally``), a bad line comes as a :class:`SourceError`."""
     path = Path(path)
     with closing(text_lines(path)) as lines:
-        yield from _numbered_json_lines(path, lines)
+        yield from _numbered_json_lines(path, lines, LineTally() if tally is None else tally)
 
 
-def _numbered_json_lines(path: Path, lines: Iterator[str]) -> Iterator[Numbered]:
+def _numbered_json_lines(path: Path, lines: Iterator[str], tally: LineTally) -> Iterator[Numbered]:
     for line_number, line in enumerate(lines, start=1):
         if not line.strip():
+            tally.blank += 1
             continue
         if not is_utf8(line):
             yield line_number, not_utf8_error(path, line_number)
@@ -105,24 +107,16 @@ def _numbered_json_lines(path: Path, lines: Iterator[str]) -> Iterator[Numbered]
         yield _parsed(record, path, line_number)
 
 
-def numbered_csv(path: str | Path) -> Iterator[Numbered]:
+def numbered_csv(path: str | Path, tally: LineTally | None = None) -> Iterator[Numbered]:
     """Readings of a CSV file whose header names at least the five reading fields, with
-    their line numbers; a bad row comes as a :class:`SourceError`, a bad header raises it."""
+    their line numbers; a bad row comes as a :class:`SourceError` (the header repeated as
+    :attr:`RejectReason.REPEATED_HEADER`), a bad header raises it; blank lines are skipped
+    and counted in ``tally``."""
     path = Path(path)
+    tally = LineTally() if tally is None else tally
     with closing(text_lines(path)) as lines:
-        reader = csv.DictReader(lines)
-        try:
-            header = reader.fieldnames
-        except csv.Error as exc:
-            raise SourceError(path, reader.line_num, f"invalid CSV: {exc}") from None
-        if not header:
-            raise SourceError(path, 1, "empty file: no CSV header")
-        if not all(is_utf8(name) for name in header):
-            raise SourceError(path, 1, "CSV header is not UTF-8 text")
-        reader.fieldnames = [name.strip() for name in header]
-        absent = [name for name in READING_FIELDS if name not in reader.fieldnames]
-        if absent:
-            raise SourceError(path, 1, f"CSV header lacks {', '.join(absent)}")
+        reader = csv.reader(lines)
+        header = _csv_header(path, reader)
         while True:
             try:
                 row = next(reader)
@@ -132,15 +126,40 @@ def numbered_csv(path: str | Path) -> Iterator[Numbered]:
                 line, code = reader.line_num, RejectReason.MALFORMED_ROW
                 yield line, SourceError(path, line, f"invalid CSV: {exc}", code)
                 continue
-            if any(isinstance(value, str) and not is_utf8(value) for value in row.values()):
-                yield reader.line_num, not_utf8_error(path, reader.line_num)
+            if not row or (len(row) == 1 and not row[0].strip()):
+                tally.blank += 1
                 continue
-            if None in row:
-                line, code = reader.line_num, RejectReason.MALFORMED_ROW
-                yield line, SourceError(path, line, "more fields than the header", code)
-                continue
-            present = {name: value for name, value in row.items() if value is not None}
-            yield _parsed(present, path, reader.line_num)  # a short row lacks its last fields
+            yield reader.line_num, _csv_row(path, reader.line_num, header, row)
+
+
+def _csv_header(path: Path, reader: Iterator[list[str]]) -> list[str]:
+    """The header's field names (stripped); :class:`SourceError` for an unusable header."""
+    try:
+        header = next(reader, [])
+    except csv.Error as exc:
+        raise SourceError(path, 1, f"invalid CSV: {exc}") from None
+    if not header:
+        raise SourceError(path, 1, "empty file: no CSV header")
+    if not all(is_utf8(name) for name in header):
+        raise SourceError(path, 1, "CSV header is not UTF-8 text")
+    names = [name.strip() for name in header]
+    absent = [name for name in READING_FIELDS if name not in names]
+    if absent:
+        raise SourceError(path, 1, f"CSV header lacks {', '.join(absent)}")
+    return names
+
+
+def _csv_row(path: Path, line: int, header: list[str], row: list[str]) -> dict | SourceError:
+    """One CSV row as a reading, or the :class:`SourceError` of a bad one."""
+    if not all(is_utf8(value) for value in row):
+        return not_utf8_error(path, line)
+    if len(row) > len(header):
+        return SourceError(path, line, "more fields than the header", RejectReason.MALFORMED_ROW)
+    if [value.strip() for value in row] == header:
+        detail = "the header row again (files joined with their headers?)"
+        return SourceError(path, line, detail, RejectReason.REPEATED_HEADER)
+    present = dict(zip(header, row, strict=False))  # a short row lacks its last fields
+    return _parsed(present, path, line)[1]
 
 
 def iter_jsonl(path: str | Path) -> Iterator[dict]:

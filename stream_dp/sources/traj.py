@@ -21,7 +21,14 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stream_dp.sources import Numbered, SourceError, is_utf8, not_utf8_error, text_lines
+from stream_dp.sources import (
+    LineTally,
+    Numbered,
+    SourceError,
+    is_utf8,
+    not_utf8_error,
+    text_lines,
+)
 from stream_dp.windows.reject_reasons import RejectReason
 
 EARTH_RADIUS_KM = 6371.0088  # IUGG mean Earth radius
@@ -110,17 +117,19 @@ def trajectory_readings(fixes: list[tuple[str, float, float, float]]) -> list[di
     ]
 
 
-def numbered_traj(path: str | Path) -> list[Numbered]:
+def numbered_traj(path: str | Path, tally: LineTally | None = None) -> list[Numbered]:
     """Every bad line of a ``.traj`` (or ``.traj.gz``) file as a :class:`SourceError`, in
     file order, then its readings with their trajectory's line, sorted by
-    ``(ts, vehicle_id)``."""
+    ``(ts, vehicle_id)``; blank lines are counted in ``tally``."""
     path = Path(path)
+    tally = LineTally() if tally is None else tally
     bad: list[Numbered] = []
     readings: list[tuple[int, dict]] = []
     with closing(text_lines(path)) as lines:
         for line_number, line in enumerate(lines, start=1):
             line = line.rstrip("\r\n")
             if not line.strip():
+                tally.blank += 1
                 continue
             if not is_utf8(line):
                 bad.append((line_number, not_utf8_error(path, line_number)))

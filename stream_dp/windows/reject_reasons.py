@@ -18,6 +18,7 @@ class RejectReason(StrEnum):
     NOT_JSON = "not_json"
     EMPTY_MESSAGE = "empty_message"
     MALFORMED_ROW = "malformed_row"
+    REPEATED_HEADER = "repeated_header"
     NOT_AN_OBJECT = "not_an_object"
     MISSING_FIELD = "missing_field"
     BAD_VEHICLE_ID = "bad_vehicle_id"
@@ -37,6 +38,9 @@ DESCRIPTIONS: dict[RejectReason, str] = {
     RejectReason.MALFORMED_ROW: (
         "a CSV row that cannot be split into the header's fields, or a `.traj` line that is "
         "not a well-formed trajectory"
+    ),
+    RejectReason.REPEATED_HEADER: (
+        "a CSV row that repeats the header (e.g. files joined with their headers)"
     ),
     RejectReason.NOT_AN_OBJECT: "a JSON value that is not an object",
     RejectReason.MISSING_FIELD: (

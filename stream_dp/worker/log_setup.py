@@ -1,8 +1,10 @@
-"""Logging of a worker: text or JSON lines, and Faust's table dumps kept out of INFO.
+"""Logging of a worker: text or JSON lines, Faust's chatter and table dumps kept out of INFO.
 
 Faust renders the sets and lists aiokafka logs at INFO (subscriptions, assignments) as
-multi-line terminal tables, about 130 lines per start; :class:`CollectionDumpFilter` moves
-such records to DEBUG, so at INFO the start shows the service's own lines.
+multi-line terminal tables, about 130 lines per start, and Faust and its service framework
+(mode) log every service's "Starting..." and "Stopping..." at INFO; :class:`CollectionDumpFilter`
+moves such records to DEBUG, so at INFO a start shows the service's own lines (and the Kafka
+client's group joins).
 """
 
 from __future__ import annotations
@@ -13,18 +15,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 _DUMPED = (set, frozenset, list, tuple, dict)
+#: Loggers whose every INFO record is start-up or shutdown chatter.
+_CHATTER = ("faust", "mode")
 TEXT_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
 class CollectionDumpFilter(logging.Filter):
-    """Demotes INFO records of the Kafka client libraries whose arguments are collections
-    (rendered as tables by Faust) to DEBUG; drops them unless the root logger shows DEBUG."""
+    """Demotes to DEBUG the INFO records of Faust and mode (chatter), and those of aiokafka
+    whose arguments are collections (rendered as tables by Faust); drops them unless the root
+    logger shows DEBUG."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.INFO or not record.name.startswith(("aiokafka", "faust")):
+        if record.levelno != logging.INFO or not record.name.startswith(("aiokafka", *_CHATTER)):
             return True
         args = record.args if isinstance(record.args, tuple) else (record.args,)
-        if not any(isinstance(arg, _DUMPED) for arg in args):
+        chatter = record.name.split(".", 1)[0] in _CHATTER
+        if not chatter and not any(isinstance(arg, _DUMPED) for arg in args):
             return True
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return logging.getLogger().isEnabledFor(logging.DEBUG)

@@ -16,6 +16,7 @@ class ServiceMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._add_stream_metrics(self.registry)
         self._add_privacy_metrics(self.registry)
+        self._add_held_metrics(self.registry)
 
     def _add_stream_metrics(self, r: CollectorRegistry) -> None:
         """Readings, windows, latency, watermark, readiness, parameters."""
@@ -136,6 +137,14 @@ class ServiceMetrics:
             "(cell, vehicle) pairs left out because the vehicle's budget was spent.",
             registry=r,
         )
+        self.budget_limited_vehicles = Gauge(
+            "stream_dp_budget_limited_vehicles",
+            "Vehicles limited by their remaining budget in the last released window.",
+            registry=r,
+        )
+
+    def _add_held_metrics(self, r: CollectorRegistry) -> None:
+        """What released windows held to pool with later hours, apart from what they withheld."""
         self.readings_withheld = Counter(
             "stream_dp_readings_withheld_total",
             "Readings released windows dropped for good (missed the error target, or too old "
@@ -156,10 +165,5 @@ class ServiceMetrics:
         self.cells_held = Gauge(
             "stream_dp_cells_held",
             "Cells the last released window held to pool with a later window (spans).",
-            registry=r,
-        )
-        self.budget_limited_vehicles = Gauge(
-            "stream_dp_budget_limited_vehicles",
-            "Vehicles limited by their remaining budget in the last released window.",
             registry=r,
         )

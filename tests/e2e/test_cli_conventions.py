@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import stream_dp
 from stream_dp import cli
 from stream_dp.config import ConfigError, check_environment, known_environment_variables
 from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
+from stream_dp.windows.reject_reasons import RejectReason
 
 ROOT = Path(__file__).parents[2]
 
@@ -156,3 +158,94 @@ def test_a_command_that_needs_a_missing_extra_says_which_in_one_line(
         "'experiments' extra: pip install \"stream-dp[experiments]\""
     ]
     assert not (tmp_path / "o").exists()
+
+
+# --- issue 34 item 7: every command's options in one style --------------------------------
+
+#: The metavars of the options: one word per kind of value.
+METAVARS = {"N", "X", "FILE", "DIR", "HOST", "HOST:PORT[,...]", "NAME", "START", "URL", "TEXT"}
+#: ``(default …)`` closing the help, parentheses inside allowed: ``(default max(0, r - 5))``.
+DEFAULT_SHOWN = re.compile(r"\(default [^()]*(?:\([^()]*\)[^()]*)*\)$")
+
+
+def _value_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if a.option_strings and a.nargs != 0]
+
+
+def _commands() -> list[argparse.ArgumentParser]:
+    """Every parser that runs something (``ledger export``, not ``ledger``)."""
+    return [p for p in _all_parsers(cli.build_parser()) if p.get_default("run") is not None]
+
+
+def test_every_option_shows_its_default_in_one_style(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")
+    for parser in _all_parsers(cli.build_parser()):
+        assert "default:" not in parser.format_help(), parser.prog
+        for action in _value_options(parser):
+            where = (parser.prog, action.option_strings[0])
+            if action.required:
+                continue
+            assert DEFAULT_SHOWN.search(str(action.help)), where
+            if action.default is not None:
+                value = action.default
+                shown = f"{value:g}" if isinstance(value, float) else str(value)
+                assert f"(default {shown}" in str(action.help), where
+
+
+def test_one_metavar_per_option_everywhere() -> None:
+    seen: dict[str, set[str]] = {}
+    for parser in _all_parsers(cli.build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            if not action.option_strings:  # a positional: its upper-case name
+                assert str(action.metavar or action.dest).split(".")[0].isupper(), parser.prog
+                continue
+            if action.nargs == 0:
+                continue
+            metavar = action.metavar or "{" + ",".join(map(str, action.choices or ())) + "}"
+            assert metavar in METAVARS or metavar.startswith("{"), (parser.prog, metavar)
+            for option in action.option_strings:
+                seen.setdefault(option, set()).add(metavar)
+    # --out: a file (release, map) or the experiments' folder
+    assert {o: m for o, m in seen.items() if len(m) > 1} == {"--out": {"FILE", "DIR"}}
+    assert seen["--bootstrap"] == {"HOST:PORT[,...]"} and seen["--epsilon"] == {"X"}
+
+
+@pytest.mark.parametrize("parser", _commands(), ids=lambda p: p.prog)
+def test_a_mistyped_option_gets_its_commands_usage_and_a_suggestion(
+    parser: argparse.ArgumentParser, capsys: pytest.CaptureFixture[str]
+) -> None:
+    option = next(o for a in parser._actions for o in a.option_strings if o.startswith("--"))
+    option = next(
+        (o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")),
+        option,
+    )
+    typo = option + option[-1]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*parser.prog.split()[1:], f"{typo}=1"])
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith(f"usage: {parser.prog} "), lines
+    assert lines[-1].startswith(f"{parser.prog}: error: ")
+    assert lines[-1].endswith(f"({typo}: did you mean {option}?)"), lines[-1]
+
+
+def test_release_help_points_at_the_page_with_the_rejects_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")
+    release = next(p for p in _all_parsers(cli.build_parser()) if p.prog.endswith(" release"))
+    text = " ".join(release.format_help().split())
+    pages = set(re.findall(r"\(([\w/]+\.md), Rejected readings\)", text))
+    assert pages == {"docs/configuration.md"}, text
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    table = page.split("\n## Rejected readings\n", 1)[1].split("\n## ", 1)[0]
+    assert all(f"| `{reason}` |" in table for reason in RejectReason)
+
+
+def test_the_cummings_delta_error_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["release", "x.csv", "--out", "y", "--mean-mechanism", "cummings"])
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert "delta (--delta / STREAM_DP_DELTA)" in err and "cummings" in err, err

@@ -171,3 +171,34 @@ def test_cli_replays_a_jsonl_file(
     assert sorted(per_vehicle) == sorted(VEHICLES)
     for vehicle, got in per_vehicle.items():
         assert got == [r for r in readings if r["vehicle_id"] == vehicle]  # all, in order
+
+
+def test_cli_skips_bad_rows_counts_them_by_reason_and_sends_the_rest(
+    broker: EmbeddedBroker,
+    topic_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 34 item 5: the one bad-input policy (was: the whole file refused, nothing sent)."""
+    readings = three_vehicles(6)
+    header = "vehicle_id,ts,lat,lon,speed\n"
+    rows = [f"{r['vehicle_id']},{r['ts']},{r['lat']},{r['lon']},{r['speed']}\n" for r in readings]
+    spoiled = rows[:2] + ["\n", header, "veh-0,yesterday,40.7,-74.0,3\n"] + rows[2:] + ["\n"]
+    path = tmp_path / "joined.csv"
+    path.write_text(header + "".join(spoiled))
+    topic = f"{topic_prefix}.readings"
+    monkeypatch.setenv("STREAM_DP_KAFKA_BOOTSTRAP", broker.bootstrap)
+
+    status = produce_cli(monkeypatch, str(path), "--topic", topic, "--partitions", "1", "--quiet")
+
+    assert status == 0
+    captured = capsys.readouterr()
+    assert "produced 6 readings" in captured.out
+    assert captured.err.strip().splitlines()[-1] == (
+        "skipped 2 bad rows (bad_ts 1, repeated_header 1), 2 blank lines"
+    )
+    conn = KafkaConnection(broker.bootstrap, embedded=True)
+    sent = [m for record in _read_topic(conn, topic, 1) for m in _decode(record.value)]
+    by_vehicle = sorted(readings, key=lambda r: (r["vehicle_id"], r["ts"]))
+    assert sorted(sent, key=lambda r: (r["vehicle_id"], r["ts"])) == by_vehicle

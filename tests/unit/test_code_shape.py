@@ -63,7 +63,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "__main__",
         "cli",
         "commands",
-        "worker experiments testing",
+        "worker experiments testing options",
         "engine dashboard producer planning",
         "release wire sources",
         "windows kafka allocator",

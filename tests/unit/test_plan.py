@@ -306,3 +306,16 @@ def test_the_plan_without_compiled_kernels_is_the_plan_with_them(
     assert compiled["suppressed"] and compiled["K"] < compiled["G1"]
     monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: False)
     assert plan_json(capsys, *args) == compiled
+
+
+def test_epsilon_and_upper_default_to_the_settings_as_in_release(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 7: no --epsilon needed; the settings' (default or STREAM_DP_EPSILON)."""
+    monkeypatch.delenv("STREAM_DP_EPSILON", raising=False)
+    monkeypatch.delenv("STREAM_DP_UPPER", raising=False)
+    default = plan_json(capsys, str(EXAMPLE))
+    assert default == plan_json(capsys, str(EXAMPLE), "--epsilon", "1", "--upper", "65")
+    monkeypatch.setenv("STREAM_DP_EPSILON", "0.25")
+    assert plan_json(capsys, str(EXAMPLE)) == plan_json(capsys, str(EXAMPLE), "--epsilon", "0.25")
+    assert plan_json(capsys, str(EXAMPLE)) != default

@@ -300,22 +300,17 @@ def test_a_truncated_gzip_file_is_one_line_and_leaves_the_previous_out(previous,
     assert listing(out.parent) == before
 
 
-@pytest.mark.parametrize("spoil", ["truncate", "not_utf8"])
-def test_produce_names_an_unreadable_file_in_one_line(tmp_path, spoil):
+def test_produce_names_an_unreadable_file_in_one_line(tmp_path):
     from stream_dp.commands import produce
     from stream_dp.commands.shared import CliError
 
     source = write_csv(tmp_path / "readings.csv", good_rows()[:200])
-    if spoil == "truncate":
-        packed = gzip.compress(source.read_bytes())
-        source = tmp_path / "cut.csv.gz"
-        source.write_bytes(packed[: len(packed) // 2])
-        expected = "truncated or corrupt gzip data"
-    else:
-        source.write_bytes(source.read_bytes().replace(b"\n", b"\n\xff", 1))
-        expected = f"{source}:2: not UTF-8 text"
+    packed = gzip.compress(source.read_bytes())
+    source = tmp_path / "cut.csv.gz"
+    source.write_bytes(packed[: len(packed) // 2])
     readings, _total = produce._iter_readings(str(source))  # what `produce` sends, lazily
     with pytest.raises(CliError) as info:
         list(readings)
     message = str(info.value)
-    assert message.startswith("FILE: ") and message.endswith(expected) and "\n" not in message
+    assert message.startswith("FILE: ") and "\n" not in message
+    assert message.endswith("truncated or corrupt gzip data")

@@ -98,3 +98,18 @@ def test_serve_takes_a_log_format_and_rejects_others(capsys):
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(["serve", "--log-format", "xml"])
     assert exited.value.code == 2 and "--log-format" in capsys.readouterr().err
+
+
+def test_faust_and_mode_start_up_chatter_is_debug_only(root_level):
+    """Issue 34 item 7: at INFO a start shows the service's lines, not every Faust service's
+    "Starting..."; their warnings stay."""
+    chatter = CollectionDumpFilter()
+    root_level(logging.INFO)
+    assert not chatter.filter(record("faust.worker", "[^Worker]: Starting..."))
+    assert not chatter.filter(record("mode.timers", "Timer %s woke up", "t"))
+    assert chatter.filter(record("stream_dp.worker.faust_worker", "HTTP: %s", "http://h:1"))
+    warning = record("faust.worker", "Signal received", level=logging.WARNING)
+    assert chatter.filter(warning) and warning.levelname == "WARNING"
+    root_level(logging.DEBUG)
+    shown = record("faust.worker", "[^Worker]: Starting...")
+    assert chatter.filter(shown) and shown.levelname == "DEBUG"

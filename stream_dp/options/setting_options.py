@@ -1,0 +1,26 @@
+"""How the command line shows a setting as an option: its metavar and its default."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from stream_dp.config import COARSEST_RESOLUTION_STEPS, Settings
+
+
+def default_text(name: str, value: object) -> str:
+    """A setting's default as the help shows it."""
+    if name == "coarsest_resolution" and value is None:
+        return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
+    return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def setting_default(name: str) -> str:
+    """A setting's own default as the help shows it (what an unset option means)."""
+    return default_text(name, Settings.model_fields[name].default)
+
+
+def setting_metavar(name: str) -> str:
+    """The metavar of a numeric setting's option: N for an integer, X for a number."""
+    annotation = Settings.model_fields[name].annotation
+    kinds = set(get_args(annotation) or (annotation,)) - {type(None)}
+    return "N" if kinds == {int} else "X"
