@@ -60,6 +60,9 @@ def _env() -> dict[str, str]:
 
 def network(folder: Path, grid: int, seed: int) -> Path:
     """The grid with its arterials and traffic lights (module docstring)."""
+    net = folder / "city.net.xml"
+    if net.exists():  # seeded: the same network
+        return net
     plain = folder / "plain"
     run(["netgenerate", "--grid", "--grid.number", str(grid), "--grid.length", str(SPACING_M),
          "--default.lanenumber", "1", "--default.speed", f"{LOCAL_MS:.2f}", "--seed", str(seed),
@@ -76,7 +79,6 @@ def network(folder: Path, grid: int, seed: int) -> Path:
             edge.set("numLanes", "2")
             edge.set("speed", f"{ARTERIAL_MS:.2f}")
     edges.write(f"{plain}.edg.xml")
-    net = folder / "city.net.xml"
     threshold = (2 * ARTERIAL_MS + 2 * LOCAL_MS + 4 * LOCAL_MS) / 2  # between the two sums
     run(["netconvert", "-n", f"{plain}.nod.xml", "-e", f"{plain}.edg.xml", "--tls.guess",
          "--tls.guess.threshold", f"{threshold:.1f}", "-o", str(net)])  # fmt: skip
@@ -90,9 +92,10 @@ def network(folder: Path, grid: int, seed: int) -> Path:
 def od_pairs(net: Path, folder: Path, n: int, seed: int) -> list[tuple[str, str]]:
     """``n`` origin-destination edge pairs from randomTrips.py (module docstring)."""
     trips = folder / "od.trips.xml"
-    run([sys.executable, f"{SUMO_HOME}/tools/randomTrips.py", "-n", str(net), "-o", str(trips),
-         "-b", "0", "-e", str(n), "-p", "1", "-l", "--min-distance", "2000", "--seed", str(seed),
-         "--fringe-factor", "1"])  # fmt: skip
+    if not trips.exists():
+        run([sys.executable, f"{SUMO_HOME}/tools/randomTrips.py", "-n", str(net), "-o", str(trips),
+             "-b", "0", "-e", str(n), "-p", "1", "-l", "--min-distance", "2000",
+             "--seed", str(seed), "--fringe-factor", "1"])  # fmt: skip
     return [(t.get("from"), t.get("to")) for t in ET.parse(trips).getroot().iter("trip")]
 
 
@@ -143,15 +146,18 @@ def write_trips(trips: list[tuple[float, str, str, str]], path: Path) -> None:
     ET.ElementTree(root).write(path)
 
 
-def simulate(net: Path, trips: Path, folder: Path, seed: int, end: float) -> Path:
-    """duarouter, then sumo with floating-car data every 10 s until ``end`` (s)."""
-    routes, fcd = folder / "routes.rou.xml", folder / "fcd.xml.gz"
-    run(["duarouter", "-n", str(net), "--route-files", str(trips), "-o", str(routes),
-         "--seed", str(seed), "--ignore-errors", "--no-warnings", "--no-step-log"])  # fmt: skip
+def simulate(net: Path, trips: Path, folder: Path, seed: int, end: float, meso: bool) -> Path:
+    """duarouter, then sumo (``meso``: its mesoscopic model, queues per 100 m segment instead
+    of car following; positions at segment resolution) with floating-car data every 10 s until
+    ``end`` (s)."""
+    routes, fcd = folder / "routes.rou.xml", folder / f"fcd{'_meso' if meso else ''}.xml.gz"
+    if not routes.exists():
+        run(["duarouter", "-n", str(net), "--route-files", str(trips), "-o", str(routes),
+             "--seed", str(seed), "--ignore-errors", "--no-warnings", "--no-step-log"])  # fmt: skip
     run(["sumo", "-n", str(net), "-r", str(routes), "--fcd-output", str(fcd),
          "--device.fcd.period", "10", "--fcd-output.attributes", "x,y,speed", "--seed", str(seed),
          "--end", f"{end:.0f}", "--no-step-log", "--no-warnings", "--time-to-teleport", "300",
-         "--ignore-route-errors"])  # fmt: skip
+         "--ignore-route-errors", *(["--mesosim"] if meso else [])])  # fmt: skip
     return fcd
 
 
@@ -162,10 +168,12 @@ def main() -> int:
     parser.add_argument("--others", type=int, default=6000)
     parser.add_argument("--fleet", action="store_true", help="200 vans for 6 hours instead")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--meso", action="store_true", help="sumo's mesoscopic model (faster)")
     parser.add_argument("--out", type=Path, help="readings CSV (default: in benchmarks/data/)")
     args = parser.parse_args()
     name = "fleet" if args.fleet else f"city_{args.grid}_{args.commuters}_{args.others}"
     folder = DATA / name
+    name += "_meso" if args.meso else ""
     folder.mkdir(parents=True, exist_ok=True)
     out = args.out or DATA / f"{name}.csv"
     rng = np.random.default_rng(args.seed)
@@ -177,7 +185,7 @@ def main() -> int:
         pairs, reverse_edges(net), args.commuters, rng)  # fmt: skip
     write_trips(trips, folder / "demand.trips.xml")
     last = max(depart for depart, *_ in trips)
-    fcd = simulate(net, folder / "demand.trips.xml", folder, args.seed, last + 2 * 3600)
+    fcd = simulate(net, folder / "demand.trips.xml", folder, args.seed, last + 2 * 3600, args.meso)
     count = write_csv(fcd_readings(fcd, BERLIN, DAY), out)
     print(summary(out, count, len(trips)), flush=True)
     return 0

@@ -26,7 +26,8 @@ scored by ``usefulness.py`` against the readings each record holds:
 - release seconds of the whole run, and the budgeted / fixed ratio of the same seed.
 
 Worst = the minimum over the runs for the shares, the maximum for staleness and loss. Writes
-``--json`` (every run) and ``--plot`` (``docs/panel.png``) and prints the table in markdown.
+``--json`` (every run; with ``--only``, the file's other data sets are kept) and ``--plot``
+(``docs/panel.png``) and prints the table in markdown, all from the JSON's data sets.
 
 Run: ``python benchmarks/panel.py [--runs 5] [--only NAME ...] [--quick] [--million]``.
 """
@@ -76,10 +77,17 @@ WHEEL = "tracktable_data-1.7.3.1-py3-none-any.whl"
 EXAMPLES = "tracktable_data/python_example_data/"
 AIRCRAFT = "tracktable_data/internal_test_data/Points/SampleFlightsUS.csv"
 DAY, WEEK = 86400, 7 * 86400
-CITY = ("--grid", "26", "--commuters", "14000", "--others", "6000")
+#: The readings files ``city.py`` writes (``benchmarks/data/NAME.csv``) and its options for
+#: them: the city (sumo's mesoscopic model: the car-following one took over an hour for the
+#: morning peak on 2 shared cores), the quick one, the small fleet (car following).
+SIMULATED: dict[str, tuple[str, ...]] = {
+    "city_26_14000_6000_meso": ("--grid", "26", "--commuters", "14000", "--others", "6000"),
+    "city_16_6000_2000_meso": ("--grid", "16", "--commuters", "6000", "--others", "2000"),
+    "fleet": ("--fleet",),
+}
+CITY, QUICK_CITY = "city_26_14000_6000_meso", "city_16_6000_2000_meso"
 #: Readings released once per row before the timed runs (numba compiles its kernels then).
 WARM_UP = 5000
-QUICK_CITY = ("--grid", "16", "--commuters", "6000", "--others", "2000")
 
 
 @dataclass(frozen=True)
@@ -107,12 +115,13 @@ def wheel_member(member: str) -> Path:
     return target
 
 
-def simulated(args: tuple[str, ...]) -> Path:
-    """The readings CSV of ``city.py`` run with ``args`` (simulated first if absent)."""
-    name = "fleet" if "--fleet" in args else "city_" + "_".join(args[1::2])
+def simulated(name: str) -> Path:
+    """``city.py``'s readings CSV ``name`` (:data:`SIMULATED`; simulated first if absent)."""
     path = DATA / f"{name}.csv"
     if not path.exists():
-        subprocess.run([sys.executable, str(HERE / "city.py"), *args], check=True)
+        meso = ("--meso",) if name.endswith("_meso") else ()
+        subprocess.run([sys.executable, str(HERE / "city.py"), *SIMULATED[name], *meso],
+                       check=True)  # fmt: skip
     return path
 
 
@@ -129,7 +138,7 @@ PANEL: tuple[DataSet, ...] = (
     DataSet("New York 8 Dec", _file(lambda q: wheel_member(EXAMPLES + "NYHarbor_2020_12_08.traj")),
             65.0, 14.0, WEEK),
     DataSet("aircraft", lambda quick: aircraft_readings(wheel_member(AIRCRAFT)), 1000.0, 4.0, DAY),
-    DataSet("small fleet", _file(lambda q: simulated(("--fleet",))), 100.0, 14.0, WEEK),
+    DataSet("small fleet", _file(lambda q: simulated("fleet")), 100.0, 14.0, WEEK),
     DataSet("city", _file(lambda q: simulated(QUICK_CITY if q else CITY)), 100.0, 14.0, WEEK),
 )  # fmt: skip
 
@@ -253,6 +262,7 @@ def measure(data: DataSet, runs: int, quick: bool) -> dict[str, Any]:
         "readings": len(readings),
         "vehicles": len(set(truth.vehicle)),
         "hours": int(len(np.unique(truth.window))),
+        "runs": runs,
         "upper": data.upper,
         "promise": f"{data.budget:g} per {data.period_seconds // DAY} days",
         "profile": profile,
@@ -267,7 +277,8 @@ def measure(data: DataSet, runs: int, quick: bool) -> dict[str, Any]:
 
 def _brief(run: dict[str, Any]) -> str:
     return (f"coverage {100 * run['coverage']:.1f} %, staleness {run['staleness']:.2f} h, "
-            f"loss {run['loss']:.2f}, {run['seconds']:.1f} s")  # fmt: skip
+            f"finer {100 * run['finer']:.1f} %, loss {run['loss']:.2f}, "
+            f"honest {100 * run['honest']:.1f} %, {run['seconds']:.1f} s")  # fmt: skip
 
 
 def _cell(summary: dict[str, float], scale: float) -> str:
@@ -275,14 +286,14 @@ def _cell(summary: dict[str, float], scale: float) -> str:
     return f"{scale * summary['median']:.1f} ({scale * summary['worst']:.1f})"
 
 
-def markdown(results: list[dict[str, Any]], runs: int) -> str:
-    """The README table: per data set the profile's median (worst of ``runs``) beside the
-    baseline's, and the budgeted / fixed release time."""
-    head = "| data set | readings, vehicles, hours | U, B | release |"
+def markdown(results: list[dict[str, Any]]) -> str:
+    """The README table: per data set the profile's median (worst run) beside the baseline's,
+    and the budgeted / fixed release time."""
+    head = "| data set | readings, vehicles, hours, runs | U, B | release |"
     head += "".join(f" {title} |" for _, title, _, _ in COLUMNS) + " time budgeted / fixed |"
     lines = [head, "|---" * (5 + len(COLUMNS)) + "|"]
     for r in results:
-        about = f"{r['readings']:,}, {r['vehicles']:,}, {r['hours']}"
+        about = f"{r['readings']:,}, {r['vehicles']:,}, {r['hours']}, {len(r['budgeted_runs'])}"
         for kind, label in (("budgeted", "profile"), ("fixed", "fixed eps 1 (baseline)")):
             cells = "".join(f" {_cell(r[kind][key], scale)} |" for key, _, _, scale in COLUMNS)
             timing = (f"{r['time_ratio_median']:.2f}x ({r['time_ratio_worst']:.2f}x)"
@@ -290,7 +301,7 @@ def markdown(results: list[dict[str, Any]], runs: int) -> str:
             lines.append(f"| {r['name']} | {about} | {r['upper']:g}, {r['promise']} | {label} "
                          f"|{cells} {timing} |")  # fmt: skip
     lines.append(
-        f"\nmedian (worst) of {runs} seeded runs; worst = the lowest share, the "
+        "\nmedian (worst) of the seeded runs; worst = the lowest share, the "
         "highest staleness and loss; time: whole-run release seconds, same seed."
     )
     return "\n".join(lines)
@@ -313,6 +324,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
                     label="worst run" if kind == "budgeted" else None)  # fmt: skip
         if key == "loss_share":
             ax.axhline(1.0, color="red", linestyle=":", linewidth=1)
+            ax.set_yscale("symlog", linthresh=1.0)  # the baseline's loss is many times B
         ax.set_title(title, fontsize=9)
         ax.set_xticks(x)
         ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
@@ -335,7 +347,11 @@ def main() -> int:
     parser.add_argument("--million", action="store_true", help="also time the 1M-reading window")
     parser.add_argument("--json", type=Path, default=DATA / "panel.json")
     parser.add_argument("--plot", type=Path, default=HERE.parent / "docs" / "panel.png")
+    parser.add_argument("--report", type=Path, action="append",
+                        help="only print and plot the results in these JSON files")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        return report([r for path in args.report for r in earlier(path)], args.plot)
     runs = 2 if args.quick else args.runs
     known = {d.name: d for d in PANEL}
     unknown = [n for n in args.only or [] if n not in known]
@@ -343,16 +359,28 @@ def main() -> int:
         parser.error(f"--only: unknown data set {unknown[0]!r} (one of {', '.join(known)})")
     chosen = [known[n] for n in args.only] if args.only else list(PANEL)
     DATA.mkdir(exist_ok=True)
-    results = []
+    results = {r["name"]: r for r in earlier(args.json) if args.only}
     for data in chosen:
-        results.append(measure(data, runs, args.quick))
-    args.json.write_text(json.dumps(results, indent=1, default=float))
-    print(markdown(results, runs))
+        results[data.name] = measure(data, runs, args.quick)
+        args.json.write_text(json.dumps(list(results.values()), indent=1, default=float))
     if args.million:
         seconds, ratio = million_ratio()
-        print(f"\n1M-reading window: profile {seconds:.3f} s, {ratio:.2f}x the fixed-eps release")
-    plot(results, args.plot)
+        print(f"1M-reading window: profile {seconds:.3f} s, {ratio:.2f}x the fixed-eps release")
+    return report(list(results.values()), args.plot)
+
+
+def report(results: list[dict[str, Any]], path: Path) -> int:
+    """Print the markdown table and draw the plot of ``results``, in the panel's order."""
+    order = [d.name for d in PANEL]
+    results = sorted(results, key=lambda r: order.index(r["name"]))
+    print(markdown(results))
+    plot(results, path)
     return 0
+
+
+def earlier(path: Path) -> list[dict[str, Any]]:
+    """The results already in ``path`` (an ``--only`` run replaces its data sets' entries)."""
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 if __name__ == "__main__":
