@@ -228,13 +228,14 @@ COLUMNS: tuple[tuple[str, str, bool, float], ...] = (
 
 def summarise(runs: list[dict[str, Any]], budget: float) -> dict[str, dict[str, float]]:
     """Per column, the median and the worst run (the minimum for shares, the maximum for
-    staleness and loss); NaN runs (nothing released) count as the worst."""
+    staleness and loss); a NaN run (nothing useful released) counts as the worst when
+    another run has a value (0, or infinite staleness), else both are NaN."""
     out = {}
     for key, _, lowest_is_worst, _ in COLUMNS:
         values = [r["loss"] / budget if key == "loss_share" else r[key] for r in runs]
         clean = [v for v in values if not np.isnan(v)]
         worst = (min if lowest_is_worst else max)(clean) if clean else float("nan")
-        if len(clean) < len(values):
+        if clean and len(clean) < len(values):
             worst = 0.0 if lowest_is_worst else float("inf")
         out[key] = {
             "median": statistics.median(clean) if clean else float("nan"),
@@ -282,8 +283,13 @@ def _brief(run: dict[str, Any]) -> str:
 
 
 def _cell(summary: dict[str, float], scale: float) -> str:
-    """``median (worst)``."""
-    return f"{scale * summary['median']:.1f} ({scale * summary['worst']:.1f})"
+    """``median (worst)``; ``n/a`` where nothing was released, ``none`` for a run's staleness
+    when it released nothing useful."""
+    return f"{_number(scale * summary['median'])} ({_number(scale * summary['worst'])})"
+
+
+def _number(x: float) -> str:
+    return "n/a" if np.isnan(x) else "none" if np.isinf(x) else f"{x:.1f}"
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
@@ -350,6 +356,9 @@ def main() -> int:
     parser.add_argument("--report", type=Path, action="append",
                         help="only print and plot the results in these JSON files")  # fmt: skip
     args = parser.parse_args()
+    if args.million:
+        seconds, ratio = million_ratio()
+        print(f"1M-reading window: profile {seconds:.3f} s, {ratio:.2f}x the fixed-eps release")
     if args.report:
         return report([r for path in args.report for r in earlier(path)], args.plot)
     runs = 2 if args.quick else args.runs
@@ -363,9 +372,6 @@ def main() -> int:
     for data in chosen:
         results[data.name] = measure(data, runs, args.quick)
         args.json.write_text(json.dumps(list(results.values()), indent=1, default=float))
-    if args.million:
-        seconds, ratio = million_ratio()
-        print(f"1M-reading window: profile {seconds:.3f} s, {ratio:.2f}x the fixed-eps release")
     return report(list(results.values()), args.plot)
 
 
@@ -373,6 +379,10 @@ def report(results: list[dict[str, Any]], path: Path) -> int:
     """Print the markdown table and draw the plot of ``results``, in the panel's order."""
     order = [d.name for d in PANEL]
     results = sorted(results, key=lambda r: order.index(r["name"]))
+    for r in results:  # from the runs themselves: a file written by an older summarise
+        budget = r["profile"]["vehicle_budget"]
+        r["budgeted"] = summarise(r["budgeted_runs"], budget)
+        r["fixed"] = summarise(r["fixed_runs"], budget)
     print(markdown(results))
     plot(results, path)
     return 0

@@ -119,6 +119,9 @@ def test_the_worst_run_is_the_lowest_share_and_the_highest_staleness_and_loss() 
     assert summary["loss_share"] == {"median": 0.75, "worst": 1.0}
     runs[0]["staleness"] = float("nan")  # a run that released nothing useful
     assert panel.summarise(runs, budget=4.0)["staleness"]["worst"] == math.inf
+    for run in runs:
+        run["honest"] = float("nan")  # no run released a cell
+    assert all(math.isnan(x) for x in panel.summarise(runs, 4.0)["honest"].values())
 
 
 def test_usefulness_scores_within_a_tenth_of_the_data_sets_own_u() -> None:
