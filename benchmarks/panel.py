@@ -331,11 +331,13 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         if key == "loss_share":
             ax.axhline(1.0, color="red", linestyle=":", linewidth=1)
             ax.set_yscale("symlog", linthresh=1.0)  # the baseline's loss is many times B
+            ticks = [0, 0.5, 1, 2, 5, 10]
+            ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
         ax.set_title(title, fontsize=9)
         ax.set_xticks(x)
         ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
-    axes[0].legend(fontsize=6)
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=7)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
 
 
