@@ -55,6 +55,7 @@ from usefulness import (
     ROWS,
     TARGETED,
     UPPER,
+    USEFUL_SHARE,
     Truth,
     million_window,
     release_time,
@@ -173,7 +174,7 @@ def busiest_per_period(releases: list[Any], period_seconds: int, window_seconds:
     return busiest
 
 
-def one_run(truth: Truth, row: dict[str, Any], seed: int, period: int) -> dict[str, Any]:
+def one_run(truth: Truth, row: dict[str, Any], seed: int, period_seconds: int) -> dict[str, Any]:
     """One seeded release of the data set with ``row``, scored (module docstring)."""
     settings = settings_of(row)
     coarsest = settings.coarsest_resolution
@@ -193,7 +194,7 @@ def one_run(truth: Truth, row: dict[str, Any], seed: int, period: int) -> dict[s
         "staleness": window_close_staleness(truth, records, means, covering),
         "staleness_from_reading": scored["staleness"],
         "finer": scored["fine_share"],
-        "loss": busiest_per_period(releases, period, settings.window_seconds),
+        "loss": busiest_per_period(releases, period_seconds, settings.window_seconds),
         "honest": held / total if total else float("nan"),
         "records": len(records),
         "seconds": seconds,
@@ -209,7 +210,7 @@ def window_close_staleness(
     held = covering >= 0
     index = covering[held]
     _, true_mean = truth_means(truth, covering, len(records))
-    useful = np.abs(means - true_mean) <= 0.1 * truth.upper
+    useful = np.abs(means - true_mean) <= USEFUL_SHARE * truth.upper
     ends = np.array([epoch(r["window_end"]) for r in records], dtype=np.float64)
     closes = truth.window[held] + 3600.0
     stale = (ends[index] - closes)[useful[index]] / 3600.0
