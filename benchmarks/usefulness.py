@@ -47,7 +47,8 @@ from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
 
 UPPER = 65.0
 DELTA = 1e-6
-USEFUL = 0.1 * UPPER
+USEFUL_SHARE = 0.1
+USEFUL = USEFUL_SHARE * UPPER
 
 #: The rows of the table: name -> settings (on top of app_id, U and the fixed mode).
 ROWS: dict[str, dict[str, Any]] = {
@@ -119,14 +120,14 @@ def settings_of(row: dict[str, Any]) -> Any:
     from stream_dp.config import load_settings
     from stream_dp.testing.settings import FIXED_MODE
 
-    return load_settings(app_id="usefulness", upper=UPPER, **{**FIXED_MODE, **row})
+    return load_settings(app_id="usefulness", **{"upper": UPPER, **FIXED_MODE, **row})
 
 
 class Truth:
     """The week's readings (or ``readings``: another file's), with each reading's cell at every
-    resolution (vectorised)."""
+    resolution (vectorised); values clamped to [0, ``upper``], the U the release used."""
 
-    def __init__(self, readings: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, readings: list[dict[str, Any]] | None = None, upper: float = UPPER) -> None:
         import h3
 
         from stream_dp.sources.sample import load_sample
@@ -134,7 +135,8 @@ class Truth:
         self.readings = load_sample() if readings is None else readings
         self.ts = np.array([float(r["ts"]) for r in self.readings])
         self.window = (self.ts // 3600).astype(np.int64) * 3600
-        self.value = np.clip([float(r["speed"]) for r in self.readings], 0.0, UPPER)
+        self.upper = upper
+        self.value = np.clip([float(r["speed"]) for r in self.readings], 0.0, upper)
         self.vehicle = [r["vehicle_id"] for r in self.readings]
         self.points = [(r["lat"], r["lon"]) for r in self.readings]
         self._cells: dict[tuple[int, int], list[str]] = {}
@@ -218,11 +220,15 @@ def _epoch(stamp: str) -> int:
 
 
 def release_week(
-    settings: Any, readings: list[dict[str, Any]] | None = None, noise: Any = None
+    settings: Any,
+    readings: list[dict[str, Any]] | None = None,
+    noise: Any = None,
+    releases: list[Any] | None = None,
 ) -> tuple[list[dict[str, Any]], Any, list[Any]]:
     """The week's (or ``readings``') cell records, each vessel's loss over the run
     (RunLosses) and each record's members (``stream_dp.testing.membership``), released with
-    ``noise`` (default: fresh Laplace noise)."""
+    ``noise`` (default: fresh Laplace noise); each window's release appended to ``releases``
+    if given."""
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.release.run_losses import RunLosses
@@ -238,6 +244,8 @@ def release_week(
             for release in batch:
                 records.extend(release.cells)
                 losses.add(release)
+                if releases is not None:
+                    releases.append(release)
     return records, losses, members
 
 
@@ -257,7 +265,7 @@ def score(
     n = len(records)
     counts, true_mean = truth_means(truth, covering, n)
     error = np.abs(means - true_mean)
-    useful = error <= USEFUL
+    useful = error <= USEFUL_SHARE * truth.upper
     useful_readings = counts[useful].sum()
     res = np.array([int(r["resolution"]) for r in records], dtype=np.int64)
     holds = _holds(error, bounds)
@@ -266,7 +274,7 @@ def score(
         other_counts, other = truth_means(truth, cell_and_span, n)
         other_error = np.abs(means - other)
         holds_cell_and_span = _holds(other_error, bounds)
-        useful_other = other_counts[other_error <= USEFUL].sum()
+        useful_other = other_counts[other_error <= USEFUL_SHARE * truth.upper].sum()
         coverage_cell_and_span = useful_other / len(truth.readings)
     hit = covering >= 0
     ends = np.array([_epoch(r["window_end"]) for r in records], dtype=np.int64)
@@ -279,7 +287,7 @@ def score(
         "staleness": float(np.median(stale)) if stale.size else float("nan"),
         "per_span": dict(sorted(Counter(((ends - starts) // 3600).tolist()).items())),
         "median_error": float(np.median(error)) if n else float("nan"),
-        "at_bounds": float(np.mean((means <= 0.0) | (means >= UPPER))) if n else float("nan"),
+        "at_bounds": float(np.mean((means <= 0.0) | (means >= truth.upper))) if n else float("nan"),
         "holds": holds,
         "holds_cell_and_span": holds_cell_and_span,
         "fine_share": (

@@ -1,0 +1,139 @@
+"""The panel benchmark's own arithmetic (``benchmarks/panel_data.py``, ``benchmarks/panel.py``):
+SUMO floating-car data to readings (projection and units), aircraft speeds from consecutive
+fixes, the busiest vehicle's loss over any budget period, the worst of the runs, and the
+usefulness scoring at a U other than 65."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+# The benchmarks are scripts importing their neighbours by name (``from usefulness import``).
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+
+import panel  # noqa: E402
+import panel_data  # noqa: E402
+import usefulness  # noqa: E402
+
+from stream_dp.dp.budget_ledger import WindowLoss  # noqa: E402
+from stream_dp.sources.traj import haversine_km  # noqa: E402
+
+ORIGIN = (52.5, 13.4)
+FCD = """<?xml version="1.0" encoding="UTF-8"?>
+<fcd-export>
+  <timestep time="0.00">
+    <vehicle id="c7~1" x="1000.00" y="0.00" speed="10.00"/>
+  </timestep>
+  <timestep time="10.00">
+    <vehicle id="c7~1" x="1000.00" y="2000.00" speed="25.00"/>
+    <vehicle id="o3" x="0.00" y="0.00" speed="0.00"/>
+  </timestep>
+</fcd-export>
+"""
+
+
+def test_fcd_readings_project_metres_east_and_north_and_give_km_per_hour(tmp_path: Path) -> None:
+    path = tmp_path / "fcd.xml"
+    path.write_text(FCD)
+    readings = list(panel_data.fcd_readings(path, ORIGIN, 1_000_000.0))
+    assert [(r["vehicle_id"], r["ts"]) for r in readings] == [
+        ("c7", 1_000_000.0), ("c7", 1_000_010.0), ("o3", 1_000_010.0),
+    ]  # fmt: skip
+    east, north_east, origin = readings
+    assert east["speed"] == pytest.approx(36.0)
+    assert north_east["speed"] == pytest.approx(90.0)
+    assert (origin["lat"], origin["lon"]) == pytest.approx(ORIGIN)
+    # 1 km due east: same latitude, 1 km away (a longitude degree is cos(lat) shorter).
+    assert east["lat"] == pytest.approx(ORIGIN[0], abs=1e-9)
+    assert east["lon"] > ORIGIN[1]
+    assert haversine_km(*ORIGIN, east["lat"], east["lon"]) == pytest.approx(1.0, rel=1e-3)
+    # then 2 km due north: same longitude.
+    assert north_east["lon"] == pytest.approx(east["lon"], abs=1e-12)
+    assert north_east["lat"] > ORIGIN[0]
+    step = haversine_km(east["lat"], east["lon"], north_east["lat"], north_east["lon"])
+    assert step == pytest.approx(2.0, rel=1e-3)
+
+
+def test_fcd_readings_read_a_gzipped_file(tmp_path: Path) -> None:
+    path = tmp_path / "fcd.xml.gz"
+    path.write_bytes(gzip.compress(FCD.encode()))
+    assert len(list(panel_data.fcd_readings(path, ORIGIN, 0.0))) == 3
+
+
+def test_aircraft_speeds_come_from_consecutive_fixes_in_km_per_hour(tmp_path: Path) -> None:
+    ten_km = math.degrees(10.0 / panel_data.EARTH_RADIUS_KM)  # 10 km along a meridian
+    path = tmp_path / "flights.csv"
+    path.write_text(
+        "# object_id timestamp longitude latitude altitude heading speed\n"
+        f"AB1,2004-12-07 11:01:00,-81.0,{27.0 + ten_km},3000,0,0\n"
+        "AB1,2004-12-07 11:00:00,-81.0,27.0,3000,0,0\n"
+        f"AB1,2004-12-07 11:01:00,-81.0,{27.0 + 5 * ten_km},3000,0,0\n"  # same time: dropped
+        f"AB1,2004-12-07 11:03:00,-81.0,{27.0 + 2 * ten_km},3000,0,0\n"
+        "ONE,2004-12-07 11:00:00,-80.0,26.0,3000,0,0\n"  # one fix: no speed
+        "NOPOS,2004-12-07 11:00:00,,,,,\n"
+    )
+    readings = panel_data.aircraft_readings(path)
+    assert [r["vehicle_id"] for r in readings] == ["AB1"] * 3
+    assert [r["speed"] for r in readings] == pytest.approx([600.0, 600.0, 300.0])
+    assert [r["lon"] for r in readings] == [-81.0] * 3  # third field: longitude
+    assert readings[0]["lat"] == 27.0
+    assert readings[0]["ts"] == pytest.approx(1102417200.0)  # 2004-12-07 11:00:00 UTC
+
+
+def _release(window_start: int, losses: dict[str, float]) -> SimpleNamespace:
+    names = sorted(losses)
+    loss = WindowLoss.of_losses(window_start, names, [1] * len(names), [losses[n] for n in names])
+    return SimpleNamespace(loss=loss)
+
+
+def test_busiest_loss_is_the_largest_sum_over_one_period_not_over_the_run() -> None:
+    hour = 3600
+    releases = [
+        _release(30 * hour, {"a": 1.0, "b": 0.5}),
+        _release(0, {"a": 1.0}),
+        _release(20 * hour, {"a": 1.0, "b": 1.0}),
+        SimpleNamespace(loss=None),
+    ]
+    # a: 3 over the run, but no 24 hours hold more than two of its windows.
+    assert panel.busiest_per_period(releases, 24 * hour, hour) == pytest.approx(2.0)
+    assert panel.busiest_per_period(releases, 31 * hour, hour) == pytest.approx(3.0)
+    assert panel.busiest_per_period(releases, hour, hour) == pytest.approx(1.0)
+
+
+def test_the_worst_run_is_the_lowest_share_and_the_highest_staleness_and_loss() -> None:
+    runs = [
+        {"coverage": 0.9, "staleness": 1.0, "finer": 0.4, "loss": 3.0, "honest": 0.97},
+        {"coverage": 0.5, "staleness": 4.0, "finer": 0.6, "loss": 2.0, "honest": 0.99},
+        {"coverage": 0.8, "staleness": 2.0, "finer": 0.5, "loss": 4.0, "honest": 0.98},
+    ]
+    summary = panel.summarise(runs, budget=4.0)
+    assert summary["coverage"] == {"median": 0.8, "worst": 0.5}
+    assert summary["staleness"] == {"median": 2.0, "worst": 4.0}
+    assert summary["finer"] == {"median": 0.5, "worst": 0.4}
+    assert summary["loss_share"] == {"median": 0.75, "worst": 1.0}
+    runs[0]["staleness"] = float("nan")  # a run that released nothing useful
+    assert panel.summarise(runs, budget=4.0)["staleness"]["worst"] == math.inf
+    for run in runs:
+        run["honest"] = float("nan")  # no run released a cell
+    assert all(math.isnan(x) for x in panel.summarise(runs, 4.0)["honest"].values())
+
+
+def test_usefulness_scores_within_a_tenth_of_the_data_sets_own_u() -> None:
+    readings = [
+        {"vehicle_id": f"v{i}", "ts": 10.0 * i, "lat": 40.0, "lon": -74.0, "speed": 500.0}
+        for i in range(4)
+    ]
+    truth = usefulness.Truth(readings, upper=1000.0)
+    record = {"resolution": 8, "window_start": "1970-01-01T00:00:00Z",
+              "window_end": "1970-01-01T01:00:00Z"}  # fmt: skip
+    covering = np.zeros(4, dtype=np.int64)
+    for mean, useful in ((580.0, 1.0), (620.0, 0.0)):  # 80 and 120 km/h off, U/10 = 100
+        scored = usefulness.score(truth, [record], np.array([mean]), 8, 3, None, covering)
+        assert scored["coverage"] == useful
+    assert usefulness.Truth(readings).value.max() == 65.0  # the AIS week's U by default
