@@ -22,10 +22,11 @@ from stream_dp.dp.pseudo_user import PseudoUserResult
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.noisy import ErrorBars, noisy_cells
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.selection import occupancy_of
-from stream_dp.release.statistics import cell_statistics, start_entry_totals
-from stream_dp.windows.columns import WindowColumns
-from tests.unit.release.test_float_mean_neighbours import Recorder, counts_of
+from tests.unit.release.test_float_mean_neighbours import (
+    Recorder,
+    counts_of,
+    one_cell_statistics,
+)
 
 U = 65.0
 
@@ -33,16 +34,7 @@ U = 65.0
 def sampler_input(values: NDArray[np.float64], counts: NDArray[np.int64]) -> tuple[float, float]:
     """The value and sensitivity the release gives the variance's sampler for one cell of
     these readings (``counts[l]`` readings of vehicle ``l``, all kept)."""
-    vehicle = np.repeat(np.arange(len(counts)), counts)
-    columns = WindowColumns.from_readings(
-        ["c"] * len(values), [f"v{v:06d}" for v in vehicle.tolist()],
-        np.arange(len(values), dtype=float).tolist(), values.tolist(), int(counts.max()),
-    )  # fmt: skip
-    occupancy, entry_of = occupancy_of(columns, np.arange(1), None)
-    kept = occupancy.count.copy()
-    stats = cell_statistics(
-        columns, occupancy, entry_of, kept, None, start_entry_totals(columns, entry_of)
-    )
+    stats, kept = one_cell_statistics(values, counts)
     top, kept_sum = np.array([kept.max()]), stats.kept_readings
     capped = PseudoUserResult(top, kept, np.zeros(1), variance_sensitivity(U, top, kept_sum))
     recorder = Recorder()

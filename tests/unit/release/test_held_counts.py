@@ -138,8 +138,10 @@ def test_pooling_tells_each_pooled_pair_s_readings_of_the_window() -> None:
     earlier = _window(0, [(0, 1, 5.0)] * 3 + [(1, 2, 5.0)])
     own = _window(HOUR, [(0, 1, 6.0)] * 2 + [(1, 3, 6.0)] * 4 + [(2, 2, 6.0)])
     both, own_count = pooled_with_own(own, earlier, 64)
-    keys = [(both.cell_names[c], both.vehicle_names[v])
-            for c, v in zip(both.cell_code.tolist(), both.vehicle_code.tolist(), strict=True)]
+    keys = [
+        (both.cell_names[c], both.vehicle_names[v])
+        for c, v in zip(both.cell_code.tolist(), both.vehicle_code.tolist(), strict=True)
+    ]
     by_key = dict(zip(keys, zip(both.count.tolist(), own_count.tolist(), strict=True),
                       strict=True))  # fmt: skip
     assert by_key == {
