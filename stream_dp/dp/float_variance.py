@@ -4,10 +4,11 @@ the variance).
 
 The release computes a cell's variance as ``v = max(fl(fl(Q~ / S) - fl(m m)), 0)``
 (:func:`clipped_variances`): ``m = fl(T~ / S)`` the float clipped mean, ``Q~`` the accurate
-sum (:mod:`stream_dp.dp.accurate_sum`, within ``1.5 u`` of its exact sum) of the kept pairs'
-float sums of squares, each a running float sum of one vehicle's ``fl(x^2)``, ``x`` in
-``[0, U]``. With ``u = 2^-53``, ``G = gamma_top = top u / (1 - top u)`` and
-``e = (1 + G)(1 + 1.5 u)(1 + u) - 1`` each neighbour's ``v`` lies within
+sum (:mod:`stream_dp.dp.accurate_sum`: within ``1.5 u`` of its exact sum to 10^-8 of it,
+``2 u`` below) of the kept pairs' float sums of squares, each a running float sum of one
+vehicle's ``fl(x^2)``, ``x`` in ``[0, U]``. With ``u = 2^-53``,
+``G = gamma_top = top u / (1 - top u)`` and ``e = (1 + G)(1 + 2 u)(1 + u) - 1`` each
+neighbour's ``v`` lies within
 
     E = (1 + u) U^2 (e + (1 + e)^2 (1 + u) - 1) + u U^2 / 4 + 2^-1072
 

@@ -29,7 +29,7 @@ def per_neighbour_error(upper: float, top: int) -> Fraction:
     (``G = gamma_top``, ``e`` the relative error of ``fl(Q~/S)`` and of ``m``)."""
     u2 = Fraction(upper) ** 2
     gamma = top * UNIT / (1 - top * UNIT)
-    e = (1 + gamma) * (1 + Fraction(3, 2) * UNIT) * (1 + UNIT) - 1
+    e = (1 + gamma) * (1 + 2 * UNIT) * (1 + UNIT) - 1  # Sum2: 1.5 u (1 + 2^-26) <= 2 u
     square = u2 * ((1 + e) ** 2 * (1 + UNIT) - 1) + 2 * TINY  # fl(m m) against mu^2
     quotient = u2 * e + (2 + e) * TINY  # fl(Q~/S) against Q/S
     return (1 + UNIT) * (square + quotient) + UNIT * u2 / 4
