@@ -24,7 +24,8 @@ Laplace pmf ratio for a shift of ``d`` indices is at most ``exp(d 2^k / scale)``
 is at most ``(sensitivity + 2^k) / scale = epsilon`` -- exactly, because steps 2-3 use no
 floating point. Step 4 is post-processing. "Neighbours' inputs" are the floats the caller
 passes: a value computed in floating point needs its rounding inside ``sensitivity``
-(docs/math.md §4.2, "Float inputs": the CLIP mean's ``float_mean.sampler_sensitivity``).
+(docs/math.md §4.2, "Float inputs": the CLIP mean's ``float_mean.sampler_sensitivity``, the
+variance's ``float_variance.sampler_sensitivity``; the other mean mechanisms' are not).
 The released float is always a multiple of ``2^k`` when ``k >= -1074`` (below ``2^(k+53)``
 the grid point is representable; above it the float spacing is itself a multiple of ``2^k``).
 

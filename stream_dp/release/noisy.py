@@ -15,6 +15,7 @@ import numpy as np
 
 from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums
 from stream_dp.dp.error_bars import mechanism_mean_error, variance_error
+from stream_dp.dp.float_variance import sampler_sensitivity as variance_sampler_sensitivity
 from stream_dp.dp.grid_error import variance_bias
 from stream_dp.dp.pseudo_user import PseudoUserResult
 from stream_dp.release.accounting import PrivacyAccountant
@@ -101,19 +102,21 @@ def noisy_cells(
     mechanism: Any = None,
     cell_data: CellDataOf | None = None,
 ) -> NoisyCells:
-    """Noise every cell: all variances in one batch, then all CLIP means in one (independent
+    """Noise every cell: all variances in one batch (the sampler given the variance's
+    sensitivity with its float allowance, §4.2), then all CLIP means in one (independent
     draws: their order does not matter); with a ``mechanism`` (None: the CLIP mean), each
     ``released`` cell's mean is its release on ``cell_data(g)`` instead, in cell order."""
     n_cells = len(released)
     variances: list[float | None] = [None] * n_cells
     if accountant.variance_share:
+        sensitivity = variance_sampler_sensitivity(upper, capped.cap, stats.kept_readings)
         if accountant.per_cell is not None:
             variances = noise.release_each(
-                stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
+                stats.variances, sensitivity, accountant.variance_epsilon
             ).tolist()
         else:
             variances = noise.release_many(
-                stats.variances, capped.variance_sensitivity, accountant.variance_epsilon
+                stats.variances, sensitivity, accountant.variance_epsilon
             ).tolist()
     if mechanism is None:
         combiner = ClipMeanCombiner(upper, accountant.mean_epsilon)

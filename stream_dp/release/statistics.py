@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_dp.dp.clip_mean import clipped_means
+from stream_dp.dp.float_variance import clipped_variances
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.windows import background
 from stream_dp.windows.columns import WindowColumns
@@ -147,22 +148,23 @@ def cell_statistics(
     entry_totals: Future[tuple[np.ndarray, np.ndarray]],
 ) -> CellStatistics:
     """:class:`CellStatistics` of the kept readings (``kept_count`` per occupancy entry); each
-    cell's kept sum is the accurate sum (:mod:`stream_dp.dp.accurate_sum`) of its entries'
-    float sums, which the CLIP mean's sampler sensitivity assumes (docs/math.md §4.2, "Float
-    inputs")."""
+    cell's kept sum and sum of squares are the accurate sums (:mod:`stream_dp.dp.accurate_sum`)
+    of its entries' float sums, which the CLIP mean's and the variance's sampler sensitivities
+    assume (docs/math.md §4.2, "Float inputs")."""
     from stream_dp.dp.accurate_sum import grouped_sums
     from stream_dp.dp.array_kernels import kept_cell_totals
 
     total, total_sq = kept_sums(
         columns, entry_of, kept_count, prefix_sums, occupancy.count, entry_totals
     )
-    kept_readings, n_kept_vehicles, _, cell_sum_sq = kept_cell_totals(
+    kept_readings, n_kept_vehicles, _, _ = kept_cell_totals(
         occupancy.cell_index, len(occupancy.cells), kept_count, total, total_sq
     )
     cell_sum = grouped_sums(occupancy.cell_start, total)
     means = clipped_means(cell_sum, kept_readings)
-    variances = cell_sum_sq / kept_readings - means * means
-    variances = np.where(variances < 0.0, 0.0, variances)  # max(v, 0.0), NaN kept
+    variances = clipped_variances(
+        grouped_sums(occupancy.cell_start, total_sq), means, kept_readings
+    )
     return CellStatistics(
         kept_readings,
         cell_sum,

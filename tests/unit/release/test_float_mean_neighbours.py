@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums
 from stream_dp.release.selection import occupancy_of
-from stream_dp.release.statistics import cell_statistics, start_entry_totals
+from stream_dp.release.statistics import CellStatistics, cell_statistics, start_entry_totals
 from stream_dp.windows.columns import WindowColumns
 
 U = 65.0
@@ -51,11 +51,11 @@ def counts_of(n_vehicles: int, cap: int, seed: int) -> NDArray[np.int64]:
     return counts
 
 
-def sampler_input(
-    values: NDArray[np.float64], counts: NDArray[np.int64], epsilon: float
-) -> tuple[float, float]:
-    """The value and sensitivity the CLIP mean gives the sampler for one cell of these
-    readings (``counts[l]`` readings of vehicle ``l``, all kept)."""
+def one_cell_statistics(
+    values: NDArray[np.float64], counts: NDArray[np.int64]
+) -> tuple[CellStatistics, NDArray[np.int64]]:
+    """The release's statistics of one cell of these readings (``counts[l]`` readings of
+    vehicle ``l``, all kept) and the kept counts per vehicle."""
     vehicle = np.repeat(np.arange(len(counts)), counts)
     columns = WindowColumns.from_readings(
         ["c"] * len(values), [f"v{v:06d}" for v in vehicle.tolist()],
@@ -66,6 +66,15 @@ def sampler_input(
     stats = cell_statistics(
         columns, occupancy, entry_of, kept, None, start_entry_totals(columns, entry_of)
     )
+    return stats, kept
+
+
+def sampler_input(
+    values: NDArray[np.float64], counts: NDArray[np.int64], epsilon: float
+) -> tuple[float, float]:
+    """The value and sensitivity the CLIP mean gives the sampler for one cell of these
+    readings (``counts[l]`` readings of vehicle ``l``, all kept)."""
+    stats, kept = one_cell_statistics(values, counts)
     sums = ClippedSums(
         stats.kept_sums, stats.kept_readings, np.array([kept.max()]), stats.n_readings
     )
