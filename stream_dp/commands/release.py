@@ -260,7 +260,6 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     rejects = _check_paths(args)
-    print(promise_line(settings), file=sys.stderr)
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 
@@ -275,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
             bad = engine.first_reject(numbered_readings(args.file))
             if bad is not None:
                 raise CliError(f"{args.file}:{bad.line}: {bad.reason}: {bad.detail}")
+        print(promise_line(settings), file=sys.stderr)  # the run starts releasing
         with atomic_output(args.out) as out, atomic_output(rejects) as rejected:
 
             def write_reject(reject: Reject) -> None:

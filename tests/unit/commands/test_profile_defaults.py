@@ -15,10 +15,11 @@ import yaml
 
 from stream_dp.cli import build_parser, main
 from stream_dp.commands import demo, serve
-from stream_dp.commands.profile import BUDGET_PROFILE, PROFILE_FIELDS, profile_values
+from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.commands.release import settings_from_args
 from stream_dp.config import ReleaseSettings, Settings, load_settings
 from stream_dp.testing.readings import vehicle_readings
+from stream_dp.worker.metrics import ServiceMetrics
 
 ROOT = Path(__file__).resolve().parents[3]
 WEEK = 7 * 86400
@@ -37,7 +38,7 @@ OTHER_VALUE = {
 }
 #: What else a value moves, as documented: R0 follows the resolution, T follows U.
 DERIVED = {"resolution": {"coarsest_resolution": 4}, "upper": {"target_mean_error": 1000 / 6.5}}
-WATCHED = (*PROFILE_FIELDS, "upper")
+WATCHED = (*BUDGET_PROFILE, "upper")
 
 
 @pytest.fixture(autouse=True)
@@ -185,4 +186,20 @@ def test_a_run_releasing_no_cell_says_why_in_one_line(tmp_path, capsys):
     assert why[0].startswith(
         "released no cell: no fixed cell at resolution 8 was released with the 900 readings "
         "accepted (min_vehicles 31)"
+    )
+
+
+def test_serve_ends_with_the_busiest_vehicles_loss_over_the_period_beside_the_promise():
+    metrics = ServiceMetrics()
+    metrics.vehicle_loss_period_max.set(3.25)
+    line = serve.busiest_period_line(metrics, load_settings(vehicle_budget=10))
+    assert line == (
+        "busiest vehicle's loss over the last 7 days: epsilon 3.25 (basic); promise: each "
+        "vehicle loses at most epsilon 10 per 7 days; target mean error T 10, U 65"
+    )
+    fixed = serve.busiest_period_line(ServiceMetrics(), load_settings(vehicle_budget="none"))
+    assert fixed == (
+        "busiest vehicle's loss over the last 7 days: epsilon 0.00 (basic); promise: none (a "
+        "fixed epsilon 1 per cell, each vehicle's loss tracked, not capped); target mean "
+        "error T 10, U 65"
     )
