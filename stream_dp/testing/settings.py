@@ -15,6 +15,10 @@ FIXED_MODE: dict[str, Any] = {
     "vehicle_budget": "none",
 }
 
+#: ``release``'s default mode before issue 34: accuracy-targeted cells at T 15 with a fixed
+#: epsilon per cell and no vehicle budget (``--fixed-epsilon --target-mean-error 15``).
+FIXED_EPSILON_MODE: dict[str, Any] = {"vehicle_budget": "none", "target_mean_error": 15.0}
+
 
 def service_settings(prefix: str, **overrides: Any) -> Settings:
     """Settings whose app id and every topic name start with ``prefix`` (unique per test),
