@@ -271,10 +271,12 @@ def test_a_window_that_cannot_be_merged_under_a_vehicle_budget_charges_at_most_t
 def test_the_pld_figure_is_null_where_pld_does_not_compose_the_mechanism() -> None:
     """Issue 26 item 8: an (ε, δ) mean's cells are no Laplace releases; a pure one's are."""
     readings = four_hours()
-    for mechanism, composes in (("cummings", False), ("clip", True)):
-        settings = load_settings(
-            resolution=7, mean_mechanism=mechanism, delta=1e-6, **FIXED_EPSILON_MODE
-        )
+    modes = (  # a fixed ε per cell; the clip mean at T 15 (release's old default)
+        ("cummings", False, {"vehicle_budget": "none"}),
+        ("clip", True, FIXED_EPSILON_MODE),
+    )
+    for mechanism, composes, mode in modes:
+        settings = load_settings(resolution=7, mean_mechanism=mechanism, delta=1e-6, **mode)
         _, releases = run_engine(settings, readings)
         summaries = [r.summary for r in releases if r.summary["K"] > 0]
         assert summaries
