@@ -341,6 +341,7 @@ def no_cell_line(settings: Settings, readings: int) -> str:
     target = settings.target_mean_error
     if target is None:
         cells = f"no fixed cell at resolution {settings.resolution} was released"
+        hint = "a smaller --min-vehicles or a coarser --resolution"
     else:
         share, upper = TARGET_AT_UPPER
         how = (
@@ -348,13 +349,13 @@ def no_cell_line(settings: Settings, readings: int) -> str:
             if "target_mean_error" in settings.model_fields_set
             else f"the default, {share:g}/{upper:g} of U {settings.upper:g}"
         )
-        coarsest = settings.coarsest_resolution
+        within = "" if settings.vehicle_budget is None else " within the vehicle budget"
         cells = (
             f"no cell met the target mean error T {target:g} ({how}) at resolutions "
-            f"{settings.resolution} to {coarsest}"
+            f"{settings.resolution} to {settings.coarsest_resolution}{within}"
         )
+        hint = "a larger --target-mean-error or a coarser --coarsest-resolution"
     return (
         f"released no cell: {cells} with the {readings:,} readings accepted "
-        f"(min_vehicles {settings.min_vehicles}); a larger --target-mean-error, a coarser "
-        "--coarsest-resolution or more readings per cell release some"
+        f"(min_vehicles {settings.min_vehicles}); {hint} or more readings per cell release some"
     )

@@ -178,8 +178,9 @@ def test_a_run_releasing_no_cell_says_why_in_one_line(tmp_path, capsys):
     why = [line for line in capsys.readouterr().err.splitlines() if "no cell" in line]
     assert why == [
         "released no cell: no cell met the target mean error T 15 (as set) at resolutions 8 "
-        "to 3 with the 900 readings accepted (min_vehicles 1); a larger --target-mean-error, "
-        "a coarser --coarsest-resolution or more readings per cell release some"
+        "to 3 within the vehicle budget with the 900 readings accepted (min_vehicles 1); a "
+        "larger --target-mean-error or a coarser --coarsest-resolution or more readings per "
+        "cell release some"
     ]
     assert main([*argv, "--overwrite", "--fixed-cells", "--min-vehicles", "31"]) == 0
     why = [line for line in capsys.readouterr().err.splitlines() if "no cell" in line]
