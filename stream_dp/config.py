@@ -38,6 +38,12 @@ from stream_dp.web.basemap import OSM, check_map_tiles
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
 DEFAULT_MAX_SPAN_HOURS = 8
+#: The budget profile (docs/configuration.md, "Defaults"): each vehicle loses at most B over
+#: any period, B and the period as the settings' defaults.
+DEFAULT_VEHICLE_BUDGET = 14.0
+DEFAULT_BUDGET_PERIOD_SECONDS = 7 * 86400
+#: The default target T is a share of U: 10 km/h at the AIS sample's U of 65 km/h (2/13 of U).
+TARGET_AT_UPPER = (10.0, 65.0)
 
 ENV_PREFIX = "STREAM_DP_"
 #: Adaptive cells merge up to this many resolutions above ``resolution`` unless
@@ -111,7 +117,9 @@ class ReleaseSettings(BaseModel):
         "(unset: losses are tracked, not capped).",
     )
     budget_period_seconds: int = Field(
-        86400, gt=0, description="Rolling period of the per-vehicle budget ledger."
+        DEFAULT_BUDGET_PERIOD_SECONDS,
+        gt=0,
+        description="Rolling period of the per-vehicle budget ledger.",
     )
     accounting: Literal["basic", "pld"] = Field(
         "basic",
@@ -123,11 +131,12 @@ class ReleaseSettings(BaseModel):
         1e-6, gt=0, lt=1, description="delta at which the 'pld' accounting states epsilon."
     )
     target_mean_error: float | None = Field(
-        15.0,
+        None,
         gt=0,
         description="T (units of U): release adaptive cells whose mean_error is <= T, "
-        "between coarsest_resolution and resolution (none: fixed cells at resolution; the "
-        "default applies to the clip mean only, another mean_mechanism gets none).",
+        "between coarsest_resolution and resolution (unset: 2/13 of U, 10 at U 65; none: "
+        "fixed cells at resolution; the default applies to the clip mean only, another "
+        "mean_mechanism gets none).",
     )
     coarsest_resolution: int | None = Field(
         None,
@@ -142,11 +151,12 @@ class ReleaseSettings(BaseModel):
         "or 'remainder' (a parent releases what its released children leave).",
     )
     vehicle_budget: float | None = Field(
-        None,
+        DEFAULT_VEHICLE_BUDGET,
         gt=0,
         allow_inf_nan=False,
         description="B: each vehicle loses at most this epsilon over any budget_period_seconds "
-        "(per-cell epsilon, pacing, sit-outs; needs target_mean_error; replaces budget_cap).",
+        "(per-cell epsilon, pacing, sit-outs; needs target_mean_error; replaces budget_cap; "
+        "none: the fixed-epsilon mode, also with fixed cells).",
     )
     vehicle_budget_burst: float | None = Field(
         None,
@@ -295,6 +305,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
+        self._profile_defaults()
         if 86400 % self.window_seconds:
             raise SettingError(
                 "window_seconds",
@@ -308,7 +319,11 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             )
         if self.vehicle_budget is not None:
             if self.budget_cap is not None:
-                raise SettingError("budget_cap", "unset it with vehicle_budget (which replaces it)")
+                raise SettingError(
+                    "budget_cap",
+                    "caps the fixed-epsilon mode: add --fixed-epsilon (vehicle_budget none); "
+                    "vehicle_budget replaces it",
+                )
             if self.target_mean_error is None:
                 raise SettingError("vehicle_budget", "needs target_mean_error (per-cell epsilon)")
             if self.vehicle_burst > self.vehicle_budget:
@@ -336,6 +351,16 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             default = max(0, self.resolution - COARSEST_RESOLUTION_STEPS)
             object.__setattr__(self, "coarsest_resolution", default)
         return self
+
+    def _profile_defaults(self) -> None:
+        """Each release setting left unset takes the profile's value on its own: T a share of U
+        (:func:`default_target_mean_error`); B unless the cells are fixed (target none: no
+        per-cell epsilon to pace). Frozen model: set once, here."""
+        given = self.model_fields_set
+        if "target_mean_error" not in given:
+            object.__setattr__(self, "target_mean_error", default_target_mean_error(self.upper))
+        if "vehicle_budget" not in given and self.target_mean_error is None:
+            object.__setattr__(self, "vehicle_budget", None)
 
     def _check_budget_period(self) -> None:
         """The budget period is a whole number of windows (the ledger sums whole windows)."""
@@ -450,6 +475,12 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{CONFIG_FILE_ENV}: {path} must hold a table of settings")
     return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def default_target_mean_error(upper: float) -> float:
+    """The default T: the share ``TARGET_AT_UPPER`` of U (10 at U 65, so the AIS sample's)."""
+    target, at_upper = TARGET_AT_UPPER
+    return upper * target / at_upper
 
 
 def known_environment_variables() -> list[str]:

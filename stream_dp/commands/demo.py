@@ -24,18 +24,16 @@ from typing import Any
 import orjson
 
 from stream_dp.commands.basemap_options import add_basemap_options
-from stream_dp.commands.profile import BUDGET_PROFILE, promise
+from stream_dp.commands.profile import promise
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import Settings
 
 HOUR = 3600
 
-# The recommended per-vehicle budget profile (commands/profile.py); the idle close is
-# shorter, so the replay's last window closes soon after it.
+# The settings' defaults (the budget profile, commands/profile.py) but for these: the idle
+# close is shorter, so the replay's last window closes soon after it.
 DEMO_DEFAULTS = {
-    **BUDGET_PROFILE,
-    "epsilon": 1.0,
     "idle_close_seconds": 5.0,
     # The demo starts its own empty broker: a ledger to restore cannot exist (issue 25).
     "require_existing_ledger": False,
@@ -90,19 +88,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def demo_settings(args: argparse.Namespace) -> Settings:
-    """The demo's settings: its options, else its defaults (the budget profile); never
-    ``require_existing_ledger``, whatever the environment says (its broker starts empty)."""
-    overrides = {k: v for k, v in DEMO_DEFAULTS.items() if getattr(args, k, None) is None}
-    fixed = isinstance(args.target_mean_error, str) and args.target_mean_error.lower() == "none"
-    if fixed and args.vehicle_budget is None:
-        # --fixed-cells: no per-cell ε, so no vehicle budget, and no spans (they need one)
-        overrides.pop("vehicle_budget")
-        overrides.pop("max_span_hours", None)
-    if args.hours is not None and "max_span_hours" in overrides:
-        # A replay of N hours holds no span longer than N: its last window then releases what
-        # is still pooling (or withholds it) instead of leaving it pending after the replay.
-        overrides["max_span_hours"] = min(int(overrides["max_span_hours"]), args.hours)
-    return settings_from_args(args, **overrides)
+    """The demo's settings: its options, else its defaults (the budget profile, each setting
+    on its own); never ``require_existing_ledger``, whatever the environment says (its broker
+    starts empty)."""
+    settings = settings_from_args(args, **DEMO_DEFAULTS)
+    if args.hours is not None and settings.vehicle_budget is not None:
+        if "max_span_hours" not in settings.model_fields_set:
+            # A replay of N hours holds no span longer than N: its last window then releases
+            # what is still pooling (or withholds it) instead of leaving it pending after it.
+            spans = min(settings.max_span_hours, args.hours)
+            return settings_from_args(args, **DEMO_DEFAULTS, max_span_hours=spans)
+    return settings
 
 
 async def _demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--target-mean-error none); needed when the occupancy's cells are not H3 cells",
     )
     parser.add_argument(
+        "--fixed-epsilon",
+        action="store_true",
+        help="plan a fixed --epsilon per cell instead of the vehicle budget's (the same as "
+        "--vehicle-budget none)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print one JSON object (includes suppressed [cell, vehicle] pairs)",
@@ -139,6 +145,9 @@ def _params(args: argparse.Namespace, **values: object) -> Any:
     if args.fixed_cells:
         values["target_mean_error"] = "none"
         flags.add("target_mean_error")
+    if args.fixed_epsilon:
+        values["vehicle_budget"] = "none"
+        flags.add("vehicle_budget")
     if args.no_pseudo_user:
         values["pseudo_user"] = False
     try:

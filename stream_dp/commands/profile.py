@@ -1,11 +1,12 @@
-"""The recommended release profile (issue 25 item 7): a per-vehicle budget B over a period,
-per-cell epsilon for the accuracy target T, spans of up to ``max_span_hours`` windows.
+"""The recommended release profile (issue 25 item 7, issue 34): a per-vehicle budget B over a
+period, per-cell epsilon for the accuracy target T, spans of up to ``max_span_hours`` windows.
 
 The values are the prototype's finding on the bundled AIS week: B = ε 14 per 7 days (paced
-with the default burst B/4), T = 10 km/h (mean error at 95 %), spans of up to 8 hours, H3
-resolution 8 cells merged up to resolution 3, the whole per-cell ε on the mean. The demo uses
-them; ``serve`` does when the operator configures no release parameter at all (see
-:func:`unconfigured`); compose and the Kubernetes manifests set them explicitly.
+with the default burst B/4), T = 10 km/h at its U of 65 km/h (mean error at 95 %; 2/13 of U
+on other data), spans of up to 8 hours, H3 resolution 8 cells merged up to resolution 3, the
+whole per-cell ε on the mean. They are the settings' own defaults (``stream_dp.config``),
+each on its own, so ``serve``, ``release`` and the demo share them; compose and the
+Kubernetes manifests repeat them. ``--fixed-epsilon`` and ``--fixed-cells`` opt out.
 """
 
 from __future__ import annotations
@@ -13,37 +14,35 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from stream_dp.config import Settings
-from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.config import (
+    COARSEST_RESOLUTION_STEPS,
+    DEFAULT_BUDGET_PERIOD_SECONDS,
+    TARGET_AT_UPPER,
+    Settings,
+    default_target_mean_error,
+)
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 
-WEEK = 7 * 24 * 3600
+WEEK = DEFAULT_BUDGET_PERIOD_SECONDS
 
-BUDGET_PROFILE: dict[str, Any] = {
-    "vehicle_budget": 14.0,
-    "budget_period_seconds": WEEK,
-    "max_span_hours": 8,
-    "target_mean_error": 10.0,
-    "resolution": 8,
-    "coarsest_resolution": 3,
-    "variance_share": 0.0,
-}
-
-#: Settings that choose what is released and at which privacy loss: an operator who sets any
-#: of them (option, environment, settings file) has configured the release.
-RELEASE_SETTINGS = frozenset(
-    {
-        "epsilon", "upper", "resolution", "window_seconds", "error_bound", "min_vehicles",
-        "top_cells", "mean_mechanism", "delta", "prefix_limit", "variance_share",
-        "target_mean_error", "coarsest_resolution", "accounting", "accounting_delta",
-        "vehicle_budget", "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
-        "budget_cap", "pseudo_user",
-    }
+#: The settings the profile chooses: their defaults are its values.
+PROFILE_FIELDS = (
+    "vehicle_budget", "budget_period_seconds", "max_span_hours", "target_mean_error",
+    "resolution", "coarsest_resolution", "variance_share",
 )  # fmt: skip
 
 
-def unconfigured(settings: Settings) -> bool:
-    """Whether none of the release settings was given (they all hold their defaults)."""
-    return not (settings.model_fields_set & RELEASE_SETTINGS)
+def profile_values(upper: float = TARGET_AT_UPPER[1]) -> dict[str, Any]:
+    """The profile's values at ``upper`` (T and R0 resolved as the settings resolve them)."""
+    fields = Settings.model_fields
+    values = {name: fields[name].default for name in PROFILE_FIELDS}
+    values["target_mean_error"] = default_target_mean_error(upper)
+    values["coarsest_resolution"] = max(0, values["resolution"] - COARSEST_RESOLUTION_STEPS)
+    return values
+
+
+#: The profile at the AIS sample's U (65 km/h): T 10.
+BUDGET_PROFILE: dict[str, Any] = profile_values()
 
 
 def promise(settings: Settings) -> str | None:
@@ -53,10 +52,33 @@ def promise(settings: Settings) -> str | None:
         budget = settings.budget_cap
     if budget is None:
         return None
-    return f"{budget:g} per {_period(settings.budget_period_seconds)}"
+    return f"{budget:g} per {period_words(settings.budget_period_seconds)}"
 
 
-def _period(seconds: int) -> str:
+def promise_line(settings: Settings) -> str:
+    """``promise: each vehicle loses at most epsilon 14 per 7 days; T 10, U 65``: B per
+    period (or why there is none), the accuracy target T (or fixed cells) and U."""
+    words = promise(settings)
+    if words is None:
+        head = (
+            f"promise: none (a fixed epsilon {settings.epsilon:g} per cell, each vehicle's "
+            "loss tracked, not capped)"
+        )
+    else:
+        head = f"promise: each vehicle loses at most epsilon {words}"
+        if settings.vehicle_budget is None:
+            head += f" (budget_cap, a fixed epsilon {settings.epsilon:g} per cell)"
+    target = settings.target_mean_error
+    cells = (
+        f"fixed cells at resolution {settings.resolution}"
+        if target is None
+        else f"target mean error T {target:g}"
+    )
+    return f"{head}; {cells}, U {settings.upper:g}"
+
+
+def period_words(seconds: int) -> str:
+    """``7 days``, ``1 hour``, ``90 s``: a budget period in words."""
     for unit, size in (("day", 86400), ("hour", 3600)):
         if seconds % size == 0:
             n = seconds // size
@@ -67,8 +89,6 @@ def _period(seconds: int) -> str:
 def period_losses(settings: Settings, losses: Iterable[WindowLoss]) -> list[float]:
     """Each vehicle's loss over the budget period that ends with the last window, as the
     release's ledger sums it (basic composition); aggregates are for people, never names."""
-    from stream_dp.dp.budget_ledger import BudgetLedger
-
     # Over the period itself (the release's ledger checks a period widened by the spans).
     ledger = BudgetLedger(settings.budget_period_seconds, None)
     names: set[str] = set()

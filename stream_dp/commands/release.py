@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from stream_dp.commands.basemap_options import BASEMAP_SETTINGS
+from stream_dp.commands.profile import promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
-from stream_dp.config import ConfigError, Settings, load_settings
+from stream_dp.config import TARGET_AT_UPPER, ConfigError, Settings, load_settings
 from stream_dp.options.setting_options import default_text
 
 if TYPE_CHECKING:
@@ -46,16 +47,12 @@ if TYPE_CHECKING:
 
 
 def add_release_options(
-    parser: argparse.ArgumentParser,
-    defaults: Mapping[str, object] | None = None,
-    unless_configured: bool = False,
+    parser: argparse.ArgumentParser, defaults: Mapping[str, object] | None = None
 ) -> None:
     """Options shared with the other commands that run the release (serve, demo).
 
-    ``defaults`` are the command's own defaults where they differ from the settings' (the
-    demo's, serve's budget profile), shown in the help as what the command really uses;
-    ``unless_configured``: they apply only while no release setting is given (serve), so the
-    help names the settings' default that replaces each once one is.
+    The defaults shown are the settings' (the budget profile), each on its own; ``defaults``
+    are a command's own where they differ (the demo's).
     """
     from stream_dp.dp.mechanism_specs import MEAN_MECHANISM_NAMES
 
@@ -63,10 +60,7 @@ def add_release_options(
     shown = {**settings, **(defaults or {})}
 
     def default(name: str) -> str:
-        own = default_text(name, shown[name])
-        if unless_configured and shown[name] != settings[name]:
-            return f"{own}; {default_text(name, settings[name])} once a release setting is given"
-        return own
+        return default_text(name, shown[name])
 
     group = parser.add_argument_group(
         "release parameters (override STREAM_DP_* settings; 'none' unsets an optional one)"
@@ -81,8 +75,16 @@ def add_release_options(
         dest="target_mean_error",
         action="store_const",
         const="none",
-        help="release fixed cells at --resolution instead of adaptive cells (the same as "
-        "--target-mean-error none)",
+        help="release fixed cells at --resolution instead of adaptive cells, at a fixed "
+        "--epsilon per cell without a vehicle budget (the same as --target-mean-error none)",
+    )
+    group.add_argument(
+        "--fixed-epsilon",
+        dest="vehicle_budget",
+        action="store_const",
+        const="none",
+        help="a fixed --epsilon per cell instead of the vehicle budget's (the same as "
+        "--vehicle-budget none)",
     )
     group.add_argument(
         "--no-pseudo-user",
@@ -267,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
             bad = engine.first_reject(numbered_readings(args.file))
             if bad is not None:
                 raise CliError(f"{args.file}:{bad.line}: {bad.reason}: {bad.detail}")
+        print(promise_line(settings), file=sys.stderr)  # the run starts releasing
         with atomic_output(args.out) as out, atomic_output(rejects) as rejected:
 
             def write_reject(reject: Reject) -> None:
@@ -293,6 +296,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write {where}: {exc.strerror}") from None
     print(_busiest_line(run_losses, settings), file=sys.stderr)
     counts = engine.counts
+    if not cells:
+        print(no_cell_line(settings, counts.accepted), file=sys.stderr)
     if counts.invalid:
         by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
         print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
@@ -317,17 +322,39 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _busiest_line(run_losses: object, settings: Settings) -> str:
-    """The busiest vehicle's loss over the run (no vehicle id), and the promise if any."""
+    """The busiest vehicle's loss over the run (no vehicle id) beside the promise."""
     from stream_dp.release.run_losses import RunLosses
 
     assert isinstance(run_losses, RunLosses)
     basic, pld = run_losses.busiest()
     pld_text = "n/a" if pld is None else f"{pld:.2f}"
-    promise = ""
-    if settings.vehicle_budget is not None:
-        days = settings.budget_period_seconds / 86400
-        promise = f"; promise: at most {settings.vehicle_budget:g} per {days:g} days"
     return (
         f"busiest vehicle's loss over the run: epsilon {basic:.2f} (basic), {pld_text} "
-        f"(PLD at delta {settings.accounting_delta:g}){promise}"
+        f"(PLD at delta {settings.accounting_delta:g}); {promise_line(settings)}"
+    )
+
+
+def no_cell_line(settings: Settings, readings: int) -> str:
+    """Why a run released no cell, in one line: the target (set, or the default share of U)
+    and the resolutions it was sought at, or the fixed cells, and the readings accepted."""
+    target = settings.target_mean_error
+    if target is None:
+        cells = f"no fixed cell at resolution {settings.resolution} was released"
+        hint = "a smaller --min-vehicles or a coarser --resolution"
+    else:
+        share, upper = TARGET_AT_UPPER
+        how = (
+            "as set"
+            if "target_mean_error" in settings.model_fields_set
+            else f"the default, {share:g}/{upper:g} of U {settings.upper:g}"
+        )
+        within = "" if settings.vehicle_budget is None else " within the vehicle budget"
+        cells = (
+            f"no cell met the target mean error T {target:g} ({how}) at resolutions "
+            f"{settings.resolution} to {settings.coarsest_resolution}{within}"
+        )
+        hint = "a larger --target-mean-error or a coarser --coarsest-resolution"
+    return (
+        f"released no cell: {cells} with the {readings:,} readings accepted "
+        f"(min_vehicles {settings.min_vehicles}); {hint} or more readings per cell release some"
     )

@@ -11,22 +11,25 @@ import argparse
 import asyncio
 import logging
 import logging.config
+from typing import TYPE_CHECKING
 
 from stream_dp.commands.basemap_options import add_basemap_options
+from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, add_bootstrap_option, plain_text
 from stream_dp.config import ConfigError, Settings
+
+if TYPE_CHECKING:
+    from stream_dp.worker.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from stream_dp.commands.profile import BUDGET_PROFILE
-
     parser = sub.add_parser(
         "serve",
         help="run a worker",
-        description=plain_text(__doc__) + "\n\n" + _defaults_note(),
+        description=plain_text(__doc__),
     )
     add_bootstrap_option(parser, ", else an embedded broker")
     parser.add_argument(
@@ -41,33 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default text)")
     add_basemap_options(parser)
-    add_release_options(parser, BUDGET_PROFILE, unless_configured=True)
+    add_release_options(parser)
     parser.set_defaults(run=run)
 
 
-def _defaults_note() -> str:
-    """How serve picks its release defaults, naming the options that do not count."""
-    from stream_dp.commands.profile import RELEASE_SETTINGS
-    from stream_dp.commands.release import release_option_names
-
-    others = [
-        f"--{n.replace('_', '-')}" for n in release_option_names() if n not in RELEASE_SETTINGS
-    ]
-    listed = ", ".join(others[:-1]) + f" and {others[-1]}"
-    return (
-        "Release defaults: the worker runs the recommended per-vehicle budget profile (the "
-        "defaults shown below) while no release setting is given, neither as an option (any "
-        f"below but {listed}) nor as a STREAM_DP_* variable or in the settings file; once one "
-        "is, every other release setting takes the settings' default, the one shown after "
-        "'once a release setting is given' (the defaults of stream-dp release)."
-    )
-
-
 def serve_settings(args: argparse.Namespace) -> Settings:
-    """The worker's settings; with no release parameter given anywhere (options, environment,
-    settings file), the recommended per-vehicle budget profile (``commands.profile``)."""
-    from stream_dp.commands.profile import BUDGET_PROFILE, unconfigured
-
+    """The worker's settings: its options over the environment and the settings file, each
+    unset release setting at the budget profile's default (``config``)."""
     given = {
         "kafka_bootstrap": args.bootstrap,
         "web_port": args.web_port,
@@ -75,14 +58,22 @@ def serve_settings(args: argparse.Namespace) -> Settings:
         "log_format": args.log_format,
     }
     settings = settings_from_args(args, **given)
-    if unconfigured(settings):
-        settings = settings_from_args(args, **given, **BUDGET_PROFILE)
     if settings.web_port == 0:  # Faust binds the port it is given, and refuses 0
         raise CliError(
             "invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): serve needs a port "
             "in [1, 65535], got 0"
         )
     return settings
+
+
+def busiest_period_line(metrics: ServiceMetrics, settings: Settings) -> str:
+    """The busiest vehicle's loss over the budget period, as the worker last exported it,
+    beside the promise (the worker's last line)."""
+    worst = metrics.busiest_period_loss()
+    return (
+        f"busiest vehicle's loss over the last {period_words(settings.budget_period_seconds)}: "
+        f"epsilon {worst:.2f} (basic); {promise_line(settings)}"
+    )
 
 
 def web_url(settings: Settings) -> str:
@@ -104,12 +95,7 @@ def run(args: argparse.Namespace) -> int:
     settings = serve_settings(args)
     log_config = logging_config(args.log_level, settings.log_format)
     logging.config.dictConfig(log_config)
-    if settings.vehicle_budget is not None:
-        log.info(
-            "per-vehicle budget: epsilon %g per %d s, target mean error %s, spans up to %d h",
-            settings.vehicle_budget, settings.budget_period_seconds,
-            settings.target_mean_error, settings.max_span_hours,
-        )  # fmt: skip
+    log.info("%s", promise_line(settings))
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 
@@ -138,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
             worker.execute_from_commandline()
         except SystemExit:
             pass
-        if app.stream_dp_runtime.failed:  # type: ignore[attr-defined]
+        runtime = app.stream_dp_runtime  # type: ignore[attr-defined]
+        log.info("%s", busiest_period_line(runtime.metrics, settings))
+        if runtime.failed:
             return EXIT_FAILED
         if worker.interrupted:  # Faust stopped cleanly; Ctrl-C ends it as every command
             raise KeyboardInterrupt

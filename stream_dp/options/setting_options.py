@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import get_args
 
-from stream_dp.config import COARSEST_RESOLUTION_STEPS, Settings
+from stream_dp.config import COARSEST_RESOLUTION_STEPS, TARGET_AT_UPPER, Settings
 
 
 def default_text(name: str, value: object) -> str:
     """A setting's default as the help shows it."""
     if name == "coarsest_resolution" and value is None:
         return f"max(0, resolution - {COARSEST_RESOLUTION_STEPS})"
+    if name == "target_mean_error" and value is None:
+        target, upper = TARGET_AT_UPPER
+        return f"{target:g}/{upper:g} of U, {target:g} at U {upper:g}"
     return "unset" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 

@@ -69,7 +69,8 @@ class ReleaseParams:
             raise ValueError(
                 "mean_mechanism: vehicle_budget needs mean_mechanism 'clip' (its per-cell "
                 f"epsilon comes from target_mean_error's adaptive cells), got "
-                f"{self.mean_mechanism!r}"
+                f"{self.mean_mechanism!r}; add --fixed-epsilon (vehicle_budget none) for a "
+                "fixed epsilon per cell"
             )
         self._check_vehicle_budget()
         if spec.needs_delta and self.delta is None:

@@ -7,8 +7,17 @@ from typing import Any
 from stream_dp.config import Settings, load_settings
 
 #: The fixed-resolution mode as it was the default before issue 26: every cell at
-#: ``resolution``, half of epsilon on the variance.
-FIXED_MODE: dict[str, Any] = {"target_mean_error": "none", "variance_share": 0.5}
+#: ``resolution``, half of epsilon on the variance, a fixed epsilon per cell (the budget
+#: profile opted out, issue 34, also where a test then sets a target).
+FIXED_MODE: dict[str, Any] = {
+    "target_mean_error": "none",
+    "variance_share": 0.5,
+    "vehicle_budget": "none",
+}
+
+#: ``release``'s default mode before issue 34: accuracy-targeted cells at T 15 with a fixed
+#: epsilon per cell and no vehicle budget (``--fixed-epsilon --target-mean-error 15``).
+FIXED_EPSILON_MODE: dict[str, Any] = {"vehicle_budget": "none", "target_mean_error": 15.0}
 
 
 def service_settings(prefix: str, **overrides: Any) -> Settings:

@@ -18,6 +18,11 @@ class ServiceMetrics:
         self._add_privacy_metrics(self.registry)
         self._add_held_metrics(self.registry)
 
+    def busiest_period_loss(self) -> float:
+        """The busiest vehicle's loss over the rolling period, as last exported (0: none)."""
+        name = "stream_dp_vehicle_privacy_loss_period_max_epsilon"
+        return self.registry.get_sample_value(name) or 0.0
+
     def _add_stream_metrics(self, r: CollectorRegistry) -> None:
         """Readings, windows, latency, watermark, readiness, parameters."""
         self.readings = Counter(

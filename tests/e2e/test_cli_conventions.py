@@ -80,38 +80,25 @@ def _option_help(parser: argparse.ArgumentParser, option: str) -> str:
     return str(action.help)
 
 
-def test_demo_and_serve_help_show_the_targeted_defaults_of_the_settings() -> None:
-    """release shows the settings' defaults (the recommended targeted mode); the demo shows
-    its own, the per-vehicle budget profile (T 10, B 14 per 7 days, spans of 8 h); serve the
-    profile, and the settings' default that replaces it once a release setting is given."""
+def test_demo_serve_and_release_help_show_the_one_profile() -> None:
+    """Issue 34: demo, serve and release show the same defaults, the settings' (the per-vehicle
+    budget profile: T 10/65 of U, B 14 per 7 days, spans of 8 h), each on its own."""
     parsers = {p.prog.split()[-1]: p for p in _all_parsers(cli.build_parser())}
     expected = {
-        "--target-mean-error": "(default 15)",
+        "--target-mean-error": "(default 10/65 of U, 10 at U 65)",
         "--coarsest-resolution": "(default max(0, resolution - 5))",
         "--variance-share": "(default 0)",
         "--epsilon": "(default 1)",
         "--resolution": "(default 8)",
-    }
-    demo = {
-        **expected,
-        "--target-mean-error": "(default 10)",
-        "--coarsest-resolution": "(default 3)",
         "--vehicle-budget": "(default 14)",
         "--max-span-hours": "(default 8)",
         "--budget-period-seconds": "(default 604800)",
     }
-    once = "once a release setting is given)"
-    serve = {
-        **expected,
-        "--target-mean-error": f"(default 10; 15 {once}",
-        "--coarsest-resolution": f"(default 3; max(0, resolution - 5) {once}",
-        "--vehicle-budget": f"(default 14; unset {once}",
-        "--budget-period-seconds": f"(default 604800; 86400 {once}",
-    }
-    for command, defaults in (("demo", demo), ("serve", serve), ("release", expected)):
-        for option, default in defaults.items():
+    for command in ("demo", "serve", "release"):
+        for option, default in expected.items():
             assert _option_help(parsers[command], option).endswith(default), (command, option)
         assert "fixed cells" in _option_help(parsers[command], "--fixed-cells")
+        assert "--vehicle-budget none" in _option_help(parsers[command], "--fixed-epsilon")
 
 
 @pytest.mark.parametrize("command", ["release", "produce", "plan"])
@@ -245,7 +232,9 @@ def test_release_help_points_at_the_page_with_the_rejects_table(
 
 
 def test_the_cummings_delta_error_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:
-    status = cli.main(["release", "x.csv", "--out", "y", "--mean-mechanism", "cummings"])
+    status = cli.main(
+        ["release", "x.csv", "--out", "y", "--fixed-epsilon", "--mean-mechanism", "cummings"]
+    )
     assert status == 2
     err = capsys.readouterr().err.strip()
     assert "delta (--delta / STREAM_DP_DELTA)" in err and "cummings" in err, err

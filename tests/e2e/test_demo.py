@@ -67,7 +67,7 @@ def _offline_summaries(readings: list[dict]) -> list[dict]:
 def _offline(readings: list[dict]) -> tuple[list[dict], list[float]]:
     """The window summaries `stream-dp release` computes with the demo's settings, and each
     vehicle's loss over the budget period from its ledger."""
-    span = min(int(DEMO_DEFAULTS["max_span_hours"]), HOURS)  # as the demo replays HOURS
+    span = min(load_settings().max_span_hours, HOURS)  # as the demo replays HOURS
     settings = load_settings(**{**DEMO_DEFAULTS, "max_span_hours": span})
     engine = OfflineEngine(settings, LaplaceNoise())
     summaries = [r.summary for part in (engine.feed(readings), engine.finish()) for r in part]

@@ -390,10 +390,10 @@ def _settings_from(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _assert_targeted(settings: Any) -> None:
-    """Issue 26: the shipped configurations release accuracy-targeted adaptive cells (T 15,
-    resolution 8 merging up to 3, no variance), and every value they set is a valid setting;
-    under issue 25's per-vehicle budget (the shipped default) T is 10."""
-    assert settings.target_mean_error == (15.0 if settings.vehicle_budget is None else 10.0)
+    """Issue 26: the shipped configurations release accuracy-targeted adaptive cells (T 10 at
+    U 65, resolution 8 merging up to 3, no variance), and every value they set is a valid
+    setting; issue 34: T is the default's, 10/65 of U, with or without the budget."""
+    assert settings.target_mean_error == 10.0 * settings.upper / 65.0
     assert (settings.resolution, settings.coarsest_resolution) == (8, 3)
     assert settings.variance_share == 0.0 and settings.epsilon == 1.0
 

@@ -40,7 +40,10 @@ def write_jsonl(path: Path, readings) -> Path:
 def test_the_offline_release_writes_every_other_window_and_exits_non_zero(tmp_path):
     source = write_jsonl(tmp_path / "readings.jsonl", four_hours())
     out = tmp_path / "out.jsonl"
-    done = cli(source, out, "--resolution", "7", env={fault_injection.ENV: "release-error:2"})
+    done = cli(  # release's mode before issue 34: a fixed ε per cell, T 15
+        source, out, "--resolution", "7", "--fixed-epsilon", "--target-mean-error", "15",
+        env={fault_injection.ENV: "release-error:2"},
+    )  # fmt: skip
     assert done.returncode == 1, done.stderr
     records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     windows = [r for r in records if r["type"] == "window"]
@@ -58,10 +61,11 @@ def test_the_offline_release_writes_every_other_window_and_exits_non_zero(tmp_pa
 
 def test_the_depot_is_released_offline_with_cummings(tmp_path):
     """Issue 21's scenario: 8 buses with 100-121 readings among 20 cars in one cell-hour,
-    then three ordinary hours; cummings, delta 1e-6, everything else at its default."""
+    then three ordinary hours; cummings, delta 1e-6, a fixed ε per cell (no vehicle budget
+    without the clip mean), everything else at its default."""
     source = write_jsonl(tmp_path / "depot.jsonl", depot_readings())
     out = tmp_path / "out.jsonl"
-    done = cli(source, out, "--mean-mechanism", "cummings", "--delta", "1e-6")
+    done = cli(source, out, "--mean-mechanism", "cummings", "--delta", "1e-6", "--fixed-epsilon")
     assert done.returncode == 0, done.stderr
     records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     windows = [r for r in records if r["type"] == "window"]

@@ -20,6 +20,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.testing.readings import unclamped_readings
+from stream_dp.testing.settings import FIXED_EPSILON_MODE
 from tests.unit.worker_pages import get, ready_gauge
 
 SCHEMA_PATH = Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json"
@@ -68,7 +69,15 @@ def test_a_json_config_file_is_read(monkeypatch, tmp_path):
     use_config_file(
         monkeypatch,
         tmp_path / "stream-dp.json",
-        json.dumps({"epsilon": 0.4, "window_seconds": 1800, "budget_cap": 2.0, "app_id": "cfg"}),
+        json.dumps(
+            {
+                "epsilon": 0.4,
+                "window_seconds": 1800,
+                "budget_cap": 2.0,
+                "app_id": "cfg",
+                "vehicle_budget": "none",
+            }  # the cap is the fixed-epsilon mode's
+        ),  # fmt: skip
     )
     settings = load_settings()
     assert (settings.epsilon, settings.window_seconds) == (0.4, 1800)
@@ -105,7 +114,8 @@ def test_the_release_command_uses_the_merged_configuration(monkeypatch, tmp_path
     monkeypatch.setenv("STREAM_DP_APP_ID", "from-env")
     source = write_readings(tmp_path / "readings.jsonl")
     out = tmp_path / "releases.jsonl"
-    assert main(["release", str(source), "--out", str(out), "--epsilon", "0.3"]) == 0
+    argv = ["release", str(source), "--out", str(out), "--epsilon", "0.3", "--fixed-epsilon"]
+    assert main(argv) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records
     assert {r["epsilon"] for r in records} == {0.3}
@@ -274,7 +284,7 @@ def validator() -> Draft202012Validator:
 
 @pytest.fixture(scope="module")
 def engine_records() -> list[dict]:
-    settings = load_settings(resolution=7)
+    settings = load_settings(resolution=7, **FIXED_EPSILON_MODE)  # cells on this small data
     engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(5)))
     data = unclamped_readings(3000, seed=1)
     out = [rec for rr in (engine.feed(data), engine.finish()) for r in rr for rec in r.records]

@@ -222,9 +222,10 @@ def test_unreadable_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     [
         {"resolution": 8, "target_mean_error": "none"},  # fixed cells
         {"resolution": 8, "target_mean_error": "none", "variance_share": 0.3, "min_vehicles": 2},
-        {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 20.0},  # targeted
+        {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 20.0,
+         "vehicle_budget": "none"},  # targeted, a fixed ε per cell
         {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 12.0,
-         "variance_share": 0.0},
+         "variance_share": 0.0, "vehicle_budget": "none"},
     ],
 )  # fmt: skip
 def test_the_plan_gives_the_release_s_k_and_error_bars(

@@ -101,7 +101,7 @@ def test_the_text_plan_names_the_budget_figures(
         ["--vehicle-budget", "14", "--vehicle-budget-burst", "20"],
         ["--vehicle-budget", "14", "--max-span-hours", "0"],
         ["--vehicle-budget", "14", "--fixed-cells"],
-        ["--max-span-hours", "4"],  # no effect without a budget: refused
+        ["--fixed-epsilon", "--max-span-hours", "4"],  # no effect without a budget: refused
         ["--vehicle-budget", "14", "--budget-period-seconds", "5000"],
     ],
 )

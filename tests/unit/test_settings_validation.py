@@ -16,7 +16,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import fixed_mode_settings
+from stream_dp.testing.settings import FIXED_EPSILON_MODE, fixed_mode_settings
 
 
 @pytest.fixture(autouse=True)
@@ -133,10 +133,11 @@ def test_a_bad_flag_or_variable_stops_the_command_in_one_line(
     assert not out.exists()
 
 
-def test_the_defaults_are_the_targeted_mode() -> None:
+def test_the_defaults_are_the_budget_profile() -> None:
     settings = Settings()
-    assert (settings.target_mean_error, settings.coarsest_resolution) == (15.0, 3)
+    assert (settings.target_mean_error, settings.coarsest_resolution) == (10.0, 3)
     assert (settings.resolution, settings.variance_share, settings.epsilon) == (8, 0.0, 1.0)
+    assert (settings.vehicle_budget, settings.budget_period_seconds) == (14.0, 7 * 86400)
 
 
 @pytest.mark.parametrize(("resolution", "coarsest"), [(8, 3), (9, 4), (5, 0), (2, 0)])
@@ -174,8 +175,8 @@ def _released_cells(settings: Settings) -> int:
 def test_a_target_alone_releases_cells_where_merging_nothing_released_none() -> None:
     """Before the default R0, ``target_mean_error`` alone kept R0 = resolution: sparse cells
     could not merge, and nothing met the target."""
-    alone = load_settings(resolution=9, target_mean_error=15.0)
-    unmerged = load_settings(resolution=9, target_mean_error=15.0, coarsest_resolution=9)
+    alone = load_settings(resolution=9, **FIXED_EPSILON_MODE)
+    unmerged = load_settings(resolution=9, coarsest_resolution=9, **FIXED_EPSILON_MODE)
     assert _released_cells(unmerged) == 0
     assert _released_cells(alone) > 0
 
@@ -185,18 +186,17 @@ def test_another_mechanism_asked_for_alone_gets_fixed_cells(monkeypatch) -> None
     the user never set, but a target set explicitly with it is refused naming the target."""
     from stream_dp.release.params import ReleaseParams, checked_settings
 
-    cummings = checked_settings(load_settings(mean_mechanism="cummings", delta=1e-6))
+    fixed_epsilon = {"mean_mechanism": "cummings", "delta": 1e-6, "vehicle_budget": "none"}
+    cummings = checked_settings(load_settings(**fixed_epsilon))
     assert cummings.target_mean_error is None and cummings.coarsest_resolution is None
-    params = ReleaseParams.from_settings(load_settings(mean_mechanism="cummings", delta=1e-6))
+    params = ReleaseParams.from_settings(load_settings(**fixed_epsilon))
     assert params.target_mean_error is None  # the release's parameters follow the same rule
-    assert checked_settings(load_settings()).target_mean_error == 15.0  # clip keeps the default
+    assert checked_settings(load_settings()).target_mean_error == 10.0  # clip keeps the default
     with pytest.raises(ConfigError, match=r"^invalid setting target_mean_error \("):
-        checked_settings(
-            load_settings(mean_mechanism="cummings", delta=1e-6, target_mean_error=15.0)
-        )
+        checked_settings(load_settings(target_mean_error=15.0, **fixed_epsilon))
     monkeypatch.setenv("STREAM_DP_TARGET_MEAN_ERROR", "15")  # explicit from a variable too
     with pytest.raises(ConfigError, match=r"^invalid setting target_mean_error \("):
-        checked_settings(load_settings(mean_mechanism="baseline"))
+        checked_settings(load_settings(mean_mechanism="baseline", vehicle_budget="none"))
 
 
 @pytest.mark.parametrize(
@@ -208,10 +208,10 @@ def test_another_mechanism_asked_for_alone_gets_fixed_cells(monkeypatch) -> None
         (["--vehicle-budget", "14", "--budget-period-seconds", "1800"], {},
          "budget_period_seconds (--budget-period-seconds / STREAM_DP_BUDGET_PERIOD_SECONDS): "
          "must be a multiple of window_seconds (3600) with vehicle_budget, got 1800"),
-        (["--vehicle-budget-burst", "2"], {},
+        (["--fixed-epsilon", "--vehicle-budget-burst", "2"], {},
          "vehicle_budget_burst (--vehicle-budget-burst / STREAM_DP_VEHICLE_BUDGET_BURST): "
          "has no effect without vehicle_budget"),
-        ([], {"STREAM_DP_MAX_SPAN_HOURS": "4"},
+        (["--fixed-epsilon"], {"STREAM_DP_MAX_SPAN_HOURS": "4"},
          "max_span_hours (STREAM_DP_MAX_SPAN_HOURS): has no effect without vehicle_budget"),
         (["--vehicle-budget", "14", "--mean-mechanism", "cummings", "--delta", "1e-6"], {},
          "mean_mechanism (--mean-mechanism / STREAM_DP_MEAN_MECHANISM): vehicle_budget needs "
@@ -242,5 +242,5 @@ def test_the_budget_profile_and_a_budget_with_its_knobs_are_accepted() -> None:
         budget_period_seconds=7200, window_seconds=1800,
     )  # fmt: skip
     assert checked_settings(knobs).vehicle_burst == 3.0
-    plain = load_settings(max_span_hours=8, budget_period_seconds=5400)  # no budget: inert
+    plain = load_settings(max_span_hours=8, budget_period_seconds=5400, vehicle_budget="none")
     assert plain.vehicle_budget is None

@@ -56,18 +56,18 @@ def test_the_demo_runs_the_budget_profile(clean_env):
     assert short_fixed.vehicle_budget is None and short_fixed.max_span_hours == 8  # no spans
 
 
-def test_serve_defaults_to_the_profile_unless_the_release_is_configured(clean_env):
+def test_serve_defaults_to_the_profile_each_setting_on_its_own(clean_env):
     bare = serve.serve_settings(parsed(serve))
     assert {k: getattr(bare, k) for k in BUDGET_PROFILE} == BUDGET_PROFILE
     clean_env.setenv("STREAM_DP_EPSILON", "0.5")
     configured = serve.serve_settings(parsed(serve))
-    assert configured.vehicle_budget is None and configured.epsilon == 0.5
+    assert configured.vehicle_budget == 14.0 and configured.epsilon == 0.5  # issue 34
     clean_env.delenv("STREAM_DP_EPSILON")
     option = serve.serve_settings(
         parsed(serve, "--vehicle-budget", "28", "--target-mean-error", "12")
     )
-    assert option.vehicle_budget == 28.0 and option.max_span_hours == 8  # the setting's default
-    assert option.budget_period_seconds == 86400  # the setting's default, not the profile's
+    assert option.vehicle_budget == 28.0 and option.max_span_hours == 8
+    assert option.budget_period_seconds == 7 * 24 * HOUR  # the profile's period (issue 34)
 
 
 def test_the_losses_in_plain_words_come_from_the_ledger_over_the_period(clean_env):
@@ -85,7 +85,8 @@ def test_the_losses_in_plain_words_come_from_the_ledger_over_the_period(clean_en
     # one more hour: the first drops out of the period that ends with the last window
     later = [*losses, WindowLoss.from_counts(first + 168 * HOUR, 0.04, ["a"], [1])]
     assert max(period_losses(settings, later)) == pytest.approx(13.44 - 0.08 + 0.04)
-    assert "no per-vessel budget" in demo.describe_losses([1.0], load_settings())
+    fixed = load_settings(vehicle_budget="none")
+    assert "no per-vessel budget" in demo.describe_losses([1.0], fixed)
 
 
 def test_under_a_budget_the_plain_words_read_the_busiest_vessels_own_loss(
@@ -107,7 +108,7 @@ def test_under_a_budget_the_plain_words_read_the_busiest_vessels_own_loss(
     assert lines[0].startswith("The busiest vessel lost ε 2.0 of its ε 14 per 7 days")
     assert "at most e^2.00 times more likely" in lines[1]
     assert "within ε 14 per 7 days" in lines[1]
-    fixed = load_settings()  # no budget: the summed worst case is the figure, in words
+    fixed = load_settings(vehicle_budget="none")  # the summed worst case is the figure
     demo._print_summary(summaries, fixed)
     assert "at most e^3.50 times more likely" in capsys.readouterr().out
     assert len(demo.ledger_lines([2.0], fixed)) == 1

@@ -292,9 +292,10 @@ def test_a_truncated_gzip_file_is_one_line_and_leaves_the_previous_out(previous,
     cut = source.parent / "cut.csv.gz"
     cut.write_bytes(packed[: len(packed) // 2])
     assert release(cut, out, "--overwrite") == 2
-    err = capsys.readouterr().err.strip()
+    promise, err = capsys.readouterr().err.strip().split("\n")  # the run's start, one error
+    assert promise.startswith("promise: each vehicle loses at most epsilon 14 per 7 days")
     assert err.startswith(f"stream-dp release: error: {cut}: cannot read after line ")
-    assert err.endswith(": truncated or corrupt gzip data") and "\n" not in err
+    assert err.endswith(": truncated or corrupt gzip data")
     assert listing(out.parent) == before
     assert release(cut, out, "--overwrite", "--strict") == 2
     assert listing(out.parent) == before

@@ -161,7 +161,7 @@ def targeted_window(seed: int, value_shift: float = 0.0) -> WindowColumns:
 def test_the_targeted_release_meets_the_target_and_charges_released_cells_only(share) -> None:
     settings = load_settings(
         resolution=8, coarsest_resolution=5, target_mean_error=20.0, variance_share=share,
-        epsilon=1.0,
+        epsilon=1.0, vehicle_budget="none",
     )  # fmt: skip
     window = targeted_window(1)
     noise = LaplaceNoise(RandomSource.seeded_for_tests(1))

@@ -9,6 +9,7 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.release.records import RELEASE_NAMESPACE, release_id, release_ids
 from stream_dp.testing.readings import synthetic_readings
+from stream_dp.testing.settings import FIXED_EPSILON_MODE
 
 
 def ids(records):
@@ -23,7 +24,7 @@ def run_offline(settings, readings):
 def test_two_releases_of_the_same_windows_share_no_id():
     """The same readings released twice (a service and an offline run, two apps with one
     app_id): every record's id is new, and within one release every id is distinct."""
-    settings = load_settings(resolution=7)
+    settings = load_settings(resolution=7, **FIXED_EPSILON_MODE)  # cells on this small data
     readings = synthetic_readings(n_vehicles=20, hours=2, per_hour=200, seed=31)
     first, second = run_offline(settings, readings), run_offline(settings, readings)
     assert [(r["window_start"], r.get("cell")) for r in first] == [

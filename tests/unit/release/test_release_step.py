@@ -149,7 +149,9 @@ def test_unknown_mechanism_fails_naming_the_field():
     with pytest.raises(ConfigError, match="^invalid setting mean_mechanism .*unknown"):
         checked_settings(load_settings(mean_mechanism="nope"))
     with pytest.raises(ConfigError, match="^invalid setting delta .*required"):
-        checked_settings(load_settings(mean_mechanism="cummings"))
+        checked_settings(load_settings(mean_mechanism="cummings", vehicle_budget="none"))
+    with pytest.raises(ConfigError, match="^invalid setting mean_mechanism .*--fixed-epsilon"):
+        checked_settings(load_settings(mean_mechanism="cummings", delta=1e-6))  # the budget's
     with pytest.raises(ValueError, match="target_mean_error"):
         ReleaseParams(target_mean_error=10.0, mean_mechanism="baseline")
 

@@ -353,7 +353,8 @@ def test_release_prints_the_busiest_loss_and_writes_the_ledger_audit(
     ])  # fmt: skip
     assert code == 0
     err = capsys.readouterr().err
-    assert "busiest vehicle's loss over the run: epsilon" in err and "at most 3 per" in err
+    assert "busiest vehicle's loss over the run: epsilon" in err
+    assert "at most epsilon 3 per 6 hours" in err  # the promise with its period (issue 34)
     lines = [orjson.loads(line) for line in audit.read_text().splitlines()]
     assert len(lines) == 40 and {"vehicle_id", "loss", "loss_pld"} == set(lines[0])
     busiest = max(row["loss"] for row in lines)

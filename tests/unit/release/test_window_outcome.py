@@ -22,7 +22,7 @@ from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import FAILED, RELEASED
 from stream_dp.release.window import release_window
 from stream_dp.testing.readings import HOUR, synthetic_readings
-from stream_dp.testing.settings import fixed_mode_settings
+from stream_dp.testing.settings import FIXED_EPSILON_MODE, fixed_mode_settings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json").read_text()
@@ -186,7 +186,7 @@ def test_a_failed_window_charges_each_vehicle_at_least_its_release(
     params = ReleaseParams.from_settings(
         load_settings(
             resolution=8, coarsest_resolution=5, target_mean_error=20.0, epsilon=1.0,
-            min_vehicles=min_vehicles, top_cells=top_cells,
+            min_vehicles=min_vehicles, top_cells=top_cells, vehicle_budget="none",
         )
     )  # fmt: skip
     window = targeted_window(seed)
@@ -271,8 +271,12 @@ def test_a_window_that_cannot_be_merged_under_a_vehicle_budget_charges_at_most_t
 def test_the_pld_figure_is_null_where_pld_does_not_compose_the_mechanism() -> None:
     """Issue 26 item 8: an (ε, δ) mean's cells are no Laplace releases; a pure one's are."""
     readings = four_hours()
-    for mechanism, composes in (("cummings", False), ("clip", True)):
-        settings = load_settings(resolution=7, mean_mechanism=mechanism, delta=1e-6)
+    modes = (  # a fixed ε per cell; the clip mean at T 15 (release's old default)
+        ("cummings", False, {"vehicle_budget": "none"}),
+        ("clip", True, FIXED_EPSILON_MODE),
+    )
+    for mechanism, composes, mode in modes:
+        settings = load_settings(resolution=7, mean_mechanism=mechanism, delta=1e-6, **mode)
         _, releases = run_engine(settings, readings)
         summaries = [r.summary for r in releases if r.summary["K"] > 0]
         assert summaries

@@ -106,7 +106,8 @@ def releaser(**settings: object):
     from stream_dp.worker.metrics import ServiceMetrics
     from stream_dp.worker.release_service import ReleaseService
 
-    chosen = Settings(**{"budget_period_seconds": 2 * W, **settings})  # type: ignore[arg-type]
+    fixed_epsilon = {"budget_period_seconds": 2 * W, "vehicle_budget": None}  # unless given
+    chosen = Settings(**{**fixed_epsilon, **settings})  # type: ignore[arg-type]
     return ReleaseService(chosen, None, None, ServiceMetrics(), LaplaceNoise())  # type: ignore[arg-type]
 
 
