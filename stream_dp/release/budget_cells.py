@@ -29,7 +29,6 @@ from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
-from stream_dp.release.spans import first_window_of
 
 if TYPE_CHECKING:
     from stream_dp.dp.occupancy import Occupancy
@@ -63,16 +62,15 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     columns, price = state.columns, unit_price(state)
     assert price is not None, "budget_regroup runs under a vehicle budget"
     coarsest = params.coarsest
-    waiting = waiting_cells(state)
-    # Nothing is held (§13.3), so the plan reads no reading log: a choice's regrouped pairs
-    # get theirs only when the choice is kept.
-    lazy = LAZY_READINGS and waiting is None
+    # Without spans (or at the input's end) the plan reads no reading log (no release price,
+    # §13.3): a choice's regrouped pairs get theirs only when the choice is kept.
+    lazy = LAZY_READINGS and (params.max_span_hours < 2 or state.last)
     refused: set[str] = set()
     withheld = (0, 0)
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     moves = None
     for _ in range(MAX_CHOICES):
-        choice = BudgetChoice(price, frozenset(refused), waiting, memo)
+        choice = BudgetChoice(price, frozenset(refused), None, memo)
         adaptive = adaptive_choice(columns, params, mean_epsilon, choice, BUDGET_DETAIL_SLACK)
         moves, withheld = adaptive_moves(columns, adaptive)
         state.adaptive = adaptive
@@ -102,22 +100,3 @@ def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:
     chosen cells' (public counts)."""
     total = occupancy.total_per_cell()
     return bool(total[drop].sum() < MIN_REFUSED_SHARE * total.sum())
-
-
-def waiting_cells(state: WindowState) -> np.ndarray | None:
-    """Per observed cell of ``state.columns``, whether all its pairs may still wait for a
-    longer span (a cell made of such cells alone is held,
-    :func:`~stream_dp.release.budget.held_cells`): finer cells of
-    those are not chosen, without a plan to find out; None when nothing is held."""
-    params, columns = state.params, state.columns
-    if params.max_span_hours < 2 or state.last:
-        return None
-    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
-    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
-    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
-    waiting = start >= latest_wait
-    if state.due and waiting.any():  # a due unit is released now, at its own resolution (§13.3)
-        from stream_dp.release.span_policy import due_cells
-
-        waiting &= ~due_cells(columns.cell_names, state.due)
-    return waiting
