@@ -9,11 +9,10 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 2. *Pool rather than wait.* The window's budget plan
    (:func:`~stream_dp.release.budget.budget_plan`) is computed on the chosen cells; a cell
    finer than the coarsest resolution that it does not release now (dropped: its vehicles,
-   sharing their room with their other cells, cannot pay it; or held: its span is not full)
-   is refused and the cells are chosen again, so its readings pool into its parent in this
-   window instead of waiting, possibly until they are withheld. Only the coarsest cells wait
-   for a longer span; a finer cell is released on its own when its span is full and its
-   vehicles can pay for it. At most ``MAX_CHOICES`` choices, and no further one when the
+   sharing their room with their other cells, cannot pay it; or above its release price,
+   docs/math.md §13.3) is refused and the cells are chosen again, so its readings pool into its
+   parent in this window (coarser now rather than finer later) instead of waiting, possibly
+   until they are withheld. At most ``MAX_CHOICES`` choices, and no further one when the
    cells it would refuse hold, together, under ``MIN_REFUSED_SHARE`` of the chosen cells'
    readings (they are then dropped: carried or withheld).
 """
@@ -37,8 +36,8 @@ if TYPE_CHECKING:
 #: The most choices of one window's cells (each refuses at least one more cell).
 MAX_CHOICES = 8
 #: Under a budget a parent is split into its finer cells when they cover at least 70 % of
-#: the readings the whole parent would (§12.4's slack 0.2 → 0.3): a held cell is released
-#: once its span is full, so the split's detail is worth a remainder that waits or is withheld.
+#: the readings the whole parent would (§12.4's slack 0.2 → 0.3): the split's detail is worth
+#: a remainder that waits or is withheld.
 BUDGET_DETAIL_SLACK = 0.3
 
 #: The refusals stop when the cells a choice would refuse hold, together, fewer than this
@@ -51,7 +50,8 @@ BUDGET_DETAIL_SLACK = 0.3
 MIN_REFUSED_SHARE = 1e-3
 
 #: Whether a choice's regrouped pairs get their reading logs only once the choice is kept
-#: (when nothing is held); the tests switch it off to compare.
+#: (when no release price reads them: no spans, or the input's end); the tests switch it off
+#: to compare.
 LAZY_READINGS = True
 
 
@@ -82,7 +82,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         occupancy = state.pairs.occupancy
         plan = budget_plan(state, occupancy)
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
-        drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
+        drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
         state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
         if not len(drop) or _too_few_to_choose_again(occupancy, drop):
             break
