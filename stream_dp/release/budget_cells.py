@@ -19,11 +19,14 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+import h3
 import numpy as np
 
-from stream_dp.dp.adaptive_cells import BudgetChoice
+from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice
+from stream_dp.dp.unsupported import release_needs
 from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
@@ -31,7 +34,11 @@ from stream_dp.release.selection import occupancy_of, select_cells
 
 if TYPE_CHECKING:
     from stream_dp.dp.occupancy import Occupancy
+    from stream_dp.release.params import ReleaseParams
     from stream_dp.release.state import WindowState
+    from stream_dp.windows.columns import WindowColumns
+
+log = logging.getLogger(__name__)
 
 #: The most choices of one window's cells (each refuses at least one more cell).
 MAX_CHOICES = 8
@@ -92,7 +99,42 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         if state.choice_memo is not None and state.choice_memo[0] is counted:  # same pairs
             state.choice_memo = (state.columns, state.choice_memo[1], state.choice_memo[2])
     state.pairs = None
+    if withheld[1] and log.isEnabledFor(logging.INFO):
+        log.info("%s", unsupported_line(columns, adaptive, params))
     return withheld
+
+
+def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: ReleaseParams) -> str:
+    """One line on the readings the choice withholds (they miss T at the coarsest resolution at
+    the ε their vehicles' rooms pay): how many, and the T or the B that would release the
+    largest of their coarsest cells (:func:`~stream_dp.dp.unsupported.release_needs`).
+    Counts only: no vehicle."""
+    cell_out = chosen.unit_of_cell < 0
+    parents = [h3.cell_to_parent(columns.cell_names[i], params.coarsest)
+               for i in np.flatnonzero(cell_out).tolist()]  # fmt: skip
+    names = {name: u for u, name in enumerate(sorted(set(parents)))}
+    unit_of_cell = np.full(len(cell_out), -1, dtype=np.int64)
+    unit_of_cell[cell_out] = [names[p] for p in parents]
+    pair_unit = unit_of_cell[columns.cell_code]
+    out = pair_unit >= 0
+    readings = np.bincount(pair_unit[out], weights=columns.count[out], minlength=len(names))
+    largest = int(np.argmax(readings))
+    mine = pair_unit == largest  # its vehicles' counts: one entry per (cell, vehicle) pair
+    per_vehicle = np.bincount(columns.vehicle_code[mine], weights=columns.count[mine])
+    per_vehicle = per_vehicle[per_vehicle > 0].astype(np.int64)
+    budget, target = float(params.vehicle_budget or 0.0), float(params.target_mean_error or 0.0)
+    needs = release_needs(
+        np.zeros(len(per_vehicle), dtype=np.int64), per_vehicle, 1, upper=params.upper,
+        target=target, budget=budget, burst=params.vehicle_burst,
+        mean_share=1.0 - params.variance_share,
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+    )  # fmt: skip
+    return (
+        f"{int(readings.sum())} readings in {len(names)} resolution-{params.coarsest} cells "
+        f"cannot meet T {target:g} within their vehicles' rooms (B {budget:g}): "
+        f"T {needs.target[0]:.3g} or B {needs.budget[0]:.3g} would release the "
+        f"largest ({int(readings[largest])} readings)"
+    )
 
 
 def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:
