@@ -76,43 +76,64 @@ def unit_price(state: WindowState) -> UnitPrice | None:
 SHORT_SPAN_SHARE = 0.5
 
 
-def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
+def budget_plan(
+    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+) -> BudgetPlan:
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
     and the plan computed again (each round drops at least one cell more, so at most one round
     per cell). Unchecked: the release checks the plan it keeps (:func:`check_plan`), not the
-    ones the regrouping only prices its cells with."""
-    params = state.params
+    ones the regrouping only prices its cells with. ``span_start``: per cell the start of its
+    span if known (the regrouping's, :func:`epsilon_ceiling`)."""
     room = vehicle_room(state, occupancy)
-    ceiling = epsilon_ceiling(state, occupancy)
+    ceiling = epsilon_ceiling(state, occupancy, span_start)
     held: np.ndarray | None = None
+    if ceiling is not None:  # past its price even with every vehicle kept: held at once
+        held = _over(_plan(state, occupancy, np.full(len(room), np.inf), None), ceiling)
     while True:
-        plan = plan_budget(
-            occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
-            variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
-            min_vehicles=params.min_vehicles,
-            prefix_limit=params.prefix_limit if params.pseudo_user else None,
-            pseudo_user=params.pseudo_user, held=held,
-        )  # fmt: skip
+        plan = _plan(state, occupancy, room, held)
         if ceiling is None:
             break
-        over = np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+        over = _over(plan, ceiling)
         if not over.any():
             break
         held = over if held is None else held | over
     return plan
 
 
-def epsilon_ceiling(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
+def _plan(
+    state: WindowState, occupancy: Occupancy, room: np.ndarray, held: np.ndarray | None
+) -> BudgetPlan:
+    """:func:`~stream_dp.dp.vehicle_budget.plan_budget` with the window's settings."""
+    params = state.params
+    return plan_budget(
+        occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
+        variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
+        min_vehicles=params.min_vehicles,
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+        pseudo_user=params.pseudo_user, held=held,
+    )  # fmt: skip
+
+
+def _over(plan: BudgetPlan, ceiling: np.ndarray) -> np.ndarray:
+    """Per cell, whether the plan gives it an ε past its ``ceiling``."""
+    return np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+
+
+def epsilon_ceiling(
+    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+) -> np.ndarray | None:
     """Per cell, the most ε it may take now: its release price (§13.3,
     :func:`~stream_dp.dp.release_price.release_price`) from its span so far and its vehicles'
     rooms; a due cell's, the burst times the share of ``max_span_hours`` its span covers, at
     least :data:`SHORT_SPAN_SHARE`. None (the burst for every cell) without spans or at the
-    input's last window (no later release to wait for)."""
+    input's last window (no later release to wait for). ``span_start``: per cell the start of
+    its span (default: :func:`~stream_dp.release.spans.span_starts` from the reading log)."""
     params = state.params
     if state.adaptive is None or params.max_span_hours < 2 or state.last:
         return None
-    windows = (state.window_start - span_starts(state)) // params.window_seconds + 1
+    start = span_starts(state) if span_start is None else span_start
+    windows = (state.window_start - start) // params.window_seconds + 1
     burst, budget = params.vehicle_burst, float(params.vehicle_budget or 0.0)
     pace = budget * params.window_seconds / params.ledger_period_seconds
     median_room = UnitPrice(vehicle_room(state, occupancy), 1.0, burst).pay(

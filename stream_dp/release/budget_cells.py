@@ -31,6 +31,7 @@ from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.spans import first_window_of
 
 if TYPE_CHECKING:
     from stream_dp.dp.occupancy import Occupancy
@@ -69,9 +70,10 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     columns, price = state.columns, unit_price(state)
     assert price is not None, "budget_regroup runs under a vehicle budget"
     coarsest = params.coarsest
-    # Without spans (or at the input's end) the plan reads no reading log (no release price,
-    # §13.3): a choice's regrouped pairs get theirs only when the choice is kept.
-    lazy = LAZY_READINGS and (params.max_span_hours < 2 or state.last)
+    # The release price reads each chosen cell's span start from its observed cells' (below),
+    # not from the reading log: a choice's regrouped pairs get theirs only when it is kept.
+    lazy = LAZY_READINGS
+    observed_start = observed_span_starts(state)
     refused: set[str] = set()
     withheld = (0, 0)
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
@@ -87,7 +89,7 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
             break
         state.pairs = Contributions(chosen, *occupancy_of(state.columns, chosen))
         occupancy = state.pairs.occupancy
-        plan = budget_plan(state, occupancy)
+        plan = budget_plan(state, occupancy, _unit_starts(adaptive, observed_start, chosen))
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
         state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
@@ -135,6 +137,32 @@ def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: Rele
         f"T {needs.target[0]:.3g} or B {needs.budget[0]:.3g} would release the "
         f"largest ({int(readings[largest])} readings)"
     )
+
+
+def observed_span_starts(state: WindowState) -> np.ndarray | None:
+    """Per observed cell of ``state.columns`` (the pooled pairs, before any regrouping), the
+    start of its span: the earlier of this window and its pairs' first windows (None without
+    spans, where no release price reads it)."""
+    params, columns = state.params, state.columns
+    if params.max_span_hours < 2 or state.last:
+        return None
+    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
+    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
+    return start
+
+
+def _unit_starts(
+    chosen: AdaptiveCells, observed_start: np.ndarray | None, cells: np.ndarray
+) -> np.ndarray | None:
+    """Per chosen cell (``cells``: indices into ``chosen.names``) the start of its span: the
+    earliest of its observed cells' (the same minimum over its pairs as
+    :func:`~stream_dp.release.spans.span_starts` reads off the regrouped log)."""
+    if observed_start is None:
+        return None
+    unit_start = np.full(len(chosen.names), np.iinfo(np.int64).max, dtype=np.int64)
+    inside = chosen.unit_of_cell >= 0
+    np.minimum.at(unit_start, chosen.unit_of_cell[inside], observed_start[inside])
+    return unit_start[cells]
 
 
 def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:
