@@ -88,8 +88,6 @@ def budget_plan(
     room = vehicle_room(state, occupancy)
     ceiling = epsilon_ceiling(state, occupancy, span_start)
     held: np.ndarray | None = None
-    if ceiling is not None:  # past its price even with every vehicle kept: held at once
-        held = _over(_plan(state, occupancy, np.full(len(room), np.inf), None), ceiling)
     while True:
         plan = _plan(state, occupancy, room, held)
         if ceiling is None:
