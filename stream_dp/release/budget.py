@@ -16,9 +16,12 @@ from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import variance_sensitivity
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult
+from stream_dp.dp.release_price import release_price
 from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.span_policy import due_cells
+from stream_dp.release.spans import span_starts
 
 if TYPE_CHECKING:
     from stream_dp.dp.budget_ledger import BudgetLedger
@@ -68,53 +71,78 @@ def unit_price(state: WindowState) -> UnitPrice | None:
     return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
 
 
-#: A cell released before its span is full may take at most this share of the burst, or the
-#: share of ``max_span_hours`` its span covers if that is more (:func:`epsilon_ceiling`).
+#: A due cell (§13.3: pooling would push it past T) may take at most this share of the burst,
+#: or the share of ``max_span_hours`` its span covers if that is more (:func:`epsilon_ceiling`).
 SHORT_SPAN_SHARE = 0.5
 
 
-def budget_plan(state: WindowState, occupancy: Occupancy) -> BudgetPlan:
+def budget_plan(
+    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+) -> BudgetPlan:
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
-    a cell whose ε passes its :func:`epsilon_ceiling` is dropped and the plan computed again
-    (each round drops at least one cell more, so at most one round per cell). Unchecked: the release
-    checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only prices its
-    cells with."""
-    params = state.params
+    a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
+    and the plan computed again (each round drops at least one cell more, so at most one round
+    per cell). Unchecked: the release checks the plan it keeps (:func:`check_plan`), not the
+    ones the regrouping only prices its cells with. ``span_start``: per cell the start of its
+    span if known (the regrouping's, :func:`epsilon_ceiling`)."""
     room = vehicle_room(state, occupancy)
-    held = held_cells(state, occupancy)
-    # the same windows hold cells and cap short spans (both read the pairs' reading logs)
-    ceiling = None if held is None else epsilon_ceiling(state, occupancy)
+    ceiling = epsilon_ceiling(state, occupancy, span_start)
+    held: np.ndarray | None = None
     while True:
-        plan = plan_budget(
-            occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
-            variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
-            min_vehicles=params.min_vehicles,
-            prefix_limit=params.prefix_limit if params.pseudo_user else None,
-            pseudo_user=params.pseudo_user, held=held,
-        )  # fmt: skip
+        plan = _plan(state, occupancy, room, held)
         if ceiling is None:
             break
-        over = np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+        over = _over(plan, ceiling)
         if not over.any():
             break
         held = over if held is None else held | over
     return plan
 
 
-def epsilon_ceiling(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
-    """Per cell, the most ε it may take (§13.3, short spans): the burst times the share of
-    ``max_span_hours`` its span covers, at least :data:`SHORT_SPAN_SHARE`. Only a cell
-    released before its span is full (a due cell) can be below the burst: a record of a
-    few hours then cannot take the allowance of a whole span. None (the burst for every cell)
-    when nothing is held: no spans, or the input's last window (no later release to pace)."""
+def _plan(
+    state: WindowState, occupancy: Occupancy, room: np.ndarray, held: np.ndarray | None
+) -> BudgetPlan:
+    """:func:`~stream_dp.dp.vehicle_budget.plan_budget` with the window's settings."""
+    params = state.params
+    return plan_budget(
+        occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
+        variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
+        min_vehicles=params.min_vehicles,
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+        pseudo_user=params.pseudo_user, held=held,
+    )  # fmt: skip
+
+
+def _over(plan: BudgetPlan, ceiling: np.ndarray) -> np.ndarray:
+    """Per cell, whether the plan gives it an ε past its ``ceiling``."""
+    return np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+
+
+def epsilon_ceiling(
+    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+) -> np.ndarray | None:
+    """Per cell, the most ε it may take now: its release price (§13.3,
+    :func:`~stream_dp.dp.release_price.release_price`) from its span so far and its vehicles'
+    rooms; a due cell's, the burst times the share of ``max_span_hours`` its span covers, at
+    least :data:`SHORT_SPAN_SHARE`. None (the burst for every cell) without spans or at the
+    input's last window (no later release to wait for). ``span_start``: per cell the start of
+    its span (default: :func:`~stream_dp.release.spans.span_starts` from the reading log)."""
     params = state.params
     if state.adaptive is None or params.max_span_hours < 2 or state.last:
         return None
-    from stream_dp.release.spans import span_starts
-
-    windows = (state.window_start - span_starts(state)) // params.window_seconds + 1
-    share = np.clip(windows / params.max_span_hours, SHORT_SPAN_SHARE, 1.0)
-    return params.vehicle_burst * share
+    start = span_starts(state) if span_start is None else span_start
+    windows = (state.window_start - start) // params.window_seconds + 1
+    burst, budget = params.vehicle_burst, float(params.vehicle_budget or 0.0)
+    pace = budget * params.window_seconds / params.ledger_period_seconds
+    median_room = UnitPrice(vehicle_room(state, occupancy), 1.0, burst).pay(
+        occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells)
+    )
+    ceiling = release_price(windows, params.max_span_hours, burst, pace, median_room)
+    if state.due:
+        due = due_cells(occupancy.cells, state.due)
+        share = np.clip(windows / params.max_span_hours, SHORT_SPAN_SHARE, 1.0)
+        ceiling[due] = burst * share[due]
+    return ceiling
 
 
 def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
@@ -153,25 +181,6 @@ def _kept_payments(occupancy: Occupancy, plan: BudgetPlan, n_vehicles: int) -> n
     return np.bincount(
         occupancy.vehicle_index[plan.kept], weights=kept_epsilon, minlength=n_vehicles
     )
-
-
-def held_cells(state: WindowState, occupancy: Occupancy) -> np.ndarray | None:
-    """Cells whose pairs may all wait another window (§13.3), at any resolution: held, so a
-    cell is released when its span is full (``max_span_hours``), where its ε per reading is
-    least, and its vehicles' allowance lasts for more of the period; never a due cell
-    (pooling would push it past T, :mod:`stream_dp.release.span_policy`)."""
-    params = state.params
-    if state.adaptive is None or params.max_span_hours < 2 or state.last:
-        return None
-    from stream_dp.release.spans import span_starts
-
-    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
-    held = span_starts(state) >= latest_wait
-    if state.due and held.any():
-        from stream_dp.release.span_policy import due_cells
-
-        held &= ~due_cells(occupancy.cells, state.due)
-    return held
 
 
 def planned_pairs(

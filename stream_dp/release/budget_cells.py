@@ -9,22 +9,24 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 2. *Pool rather than wait.* The window's budget plan
    (:func:`~stream_dp.release.budget.budget_plan`) is computed on the chosen cells; a cell
    finer than the coarsest resolution that it does not release now (dropped: its vehicles,
-   sharing their room with their other cells, cannot pay it; or held: its span is not full)
-   is refused and the cells are chosen again, so its readings pool into its parent in this
-   window instead of waiting, possibly until they are withheld. Only the coarsest cells wait
-   for a longer span; a finer cell is released on its own when its span is full and its
-   vehicles can pay for it. At most ``MAX_CHOICES`` choices, and no further one when the
+   sharing their room with their other cells, cannot pay it; or above its release price,
+   docs/math.md §13.3) is refused and the cells are chosen again, so its readings pool into its
+   parent in this window (coarser now rather than finer later) instead of waiting, possibly
+   until they are withheld. At most ``MAX_CHOICES`` choices, and no further one when the
    cells it would refuse hold, together, under ``MIN_REFUSED_SHARE`` of the chosen cells'
    readings (they are then dropped: carried or withheld).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+import h3
 import numpy as np
 
-from stream_dp.dp.adaptive_cells import BudgetChoice
+from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice
+from stream_dp.dp.unsupported import release_needs
 from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.budget import budget_plan, unit_price
@@ -33,13 +35,17 @@ from stream_dp.release.spans import first_window_of
 
 if TYPE_CHECKING:
     from stream_dp.dp.occupancy import Occupancy
+    from stream_dp.release.params import ReleaseParams
     from stream_dp.release.state import WindowState
+    from stream_dp.windows.columns import WindowColumns
+
+log = logging.getLogger(__name__)
 
 #: The most choices of one window's cells (each refuses at least one more cell).
 MAX_CHOICES = 8
 #: Under a budget a parent is split into its finer cells when they cover at least 70 % of
-#: the readings the whole parent would (§12.4's slack 0.2 → 0.3): a held cell is released
-#: once its span is full, so the split's detail is worth a remainder that waits or is withheld.
+#: the readings the whole parent would (§12.4's slack 0.2 → 0.3): the split's detail is worth
+#: a remainder that waits or is withheld.
 BUDGET_DETAIL_SLACK = 0.3
 
 #: The refusals stop when the cells a choice would refuse hold, together, fewer than this
@@ -47,12 +53,15 @@ BUDGET_DETAIL_SLACK = 0.3
 #: of it (on a 10^6-reading window, ~25 ms a choice), and a few dozen readings of a sparse cell
 #: are not worth it (they wait or are withheld, as in any dropped cell). In a pooled window of
 #: the AIS week (~1,000 readings an hour, ~8,000 in 8 hours) that is a cell of a few readings;
-#: the week's release and the 10^6-reading window's are the same bytes with the cut-off as
-#: without it (``benchmarks/budget_digest.py``), only faster.
+#: the week's release and the 10^6-reading window's as the input's last are the same bytes
+#: with the cut-off as without it (``benchmarks/budget_digest.py``), only faster; released
+#: live (not the last window) the 10^6-reading window releases 1,592 cells with it, 1,593
+#: without.
 MIN_REFUSED_SHARE = 1e-3
 
 #: Whether a choice's regrouped pairs get their reading logs only once the choice is kept
-#: (when nothing is held); the tests switch it off to compare.
+#: (when no release price reads them: no spans, or the input's end); the tests switch it off
+#: to compare.
 LAZY_READINGS = True
 
 
@@ -63,16 +72,16 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     columns, price = state.columns, unit_price(state)
     assert price is not None, "budget_regroup runs under a vehicle budget"
     coarsest = params.coarsest
-    waiting = waiting_cells(state)
-    # Nothing is held (§13.3), so the plan reads no reading log: a choice's regrouped pairs
-    # get theirs only when the choice is kept.
-    lazy = LAZY_READINGS and waiting is None
+    # The release price reads each chosen cell's span start from its observed cells' (below),
+    # not from the reading log: a choice's regrouped pairs get theirs only when it is kept.
+    lazy = LAZY_READINGS
+    observed_start = observed_span_starts(state)
     refused: set[str] = set()
     withheld = (0, 0)
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     moves = None
     for _ in range(MAX_CHOICES):
-        choice = BudgetChoice(price, frozenset(refused), waiting, memo)
+        choice = BudgetChoice(price, frozenset(refused), None, memo)
         adaptive = adaptive_choice(columns, params, mean_epsilon, choice, BUDGET_DETAIL_SLACK)
         moves, withheld = adaptive_moves(columns, adaptive)
         state.adaptive = adaptive
@@ -82,9 +91,9 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
             break
         state.pairs = Contributions(chosen, *occupancy_of(state.columns, chosen))
         occupancy = state.pairs.occupancy
-        plan = budget_plan(state, occupancy)
+        plan = budget_plan(state, occupancy, _unit_starts(adaptive, observed_start, chosen))
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
-        drop = np.flatnonzero(plan.dropped & fine)  # dropped or held (+inf ε)
+        drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
         state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
         if not len(drop) or _too_few_to_choose_again(occupancy, drop):
             break
@@ -94,7 +103,68 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         if state.choice_memo is not None and state.choice_memo[0] is counted:  # same pairs
             state.choice_memo = (state.columns, state.choice_memo[1], state.choice_memo[2])
     state.pairs = None
+    if withheld[1] and log.isEnabledFor(logging.INFO):
+        log.info("%s", unsupported_line(columns, adaptive, params))
     return withheld
+
+
+def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: ReleaseParams) -> str:
+    """One line on the readings the choice withholds (they miss T at the coarsest resolution at
+    the ε their vehicles' rooms pay): how many, and the T or the B that would release the
+    largest of their coarsest cells (:func:`~stream_dp.dp.unsupported.release_needs`).
+    Counts only: no vehicle."""
+    cell_out = chosen.unit_of_cell < 0
+    parents = [h3.cell_to_parent(columns.cell_names[i], params.coarsest)
+               for i in np.flatnonzero(cell_out).tolist()]  # fmt: skip
+    names = {name: u for u, name in enumerate(sorted(set(parents)))}
+    unit_of_cell = np.full(len(cell_out), -1, dtype=np.int64)
+    unit_of_cell[cell_out] = [names[p] for p in parents]
+    pair_unit = unit_of_cell[columns.cell_code]
+    out = pair_unit >= 0
+    readings = np.bincount(pair_unit[out], weights=columns.count[out], minlength=len(names))
+    largest = int(np.argmax(readings))
+    mine = pair_unit == largest  # its vehicles' counts: one entry per (cell, vehicle) pair
+    per_vehicle = np.bincount(columns.vehicle_code[mine], weights=columns.count[mine])
+    per_vehicle = per_vehicle[per_vehicle > 0].astype(np.int64)
+    budget, target = float(params.vehicle_budget or 0.0), float(params.target_mean_error or 0.0)
+    needs = release_needs(
+        np.zeros(len(per_vehicle), dtype=np.int64), per_vehicle, 1, upper=params.upper,
+        target=target, budget=budget, burst=params.vehicle_burst,
+        mean_share=1.0 - params.variance_share,
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+    )  # fmt: skip
+    return (
+        f"{int(readings.sum())} readings in {len(names)} resolution-{params.coarsest} cells "
+        f"cannot meet T {target:g} within their vehicles' rooms (B {budget:g}): "
+        f"T {needs.target[0]:.3g} or B {needs.budget[0]:.3g} would release the "
+        f"largest ({int(readings[largest])} readings)"
+    )
+
+
+def observed_span_starts(state: WindowState) -> np.ndarray | None:
+    """Per observed cell of ``state.columns`` (the pooled pairs, before any regrouping), the
+    start of its span: the earlier of this window and its pairs' first windows (None without
+    spans, where no release price reads it)."""
+    params, columns = state.params, state.columns
+    if params.max_span_hours < 2 or state.last:
+        return None
+    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
+    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
+    return start
+
+
+def _unit_starts(
+    chosen: AdaptiveCells, observed_start: np.ndarray | None, cells: np.ndarray
+) -> np.ndarray | None:
+    """Per chosen cell (``cells``: indices into ``chosen.names``) the start of its span: the
+    earliest of its observed cells' (the same minimum over its pairs as
+    :func:`~stream_dp.release.spans.span_starts` reads off the regrouped log)."""
+    if observed_start is None:
+        return None
+    unit_start = np.full(len(chosen.names), np.iinfo(np.int64).max, dtype=np.int64)
+    inside = chosen.unit_of_cell >= 0
+    np.minimum.at(unit_start, chosen.unit_of_cell[inside], observed_start[inside])
+    return unit_start[cells]
 
 
 def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:
@@ -102,22 +172,3 @@ def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:
     chosen cells' (public counts)."""
     total = occupancy.total_per_cell()
     return bool(total[drop].sum() < MIN_REFUSED_SHARE * total.sum())
-
-
-def waiting_cells(state: WindowState) -> np.ndarray | None:
-    """Per observed cell of ``state.columns``, whether all its pairs may still wait for a
-    longer span (a cell made of such cells alone is held,
-    :func:`~stream_dp.release.budget.held_cells`): finer cells of
-    those are not chosen, without a plan to find out; None when nothing is held."""
-    params, columns = state.params, state.columns
-    if params.max_span_hours < 2 or state.last:
-        return None
-    latest_wait = state.window_start - (params.max_span_hours - 2) * params.window_seconds
-    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
-    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
-    waiting = start >= latest_wait
-    if state.due and waiting.any():  # a due unit is released now, at its own resolution (§13.3)
-        from stream_dp.release.span_policy import due_cells
-
-        waiting &= ~due_cells(columns.cell_names, state.due)
-    return waiting

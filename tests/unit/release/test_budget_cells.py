@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
+from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.release import budget_cells
 from stream_dp.release.accounting import PrivacyAccountant
@@ -74,9 +75,12 @@ def _twice(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [pair for pair in pairs for _ in range(2)]
 
 
-def _run(params: ReleaseParams, hours: list[list[tuple[str, str]]]) -> list[WindowRelease]:
-    """Release each hour's readings ((cell, vehicle), one reading each) with ledger and carry."""
-    ledger = PrivacyAccountant(params).new_ledger()
+def _run(
+    params: ReleaseParams, hours: list[list[tuple[str, str]]], ledger: BudgetLedger | None = None
+) -> list[WindowRelease]:
+    """Release each hour's readings ((cell, vehicle), one reading each) with ledger (``ledger``:
+    one with a history) and carry."""
+    ledger = PrivacyAccountant(params).new_ledger() if ledger is None else ledger
     carry, releases = None, []
     for hour, pairs in enumerate(hours):
         start = hour * HOUR
@@ -145,9 +149,11 @@ def test_no_second_choice_for_a_dropped_cell_of_too_few_readings(
     assert [r["cell"] for r in release.cells] == [far]  # A dropped (spans of 1 h: withheld)
 
 
-def test_a_finer_cell_is_held_until_its_span_is_full() -> None:
-    # B's 20 vessels could pay for B in hour 0 alone; it waits for hour 1 (a two-hour span
-    # costs each of them less per reading) and is released once, with both hours.
+def test_a_finer_cell_above_its_release_price_waits_for_a_longer_span() -> None:
+    # B's 20 vessels could pay for B in hour 0 alone, but its ε (0.97) is above a one-hour
+    # record's price (§13.3: the paced share 0.29, or the 0.56 their buckets would overflow
+    # by waiting); it waits for hour 1 (a two-hour span costs each of them less per reading)
+    # and is released once, with both hours.
     hour0 = _twice([(B, f"b{v}") for v in range(20)])
     hour1 = _twice([(B, f"b{v}") for v in range(20, 40)])
     releases = _run(_params(), [hour0, hour1])
@@ -163,7 +169,10 @@ def test_the_offline_engine_releases_held_cells_at_the_end_of_a_file() -> None:
     lat, lon = h3.cell_to_latlng(CENTRE)
     point = {"lat": lat, "lon": lon, "speed": 30.0}
     readings = [{**point, "vehicle_id": f"v{n // 2}", "ts": 50 * n} for n in range(40)]
-    settings = load_settings(**{**BUDGET, "max_span_hours": 9, "partitions": 2})
+    # B 14 per 7 days: the bucket refills slowly, so one hour's cell is above its release
+    # price (§13.3) and waits for a longer span
+    settings = load_settings(**{**BUDGET, "max_span_hours": 9, "partitions": 2,
+                                "budget_period_seconds": 7 * 24 * HOUR})  # fmt: skip
     engine = OfflineEngine(settings, LaplaceNoise())
     kept = [r for rel in (*engine.feed(readings), *engine.finish()) for r in rel.cells]
     assert kept == []  # as the service, which never sees an end: the cell waits

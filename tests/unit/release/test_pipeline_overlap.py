@@ -22,9 +22,9 @@ def test_the_statistics_start_before_the_vehicle_budget_stage_which_reuses_the_l
         events.append("statistics begin")
         begin(self, state)
 
-    def recording_plan(state: stages.WindowState, occupancy: object) -> object:
+    def recording_plan(state: stages.WindowState, occupancy: object, *span: object) -> object:
         events.append("plan")
-        return plan(state, occupancy)  # type: ignore[arg-type]
+        return plan(state, occupancy, *span)  # type: ignore[arg-type]
 
     def recording_stage(self: stages.VehicleBudget, state: stages.WindowState) -> None:
         events.append("vehicle budget stage")

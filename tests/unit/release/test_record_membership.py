@@ -226,14 +226,17 @@ def test_the_ais_week_s_records_hold_their_members() -> None:
 def test_a_due_cell_s_record_holds_none_of_the_releasing_window_s_readings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Hour 0: thirty passing vessels and two readings of vessel 100 (held at R0 = 8). Hour 1:
+    """Hour 0 (slow pacing: the cell waits for a longer span): thirty passing vessels and two
+    readings of vessel 100 (held at R0 = 8). Hour 1:
     vessel 100 and two others moored: pooled, the cell misses T, so it is due and released
     from hour 0's readings; vessel 100's hour-1 readings in the same cell are set aside for
     the next span, not credited to this record (its pair ends the window before)."""
-    from tests.unit.release.test_span_policy import MOORED, PASSING
+    from tests.unit.release.test_span_policy import MOORED, PASSING, SLOW_PACE
 
     windows = [[*PASSING, (0, 100, 20.0), (0, 100, 21.0)], MOORED]
-    records, members, seen = _release_harbour(monkeypatch, windows, coarsest_resolution=8)
+    records, members, seen = _release_harbour(
+        monkeypatch, windows, coarsest_resolution=8, budget_period_seconds=SLOW_PACE
+    )
     assert seen["due"] == 1 and seen["set aside"] == 180
     (record,) = records
     assert record["n_readings"] == 62

@@ -39,6 +39,16 @@ def _params(**changes: Any) -> ReleaseParams:
     return _budget_params(**{"coarsest_resolution": 7, **changes})
 
 
+#: A long budget period: the bucket refills slowly (B 6 per 96 h), so a cell that meets T in
+#: hour 0 is above its release price and waits (§13.3): the setting where pooling may break it.
+SLOW_PACE = 96 * HOUR
+
+
+def _waiting(**changes: Any) -> ReleaseParams:
+    """:func:`_params` with :data:`SLOW_PACE`."""
+    return _params(**{"budget_period_seconds": SLOW_PACE, **changes})
+
+
 def test_a_cell_that_meets_t_alone_is_released_alone_when_the_carry_would_break_it() -> None:
     """Hour 0: three moored vessels (missing T, carried). Hour 1: thirty passing vessels meet
     T alone; pooled with the moored readings they need ε ~5, past the burst. The window's
@@ -69,7 +79,7 @@ def test_a_held_cell_that_the_next_window_would_break_is_released_then() -> None
     passing vessels (held). Hour 1: three moored vessels, which pooled would take the cell
     past T: the held cell is due and released from hour 0's readings, its span hours 0-1;
     the moored readings are carried on as a span of their own."""
-    params = _params(coarsest_resolution=8)
+    params = _waiting(coarsest_resolution=8)
     releases, _ = _run(params, [PASSING, MOORED])
     assert [len(r.cells) for r in releases] == [0, 1]
     (record,) = releases[1].cells
@@ -87,7 +97,7 @@ def test_a_due_cell_takes_at_most_its_span_s_share_of_the_burst() -> None:
     due after 2 hours, half a span: it may take half the burst (0.5), not the 0.66 its thirty
     vessels need, so it is dropped and its readings carried. Sixty vessels need 0.33: their
     due cell is released. At the input's end nothing is paced: the thirty are released."""
-    params = _params(coarsest_resolution=8, max_span_hours=4)
+    params = _waiting(coarsest_resolution=8, max_span_hours=4)
     releases, _ = _run(params, [PASSING, MOORED])
     assert [len(r.cells) for r in releases] == [0, 0]
     carried = releases[1].carry
@@ -105,7 +115,7 @@ def test_a_due_cell_takes_at_most_its_span_s_share_of_the_burst() -> None:
 def test_a_short_due_cell_may_still_take_half_the_burst() -> None:
     """Spans of up to 6 hours: a cell due after 2 covers a third of a span, but may take half
     the burst (``SHORT_SPAN_SHARE``): forty-five vessels (ε 0.44) are released."""
-    params = _params(coarsest_resolution=8, max_span_hours=6)
+    params = _waiting(coarsest_resolution=8, max_span_hours=6)
     mid = [(0, v, 20.0 + i) for v in range(45) for i in range(2)]
     releases, _ = _run(params, [mid, MOORED])
     assert [r["n_readings"] for r in releases[1].cells] == [90]
@@ -200,7 +210,7 @@ def test_the_policy_keeps_the_promise_and_releases_each_reading_once(
 def test_a_due_cell_is_released_at_its_own_resolution_with_longer_spans(coarsest: int) -> None:
     """With spans of 3 hours the carry's pairs could still wait, but a due unit is released
     now: at its own resolution (8), not pushed up to R0 as a waiting finer cell would be."""
-    params = _params(coarsest_resolution=coarsest, max_span_hours=3)
+    params = _waiting(coarsest_resolution=coarsest, max_span_hours=3)
     releases, _ = _run(params, [PASSING, MOORED])
     assert [len(r.cells) for r in releases] == [0, 1]
     (record,) = releases[1].cells
@@ -278,7 +288,7 @@ def test_each_tagged_reading_is_released_at_most_once_and_never_also_carried(
         return pipeline
 
     monkeypatch.setattr(window_module, "release_pipeline", capturing)
-    params = _params(coarsest_resolution=coarsest, max_span_hours=span, prefix_limit=100_000)
+    params = _waiting(coarsest_resolution=coarsest, max_span_hours=span, prefix_limit=100_000)
     set_aside = 0
     for ends in (False, True):
         ledger, carry, seen = PrivacyAccountant(params).new_ledger(), None, Counter()
