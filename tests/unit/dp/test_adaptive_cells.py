@@ -278,7 +278,9 @@ def test_regrouping_a_window_merges_pairs_exactly(seed) -> None:
 
 
 def test_a_window_with_every_cell_withheld_releases_nothing_and_charges_nobody() -> None:
-    settings = load_settings(resolution=8, coarsest_resolution=7, target_mean_error=1.0)
+    settings = load_settings(
+        resolution=8, coarsest_resolution=7, target_mean_error=1.0, vehicle_budget="none"
+    )
     window = targeted_window(4)
     release = release_window(
         0,
