@@ -25,6 +25,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.kafka.partition_reader import read_partition_to_end
 from stream_dp.kafka.service_topics import ensure_service_topics
+from tests.e2e.waiting import PATIENCE_S
 
 HOUR = 3600
 
@@ -45,12 +46,12 @@ class Worker:
 
     def get(self, path: str) -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(self.url(path), timeout=5) as response:
+            with urllib.request.urlopen(self.url(path), timeout=60) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = PATIENCE_S) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -174,7 +175,11 @@ def topic_partitions(conn: KafkaConnection, topic: str) -> int:
 
 
 def wait_for_commits(
-    conn: KafkaConnection, group: str, topic: str, expected: dict[int, int], timeout: float = 30.0
+    conn: KafkaConnection,
+    group: str,
+    topic: str,
+    expected: dict[int, int],
+    timeout: float = PATIENCE_S,
 ) -> dict[int, int | None]:
     """Poll ``group``'s committed offsets until they equal ``expected``; return the last seen."""
 
@@ -202,7 +207,7 @@ def read_releases(conn: KafkaConnection, settings: Settings) -> list[dict[str, A
 
 def wait_for_windows(
     conn: KafkaConnection, settings: Settings, expected: int, worker: Worker | None = None,
-    timeout: float = 120.0,
+    timeout: float = PATIENCE_S,
 ) -> list[dict[str, Any]]:  # fmt: skip
     deadline = time.monotonic() + timeout
     records: list[dict[str, Any]] = []

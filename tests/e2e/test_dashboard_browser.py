@@ -44,6 +44,7 @@ from tests.e2e.service_harness import (
     start_worker,
     wait_for_windows,
 )
+from tests.e2e.waiting import PATIENCE_S
 
 EPSILON = 0.7  # not the default, so the page must show the records' value
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -93,7 +94,7 @@ def browser() -> Iterator[Browser]:
         yield opened
 
 
-def wait_drawn(page: Browser, window: str, timeout: float = 30.0) -> dict[str, Any]:
+def wait_drawn(page: Browser, window: str, timeout: float = PATIENCE_S) -> dict[str, Any]:
     page.wait_for(
         f"document.body?.dataset.renderedWindow === {window!r}", timeout, f"window {window}"
     )
@@ -225,7 +226,7 @@ def start_dashboard(tmp_path: Path) -> Iterator[Any]:
             )
         dashboard = Dashboard(process, port, log_path)
         started.append(dashboard)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE_S
         while True:
             if process.poll() is not None:
                 raise AssertionError(f"dashboard exited {process.returncode}:\n{dashboard.log()}")
@@ -279,7 +280,7 @@ def test_standalone_dashboard_follows_the_releases_topic(
     browser.evaluate("window.stillTheSamePage = true")
     published_at = time.time()
     produce_raw(kafka, settings.topic_releases, [orjson.dumps(r) for r in later])
-    live = wait_drawn(browser, later[-1]["window_start"], timeout=30)
+    live = wait_drawn(browser, later[-1]["window_start"], timeout=PATIENCE_S)
     assert browser.evaluate("window.stillTheSamePage === true"), "the page was reloaded"
     assert_drawn_equals_released(live, later)
     assert float(live["cumulative_epsilon"]) == pytest.approx(
@@ -295,7 +296,7 @@ def test_standalone_dashboard_follows_the_releases_topic(
         env={"STREAM_DP_TOPIC_RELEASES": settings.topic_releases, "STREAM_DP_KAFKA_EMBEDDED": "1"},
     )
     expected = [first[-1]["window_start"], later[-1]["window_start"]]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while True:
         with urllib.request.urlopen(second.url("/api/dashboard/windows"), timeout=5) as answer:
             listed = [w["window_start"] for w in orjson.loads(answer.read())["windows"]]
@@ -421,7 +422,7 @@ def test_5000_cells_render_in_under_a_second(
     releases.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     dashboard = start_dashboard("--releases-file", str(releases))
     browser.navigate(dashboard.url("/dashboard"))
-    drawn = wait_drawn(browser, "2020-12-01T10:00:00Z", timeout=60)
+    drawn = wait_drawn(browser, "2020-12-01T10:00:00Z", timeout=PATIENCE_S)
     assert len(drawn["cells"]) == 5000
     assert_drawn_equals_released(drawn, records)
     assert browser.evaluate("document.getElementById('b-withheld').textContent") == "12"
@@ -455,7 +456,7 @@ def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Brows
             records = orjson.loads(r.read())["records"]
         browser.navigate(f"http://127.0.0.1:{port}/dashboard")
         window = newest[0].replace(" ", "T") + ":00Z"
-        drawn = wait_drawn(browser, window, timeout=60)
+        drawn = wait_drawn(browser, window, timeout=PATIENCE_S)
         assert len(drawn["cells"]) == int(newest[1]) > 0
         assert_drawn_equals_released(drawn, records)
         assert float(drawn["cumulative_epsilon"]) == pytest.approx(float(newest[2]), abs=0.006)

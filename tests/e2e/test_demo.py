@@ -26,6 +26,7 @@ from stream_dp.kafka.embedded_broker import (
     resolve_broker_binary,
 )
 from tests.e2e.service_harness import start_keep_running_demo
+from tests.e2e.waiting import wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -214,8 +215,5 @@ def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
         if demo.poll() is None:
             demo.kill()
     assert status == (130 if stop == signal.SIGINT else 128 + signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [pid for pid in children if _alive(pid)]
+    wait_until(lambda: not any(_alive(pid) for pid in children), "the demo's children stopped")
     assert not _listening(port)
