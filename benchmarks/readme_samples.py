@@ -176,8 +176,10 @@ def map_caption_block(windows: list[Window]) -> str:
         f"{_count(len(window.cells), 'cell')} (resolution {resolutions}) coloured by released "
         f"mean, the budget panel and the legend]({FIGURE})\n\n"
     ) + _wrapped(
-        f"*`stream-dp demo --keep-running` (the demo's per-vehicle budget profile), window "
-        f"{_time(start)} (`/dashboard#window={start}`): "
+        "*The map `stream-dp demo --keep-running` serves (the demo's per-vehicle budget "
+        "profile), drawn by headless Chromium from the week released offline with the demo's "
+        f"settings (`stream-dp dashboard --releases-file`), window {_time(start)} "
+        f"(`/dashboard#window={start}`): "
         f"{_count(len(window.cells), 'cell')} pooled over the hours shown to meet the "
         f"{window.summary['target_mean_error']:g} km/h target ({cells}). The means are from "
         "seeded noise (a live run draws its own): `python benchmarks/readme_samples.py "

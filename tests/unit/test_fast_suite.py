@@ -17,6 +17,7 @@ TESTS = ROOT / "tests"
 ALL_SLOW = frozenset(
     {
         "tests/e2e/test_broker_outage.py",
+        "tests/e2e/test_dashboard_browser.py",
         "tests/e2e/test_demo.py",
         "tests/e2e/test_ledger_backup.py",
         "tests/e2e/test_packaging.py",
