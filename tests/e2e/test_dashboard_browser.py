@@ -470,6 +470,6 @@ def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Brows
     finally:
         demo.send_signal(signal.SIGINT)
         try:
-            demo.wait(timeout=60)
+            demo.wait(timeout=PATIENCE_S)
         except subprocess.TimeoutExpired:
             demo.kill()

@@ -203,12 +203,12 @@ def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
         assert f"http://127.0.0.1:{port}/dashboard" in shown
         assert f"http://127.0.0.1:{port}/metrics" in shown
         time.sleep(1.0)  # well past the replay: the worker must still be up
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard", timeout=10) as page:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard", timeout=60) as page:
             assert page.status == 200
         children = _descendants(demo.pid)
         assert len(children) >= 2  # the worker and the broker at least
         demo.send_signal(stop)
-        status = demo.wait(timeout=60)
+        status = demo.wait(timeout=PATIENCE_S)
     finally:
         if demo.poll() is None:
             demo.kill()
