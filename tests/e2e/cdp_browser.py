@@ -47,7 +47,10 @@ class Browser:
     """One Chromium process with one page; use as a context manager."""
 
     def __init__(self, binary: str, width: int = 1280, height: int = 900) -> None:
-        self._profile = tempfile.TemporaryDirectory(prefix="stream-dp-chromium-")
+        # Chromium may still write its profile while it exits: a leftover file is no failure.
+        self._profile = tempfile.TemporaryDirectory(
+            prefix="stream-dp-chromium-", ignore_cleanup_errors=True
+        )
         command = [binary, *FLAGS, f"--window-size={width},{height}",
                    f"--user-data-dir={self._profile.name}", "about:blank"]  # fmt: skip
         self.process = subprocess.Popen(

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.kafka.partition_reader import read_partition_to_end
 from stream_dp.kafka.service_topics import ensure_service_topics
+from tests.e2e.waiting import PATIENCE_S
 
 HOUR = 3600
 
@@ -33,27 +34,43 @@ def create_topics(conn: KafkaConnection, settings: Settings) -> None:
     ensure_service_topics(settings, conn)
 
 
+#: A worker's log line when its web port was taken between ``free_loopback_port`` and its
+#: bind (other processes on a shared machine pick free ports too).
+PORT_TAKEN = "address already in use"
+
+
 @dataclass
 class Worker:
     process: subprocess.Popen[bytes]
     web_port: int
     log_path: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: Starts the same worker on another web port (its log appended): see :meth:`wait_ready`.
+    launch: Callable[[int], subprocess.Popen[bytes]] | None = None
+    _log_from: int = 0
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.web_port}{path}"
 
     def get(self, path: str) -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(self.url(path), timeout=5) as response:
+            with urllib.request.urlopen(self.url(path), timeout=60) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = PATIENCE_S) -> None:
+        """Wait until ``/readyz`` answers 200; a worker whose web port was taken before it
+        could bind it is started again on another."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                log = self.log_path.read_bytes()[self._log_from :].decode(errors="replace")
+                if self.launch is not None and PORT_TAKEN in log:
+                    self._log_from = self.log_path.stat().st_size
+                    self.web_port = free_loopback_port()
+                    self.process = self.launch(self.web_port)
+                    continue
                 raise AssertionError(f"worker exited early:\n{self.log()}")
             try:
                 if self.get("/readyz")[0] == 200:
@@ -97,13 +114,16 @@ def start_worker(
     log_path = tmp_path / f"{name}-{port}.log"
     full_env = {**os.environ, **settings.to_env(), "STREAM_DP_KAFKA_EMBEDDED": "true", **env}
     full_env.pop("STREAM_DP_KAFKA_BOOTSTRAP", None)
-    command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
-               "--web-port", str(port), "--log-level", "info"]  # fmt: skip
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    return Worker(process, port, log_path, env)
+
+    def launch(web_port: int) -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
+                   "--web-port", str(web_port), "--log-level", "info"]  # fmt: skip
+        with log_path.open("ab") as log:
+            return subprocess.Popen(
+                command, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    return Worker(launch(port), port, log_path, env, launch)
 
 
 def produce(conn: KafkaConnection, topic: str, readings: Iterable[dict], batch_size: int = 50):
@@ -174,7 +194,11 @@ def topic_partitions(conn: KafkaConnection, topic: str) -> int:
 
 
 def wait_for_commits(
-    conn: KafkaConnection, group: str, topic: str, expected: dict[int, int], timeout: float = 30.0
+    conn: KafkaConnection,
+    group: str,
+    topic: str,
+    expected: dict[int, int],
+    timeout: float = PATIENCE_S,
 ) -> dict[int, int | None]:
     """Poll ``group``'s committed offsets until they equal ``expected``; return the last seen."""
 
@@ -202,7 +226,7 @@ def read_releases(conn: KafkaConnection, settings: Settings) -> list[dict[str, A
 
 def wait_for_windows(
     conn: KafkaConnection, settings: Settings, expected: int, worker: Worker | None = None,
-    timeout: float = 120.0,
+    timeout: float = PATIENCE_S,
 ) -> list[dict[str, Any]]:  # fmt: skip
     deadline = time.monotonic() + timeout
     records: list[dict[str, Any]] = []

@@ -21,6 +21,7 @@ from stream_dp.producer import produce_readings
 from stream_dp.testing.readings import synthetic_readings
 from stream_dp.testing.settings import service_settings
 from tests.e2e.service_harness import (
+    Worker,
     create_topics,
     non_noise,
     offline_records,
@@ -29,6 +30,7 @@ from tests.e2e.service_harness import (
     topic_names,
     wait_for_windows,
 )
+from tests.e2e.waiting import PATIENCE_S, wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -62,13 +64,20 @@ def stream(conn: KafkaConnection, topic: str, readings: list[dict], rate: float)
     return thread
 
 
-def wait_until(predicate, timeout: float, what: str) -> float:
-    """Poll ``predicate`` until true; return the seconds it took."""
-    began = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - began < timeout, f"not {what} after {timeout} s"
-        time.sleep(0.2)
-    return time.monotonic() - began
+def readiness(worker: Worker) -> tuple[int, bytes] | None:
+    """The worker's ``/readyz`` answer, or None while it does not answer (a loaded machine)."""
+    try:
+        return worker.get("/readyz")
+    except OSError:
+        return None
+
+
+def _unready(seen: list, i: int, answer: tuple[int, bytes] | None) -> bool:
+    """Whether ``answer`` is a 503 (kept in ``seen[i]``): readiness lost while paused."""
+    if answer is not None and answer[0] == 503:
+        seen[i] = answer
+        return True
+    return False
 
 
 def test_a_broker_pause_longer_than_the_idle_time_loses_nothing(own_broker, topic_prefix, tmp_path):
@@ -89,16 +98,23 @@ def test_a_broker_pause_longer_than_the_idle_time_loses_nothing(own_broker, topi
         accepted = lambda: sum(  # noqa: E731
             w.metric("stream_dp_readings_total", 'outcome="accepted"') for w in workers
         )
-        wait_until(lambda: accepted() >= len(readings) // 3, 60, "a third accepted")
+        wait_until(lambda: accepted() >= len(readings) // 3, "a third accepted")
         os.kill(own_broker.pid, signal.SIGSTOP)
         try:
-            time.sleep(PAUSE_S)
-            # While paused, the broker has not answered for longer than the readiness limit.
-            paused_status = [w.get("/readyz") for w in workers]
+            paused_at = time.monotonic()
+            # While paused, each worker says the broker is unreachable once it has not
+            # answered for the readiness limit (however long a loaded machine takes to see it).
+            paused_status: list[tuple[int, bytes] | None] = [None] * len(workers)
+            for i, worker in enumerate(workers):
+                wait_until(
+                    lambda w=worker, i=i: _unready(paused_status, i, readiness(w)),
+                    "told the broker is unreachable",
+                )
+            # ...and the pause outlasts the idle close: the scenario, not a wait for an outcome.
+            time.sleep(max(0.0, PAUSE_S - (time.monotonic() - paused_at)))
         finally:
             os.kill(own_broker.pid, signal.SIGCONT)
-        producing.join(timeout=120 + PAUSE_S)
-        assert not producing.is_alive()
+        wait_until(lambda: not producing.is_alive(), "every reading sent")
         records = wait_for_windows(kafka, settings, expected=3, worker=workers[0])
         late = sum(w.metric("stream_dp_readings_total", 'outcome="late"') for w in workers)
         dropped = sum(w.metric("stream_dp_readings_dropped_after_release_total") for w in workers)
@@ -108,10 +124,9 @@ def test_a_broker_pause_longer_than_the_idle_time_loses_nothing(own_broker, topi
         assert (late, dropped) == (0, 0)
         assert accepted() == len(readings)
         assert non_noise(records) == non_noise(offline_records(settings, readings))
-        assert all(status == 503 for status, _ in paused_status), paused_status
         assert all(b'"broker unreachable"' in body for _, body in paused_status), paused_status
         for worker in workers:
-            wait_until(lambda w=worker: w.get("/readyz")[0] == 200, 30, "ready again")
+            wait_until(lambda w=worker: (readiness(w) or (0,))[0] == 200, "ready again")
             assert worker.get("/healthz")[0] == 200
     finally:
         for worker in workers:
@@ -133,7 +148,7 @@ def test_an_empty_broker_coming_back_stops_the_worker_loudly(own_broker, topic_p
         port = own_broker.port
         own_broker.stop()
         with EmbeddedBroker(port=port) as empty:
-            worker.process.wait(timeout=60)
+            worker.process.wait(timeout=PATIENCE_S)
             assert worker.process.returncode == 1, worker.log()
             log = worker.log_path.read_text(errors="replace")
             stopping = [line for line in log.splitlines() if "worker stopping" in line]

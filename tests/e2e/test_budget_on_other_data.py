@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import orjson
+import pytest
 
 from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.config import DEFAULT_BURST_SHARE
@@ -100,6 +101,7 @@ def test_the_profile_keeps_its_promise_on_real_data_it_was_not_tuned_on(tmp_path
     assert len(ledger) > 1  # the vehicles of the released record(s), each with its loss
 
 
+@pytest.mark.slow  # a release of a whole day in a subprocess
 def test_the_checks_fail_when_the_vehicle_budget_is_unset(tmp_path: Path) -> None:
     """The fixed-ε release of the same excerpt (no budget) at ε 1.5 spends 13.5 on its busiest
     vessel in a day: within B, past what pacing allows (5.5: the burst B/4 and the hours'
@@ -111,6 +113,7 @@ def test_the_checks_fail_when_the_vehicle_budget_is_unset(tmp_path: Path) -> Non
     assert "a vehicle past B" not in broken  # the excerpt is too short for that
 
 
+@pytest.mark.slow  # a release of a whole day in a subprocess
 def test_the_profile_releases_the_day_after_the_tuning_week(tmp_path: Path) -> None:
     """New York Harbor, 8 December 2020: a passing cell that meets T in its hour is released
     from that hour (or the hours before) instead of being pooled with moored vessels' readings

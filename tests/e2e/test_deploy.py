@@ -204,6 +204,7 @@ def test_promtool_check_rules() -> None:
     assert f"SUCCESS: {len(alert_rules())} rules found" in result.stdout
 
 
+@pytest.mark.slow  # promtool evaluates every alert unit test
 def test_promtool_test_rules(tmp_path: Path) -> None:
     promtool = require_tool("promtool", "prometheus")
     result = run([promtool, "test", "rules", str(PROMETHEUS / "alerts_test.yml")], cwd=tmp_path)

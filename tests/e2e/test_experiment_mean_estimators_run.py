@@ -157,6 +157,7 @@ def tiny(seed: int) -> Config:
     )
 
 
+@pytest.mark.slow  # the experiment three times
 def test_same_seed_same_csvs_other_seed_other_csvs(tmp_path: Path) -> None:
     outputs = {}
     for tag, seed in (("a", 11), ("b", 11), ("c", 12)):

@@ -274,7 +274,7 @@ def test_kcat_reads_the_releases_a_worker_published(relayed, topic_prefix, tmp_p
     try:
         worker.wait_ready()
         produce(conn, settings.topic_readings, synthetic_readings(10, hours=2, per_hour=150))
-        wait_for_windows(conn, settings, expected=2, worker=worker, timeout=40)
+        wait_for_windows(conn, settings, expected=2, worker=worker)
     finally:
         worker.stop()  # the topic no longer changes: both readers see the same end
     via_aiokafka = read_releases(conn, settings)

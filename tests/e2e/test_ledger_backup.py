@@ -30,6 +30,7 @@ from tests.e2e.service_harness import (
     start_worker,
     wait_for_windows,
 )
+from tests.e2e.waiting import PATIENCE_S
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 REQUIRE = {"STREAM_DP_REQUIRE_EXISTING_LEDGER": "true"}
@@ -75,7 +76,7 @@ def stored_copies(path: Path) -> list[tuple[str, int]]:
     return out
 
 
-def wait_for_metric(worker, name: str, value: float, labels: str = "", timeout=60.0) -> None:
+def wait_for_metric(worker, name: str, value: float, labels: str = "", timeout=PATIENCE_S) -> None:
     deadline = time.monotonic() + timeout
     while worker.metric(name, labels) != value and time.monotonic() < deadline:
         time.sleep(0.3)
@@ -108,7 +109,7 @@ def test_export_lose_the_broker_import_restart(topic_prefix, tmp_path):
         kafka = KafkaConnection(second.bootstrap, embedded=True)
         create_topics(kafka, settings)
         refused = start_worker(second.bootstrap, settings, tmp_path, "refused", **REQUIRE)
-        refused.process.wait(timeout=120)
+        refused.process.wait(timeout=PATIENCE_S)
         assert refused.process.returncode == 1, refused.log()
         text = refused.log_path.read_text()
         lines = [line for line in text.splitlines() if "require_existing_ledger" in line]
@@ -133,7 +134,7 @@ def test_export_lose_the_broker_import_restart(topic_prefix, tmp_path):
             produce(kafka, settings.topic_readings, new_hour)
             total = len(readings) + len(new_hour)
             wait_for_metric(worker, "stream_dp_readings_total", total, 'outcome="accepted"')
-            wait_for_metric(worker, "stream_dp_windows_released_total", 1, timeout=120)
+            wait_for_metric(worker, "stream_dp_windows_released_total", 1)
             after = read_releases(kafka, settings)
         finally:
             worker.stop()

@@ -16,6 +16,7 @@ from stream_dp.kafka.embedded_broker import free_loopback_port
 from stream_dp.testing.readings import synthetic_readings
 from stream_dp.testing.settings import service_settings
 from tests.e2e.service_harness import create_topics, produce, start_worker, wait_for_windows
+from tests.e2e.waiting import PATIENCE_S
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -62,7 +63,7 @@ def test_prometheus_scrapes_the_privacy_budget(kafka, topic_prefix, tmp_path):
         spent = sum(r["privacy_loss"] for r in records if r["type"] == "window")
         assert spent > 0
         result: list[dict] = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while time.monotonic() < deadline:
             try:
                 result = query(prom_port, "stream_dp_privacy_budget_spent_epsilon_total")

@@ -39,6 +39,7 @@ from tests.e2e.service_harness import (
     wait_for_commits,
     wait_for_windows,
 )
+from tests.e2e.waiting import PATIENCE_S, wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 SCHEMA = json.loads(
@@ -167,13 +168,10 @@ def test_late_readings_are_dropped_and_counted(kafka, setup):
     records = wait_for_windows(kafka, settings, expected=3, worker=worker)
     late = [{**r, "speed": 1.0} for r in readings[:7]]  # the first window: released already
     produce(kafka, settings.topic_readings, late)
-    for _ in range(60):
-        if worker.metric("stream_dp_readings_total", 'outcome="late"') == len(late):
-            break
-        import time
-
-        time.sleep(0.5)
-    assert worker.metric("stream_dp_readings_total", 'outcome="late"') == len(late)
+    wait_until(
+        lambda: worker.metric("stream_dp_readings_total", 'outcome="late"') == len(late),
+        f"{len(late)} late readings counted",
+    )
     assert read_releases(kafka, settings) == records  # nothing re-released
 
 
@@ -184,7 +182,7 @@ def test_release_once_across_a_crash(kafka, setup, crash):
     doomed = spawn("doomed", STREAM_DP_FAULT_INJECTION=crash)
     doomed.wait_ready()
     produce(kafka, settings.topic_readings, readings)
-    doomed.process.wait(timeout=120)  # it kills itself at the crash point
+    doomed.process.wait(timeout=PATIENCE_S)  # it kills itself at the crash point
     assert doomed.process.returncode == -signal.SIGKILL
     log = stored_log(kafka, settings)
     assert [kind for kind, _ in log] == ["loss", "release"]  # window 1 stored before the crash
@@ -267,7 +265,7 @@ def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup, tmp_pa
         )
         first.wait_ready()
         produce(kafka, settings.topic_readings, readings)
-        first.process.wait(timeout=120)
+        first.process.wait(timeout=PATIENCE_S)
         ends = end_offsets(kafka, settings.topic_readings, settings.partitions)
         committed = wait_for_commits(
             kafka, f"{settings.app_id}-ingest", settings.topic_readings, ends, timeout=0
@@ -281,12 +279,12 @@ def test_sigkill_during_ingestion_loses_no_accepted_reading(kafka, setup, tmp_pa
         )
         producing.start()
         accepted_at_kill = 0.0
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + PATIENCE_S
         while not accepted_at_kill and time.monotonic() < deadline:
             accepted_at_kill = first.metric("stream_dp_readings_total", 'outcome="accepted"')
             time.sleep(0.02)
         first.kill()
-        producing.join(timeout=120)
+        producing.join(timeout=PATIENCE_S)
         assert not producing.is_alive()
         assert accepted_at_kill > 0, "no reading was accepted before the kill"
     assert first.process.returncode == -signal.SIGKILL
@@ -334,7 +332,7 @@ def test_a_rival_copy_stored_first_is_the_one_published(kafka, setup, tmp_path):
     worker.wait_ready()
     produce(kafka, settings.topic_readings, readings)
     paused = Path(f"{gate}.paused")
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + PATIENCE_S
     while not paused.exists():  # the worker computed window 1 and waits before storing it
         assert time.monotonic() < deadline and worker.process.poll() is None, worker.log()
         time.sleep(0.1)
@@ -412,7 +410,13 @@ def test_a_failed_window_is_contained_and_never_published_twice(kafka, setup):
     worker.stop()
     restarted = spawn("restarted", STREAM_DP_FAULT_INJECTION="release-error:1")
     restarted.wait_ready()
-    time.sleep(5)  # time to (wrongly) compute or re-publish something
+    wait_until(
+        lambda: (
+            restarted.metric("stream_dp_privacy_budget_cumulative_epsilon") == pytest.approx(spent)
+        ),
+        "the ledger rebuilt from the release log",
+    )
+    time.sleep(5)  # time to (wrongly) compute or re-publish something: nothing may appear
     assert restarted.process.poll() is None, restarted.log()
     again = read_releases(kafka, settings)
     assert len(again) == len(records)
@@ -462,7 +466,7 @@ def test_sigkill_around_a_state_checkpoint_loses_nothing(kafka, setup, tmp_path,
     first = spawn("first", STREAM_DP_FAULT_INJECTION=f"{crash}:2", STREAM_DP_BATCH_SIZE="20")
     first.wait_ready()
     produce(kafka, settings.topic_readings, readings)
-    first.process.wait(timeout=120)
+    first.process.wait(timeout=PATIENCE_S)
     assert first.process.returncode == -signal.SIGKILL
     state = read_topic(kafka, settings.topic_state, settings.partitions)
     checkpoints = [r for r in state if r.value.startswith(b'{"kind":"checkpoint"')]

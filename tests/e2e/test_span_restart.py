@@ -33,6 +33,7 @@ from tests.e2e.service_harness import (
 )
 from tests.e2e.span_stub import ENV, deferring
 from tests.e2e.test_service_e2e import stored_log
+from tests.e2e.waiting import PATIENCE_S
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 HOUR = 3600
@@ -62,7 +63,7 @@ def test_a_pending_carry_survives_a_kill_between_windows(
         workers.append(doomed)
         doomed.wait_ready()
         produce(kafka, settings.topic_readings, readings)
-        doomed.process.wait(timeout=120)  # killed itself after publishing the first window
+        doomed.process.wait(timeout=PATIENCE_S)  # killed itself after publishing the first window
         assert doomed.process.returncode == -signal.SIGKILL
         log = stored_log(kafka, settings)
         kinds = [kind for kind, _ in log]
@@ -128,7 +129,7 @@ def test_a_real_span_pending_at_a_kill_is_released_once_as_offline(kafka, topic_
         workers.append(doomed)
         doomed.wait_ready()
         produce(kafka, settings.topic_readings, readings, batch_size=200)
-        doomed.process.wait(timeout=120)
+        doomed.process.wait(timeout=PATIENCE_S)
         assert doomed.process.returncode == -signal.SIGKILL
         log = stored_log(kafka, settings)
         kinds = [kind for kind, _ in log]

@@ -19,7 +19,8 @@ import pytest
 from stream_dp.producer import produce_readings
 from stream_dp.testing.readings import synthetic_readings
 from stream_dp.testing.settings import service_settings
-from tests.e2e.service_harness import create_topics, start_worker
+from tests.e2e.service_harness import Worker, create_topics, start_worker
+from tests.e2e.waiting import PATIENCE_S, wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -36,6 +37,16 @@ def generations(log: str) -> dict[str, list[int]]:
     return out
 
 
+def groups_settled(workers: list[Worker]) -> bool:
+    """Whether every consumer group is joined by each worker at one and the same (latest)
+    generation: both members are in every group."""
+    seen = [generations(w.log_path.read_text(errors="replace")) for w in workers]
+    groups = seen[0].keys()
+    return bool(groups) and all(
+        s.keys() == groups and all(s[g][-1] == seen[0][g][-1] for g in groups) for s in seen
+    )
+
+
 @pytest.mark.parametrize("embedded_flag", ["true", "false"])
 def test_two_workers_keep_their_groups_under_steady_input(
     kafka, topic_prefix, tmp_path, embedded_flag
@@ -50,7 +61,7 @@ def test_two_workers_keep_their_groups_under_steady_input(
         for name in ("a", "b"):  # one after the other: the second join is a rebalance
             workers.append(start_worker(kafka.bootstrap_servers, settings, tmp_path, name, **env))
             workers[-1].wait_ready()
-        time.sleep(5)  # both members in every group: the groups have settled
+        wait_until(lambda: groups_settled(workers), "both workers in every group")
         settled = [generations(w.log_path.read_text()) for w in workers]
         n = int(seconds * RATE)
         readings = synthetic_readings(n_vehicles=300, hours=3, per_hour=n // 3 + 1, seed=41)
@@ -62,7 +73,7 @@ def test_two_workers_keep_their_groups_under_steady_input(
         )
         began = time.monotonic()
         sending.start()
-        sending.join(timeout=seconds * 3 + 60)
+        sending.join(timeout=seconds * 3 + PATIENCE_S)
         elapsed = time.monotonic() - began
         after = [generations(w.log_path.read_text()) for w in workers]
         accepted = sum(w.metric("stream_dp_readings_total", 'outcome="accepted"') for w in workers)
@@ -97,11 +108,11 @@ def test_a_worker_joining_under_load_settles_and_stays_put(kafka, topic_prefix, 
         sending.start()
         time.sleep(seconds / 3)
         workers.append(start_worker(kafka.bootstrap_servers, settings, tmp_path, "b"))
-        workers[1].wait_ready(timeout=120)
+        workers[1].wait_ready()
         joined_after = time.monotonic() - began
-        time.sleep(5)
+        wait_until(lambda: groups_settled(workers), "both workers in every group")
         settled = [generations(w.log_path.read_text()) for w in workers]
-        sending.join(timeout=seconds * 3 + 60)
+        sending.join(timeout=seconds * 3 + PATIENCE_S)
         after = [generations(w.log_path.read_text()) for w in workers]
         print(f"\nsecond worker ready {joined_after:.0f} s into {seconds:g} s of input at "
               f"{RATE:g}/s: generations settled {settled} after {after}")  # fmt: skip

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
 from stream_dp.testing.settings import service_settings
+from tests.e2e import service_harness
 from tests.e2e.service_harness import create_topics, start_worker
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -70,3 +72,25 @@ def test_a_default_worker_listens_on_loopback_only(kafka, topic_prefix, tmp_path
             assert exposed == [], f"listening beyond loopback: {exposed}"
     finally:
         worker.stop()
+
+
+def test_a_worker_whose_web_port_was_taken_before_it_bound_starts_on_another(
+    kafka, topic_prefix, tmp_path, monkeypatch
+):
+    """On a shared machine another process may take the free port the harness chose before
+    the worker binds it: the harness starts the worker again on another port."""
+    settings = service_settings(topic_prefix)
+    create_topics(kafka, settings)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        chosen = service_harness.free_loopback_port
+        monkeypatch.setattr(service_harness, "free_loopback_port", lambda: next(ports, chosen()))
+        worker = start_worker(kafka.bootstrap_servers, settings, tmp_path)
+        try:
+            worker.wait_ready()
+            assert worker.web_port != taken.getsockname()[1]
+            assert service_harness.PORT_TAKEN in worker.log_path.read_text(errors="replace")
+        finally:
+            worker.stop()

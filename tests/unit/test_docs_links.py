@@ -1,21 +1,31 @@
 """Every relative link in the README and in docs/*.md names a file that exists, and every
-``#anchor`` names a heading of the page it points to (GitHub's heading ids)."""
+``#anchor`` names a heading of the page it points to (GitHub's heading ids); every repository
+path those pages, benchmarks/README.md and deploy/README.md name (``tests/...::test_name``
+and ``file.py:LINE`` included) exists."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PATH_PAGES = [*PAGES, ROOT / "benchmarks" / "README.md", ROOT / "deploy" / "README.md"]
+#: Top-level folders of the repository: a path starting with one is named from the root.
+REPO_FOLDERS = ("stream_dp", "tests", "benchmarks", "docs", "deploy", "examples", ".ci")
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+# A path-like word (``folder/...``, not inside a URL or a longer path), then optionally a
+# test's name (``::test_x``) or a line (``:82``, ``:82-90``).
+_PATH = re.compile(r"(?<![\w./:-])((?:\.ci|[A-Za-z_][\w.-]*)/[\w./-]*)(?:::(\w+)|:(\d+))?")
+# A path inside the package named from its own folder (``release/window.py``): a file.
+_FILE_SUFFIX = re.compile(r"\.(py|ya?ml|json|md|csv|toml|sh)$")
 
 
 def _prose(text: str) -> str:
@@ -49,6 +59,86 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
         elif anchor and anchor not in anchors(file.read_text()):
             problems.append(f"{target}: no heading with this anchor")
     return problems
+
+
+def repository_files(root: Path = ROOT) -> list[str]:
+    """Every file under the repository's top-level folders, as ``folder/.../name``."""
+    return sorted(
+        path.relative_to(root).as_posix()
+        for folder in REPO_FOLDERS
+        for path in (root / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+
+
+def missing_paths(page: Path, root: Path = ROOT) -> list[str]:
+    """Each repository path ``page`` names that does not exist, with why: a path from the
+    root (``tests/e2e/x.py``, ``deploy/``) must exist there; a file named from inside a folder
+    (``release/window.py``, ``prometheus/alerts.yml``) beside the page or at the end of some
+    repository path; a ``::test`` must be defined in its file, a ``:LINE`` within it."""
+    files = repository_files(root)
+    known = set(files) | {str(PurePosixPath(f).parent) for f in files}
+    known |= {str(parent) for f in files for parent in PurePosixPath(f).parents}
+    problems = []
+    for match in _PATH.finditer(page.read_text()):
+        name, test, line = match.group(1).rstrip("./"), match.group(2), match.group(3)
+        if name.split("/")[0] in REPO_FOLDERS:
+            found = name if name in known else None
+        elif _FILE_SUFFIX.search(name):
+            beside = (page.parent / name).resolve()
+            found = (
+                beside.relative_to(root.resolve()).as_posix()
+                if beside.is_file() and beside.is_relative_to(root.resolve())
+                else next((f for f in files if f.endswith(f"/{name}")), None)
+            )
+        else:
+            continue  # a word with a slash (km/h, count/sum), not a path
+        if found is None:
+            problems.append(f"{name}: no such path")
+        elif test and not re.search(rf"^\s*(async )?def {test}\(", _read(root, found), re.M):
+            problems.append(f"{name}::{test}: no such test")
+        elif line and int(line) > len(_read(root, found).splitlines()):
+            problems.append(f"{name}:{line}: past the end of the file")
+    return problems
+
+
+def _read(root: Path, name: str) -> str:
+    path = root / name
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+@pytest.mark.parametrize("page", PATH_PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_repository_path_named_exists(page: Path) -> None:
+    assert missing_paths(page) == []
+
+
+def test_the_path_check_finds_missing_files_tests_and_lines(tmp_path: Path) -> None:
+    (tmp_path / "stream_dp" / "release").mkdir(parents=True)
+    (tmp_path / "stream_dp" / "release" / "window.py").write_text("a = 1\nb = 2\n")
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e" / "test_x.py").write_text("def test_one():\n    pass\n")
+    (tmp_path / "deploy" / "prometheus").mkdir(parents=True)
+    (tmp_path / "deploy" / "prometheus" / "alerts.yml").write_text("groups: []\n")
+    (tmp_path / "deploy" / "README.md").write_text(
+        "`prometheus/alerts.yml` and `prometheus/rules.yml`\n"
+    )
+    page = tmp_path / "README.md"
+    page.write_text(
+        "Found: `stream_dp/release/window.py:2`, `release/window.py`, `stream_dp/release/`, "
+        "(tests/e2e/test_x.py::test_one), https://example.org/tests/gone.py, km/h.\n"
+        "Missing: `tests/test_x.py`, `release/step.py: GC`, `stream_dp/release/window.py:3`, "
+        "`tests/e2e/test_x.py::test_two`, `deploy/grafana/`.\n"
+    )
+    assert missing_paths(page, tmp_path) == [
+        "tests/test_x.py: no such path",
+        "release/step.py: no such path",
+        "stream_dp/release/window.py:3: past the end of the file",
+        "tests/e2e/test_x.py::test_two: no such test",
+        "deploy/grafana: no such path",
+    ]
+    assert missing_paths(tmp_path / "deploy" / "README.md", tmp_path) == [
+        "prometheus/rules.yml: no such path"
+    ]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
