@@ -263,8 +263,9 @@ def test_each_record_carries_its_own_cells_span_start() -> None:
         + [(3, 1000 + 40 * h + v, 20.0 + v % 7) for v in range(40) for _ in range(5) if h >= 2]
         for h in range(4)
     ]
-    params = _params(vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8,
-                     budget_period_seconds=96 * 3600)  # slow pacing: the dense cell waits too
+    params = _params(
+        vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8, budget_period_seconds=96 * 3600
+    )  # slow pacing: the dense cell waits too
     releases, _ = _run(params, windows, ends=True)
     spans = sorted((r["window_start"], r["window_end"]) for r in releases[3].cells)
     assert spans == [("1970-01-01T00:00:00Z", "1970-01-01T04:00:00Z"),

@@ -457,8 +457,12 @@ def test_a_pooled_span_charges_each_vehicle_its_share_of_its_pooled_readings() -
     heavy = [(0, v, 30.0) for v in range(3) for _ in range(8)]  # three vessels, 8 an hour
     light = [(0, 10 + v, 20.0 + v) for v in range(30)]  # thirty, one reading an hour
     windows = [heavy + light for _ in range(hours)]
-    params = _params(max_span_hours=hours, vehicle_budget=24.0, vehicle_budget_burst=4.0,
-                     budget_period_seconds=96 * HOUR)  # slow pacing: the hours wait, pooled
+    params = _params(
+        max_span_hours=hours,
+        vehicle_budget=24.0,
+        vehicle_budget_burst=4.0,
+        budget_period_seconds=96 * HOUR,
+    )  # slow pacing: the hours wait, pooled
     releases, _ = _run(params, windows, ends=True)
     records = [(rel, r) for rel in releases for r in rel.cells]
     assert len(records) == 1
