@@ -22,7 +22,7 @@ from stream_dp.testing.membership import recording_members
 from stream_dp.testing.noise_free import NoNoise
 from stream_dp.testing.settings import FIXED_MODE
 from tests.unit.release.test_record_membership import Readings, _tagged
-from tests.unit.release.test_span_policy import _harbour
+from tests.unit.release.test_span_policy import _harbour, _waiting
 from tests.unit.release.test_span_policy import _params as _span_params
 from tests.unit.release.test_vehicle_budget import CELLS, HOUR, U, _run, _window
 
@@ -31,10 +31,11 @@ SIX_AN_HOUR = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] fo
 
 
 def test_a_cell_held_for_a_six_hour_span_is_held_not_withheld() -> None:
-    """Hours 0-4 hold the cell (12 readings each), hour 5 releases it spanning 00:00-06:00
+    """At a slow pace (the cell stays above its release price until its span is full, §13.3)
+    hours 0-4 hold the cell (12 readings each), hour 5 releases it spanning 00:00-06:00
     with all 72: no reading is withheld, and the held ones add up to the record's earlier
     hours (the old counting said 12 + 24 + 36 + 48 + 60 = 180 withheld out of 72)."""
-    params = _span_params(coarsest_resolution=8, max_span_hours=6)
+    params = _waiting(coarsest_resolution=8, max_span_hours=6)
     releases, _ = _run(params, SIX_AN_HOUR)
     summaries = [r.summary for r in releases]
     assert [len(r.cells) for r in releases] == [0, 0, 0, 0, 0, 1]
