@@ -87,6 +87,8 @@ SIMULATED: dict[str, tuple[str, ...]] = {
     "fleet": ("--fleet",),
 }
 CITY, QUICK_CITY = "city_26_14000_6000_meso", "city_16_6000_2000_meso"
+#: ``motorway.py``'s readings file (car following, its defaults) and the quick one.
+MOTORWAY, QUICK_MOTORWAY = "motorway_64_1500", "motorway_64_300"
 #: Readings released once per row before the timed runs (numba compiles its kernels then).
 WARM_UP = 5000
 
@@ -126,6 +128,17 @@ def simulated(name: str) -> Path:
     return path
 
 
+def motorway(name: str) -> Path:
+    """``motorway.py``'s readings CSV ``name`` (``motorway_KM_VEHICLES``; simulated first if
+    absent)."""
+    path = DATA / f"{name}.csv"
+    if not path.exists():
+        _, km, vehicles = name.split("_")
+        subprocess.run([sys.executable, str(HERE / "motorway.py"), "--km", km,
+                        "--vehicles", vehicles], check=True)  # fmt: skip
+    return path
+
+
 def _file(path: Callable[[bool], Path]) -> Callable[[bool], list[dict[str, Any]]]:
     return lambda quick: load(str(path(quick)))[0]
 
@@ -139,6 +152,8 @@ PANEL: tuple[DataSet, ...] = (
     DataSet("New York 8 Dec", _file(lambda q: wheel_member(EXAMPLES + "NYHarbor_2020_12_08.traj")),
             65.0, 14.0, WEEK),
     DataSet("aircraft", lambda quick: aircraft_readings(wheel_member(AIRCRAFT)), 1000.0, 4.0, DAY),
+    DataSet("motorway", _file(lambda q: motorway(QUICK_MOTORWAY if q else MOTORWAY)),
+            200.0, 4.0, DAY),
     DataSet("small fleet", _file(lambda q: simulated("fleet")), 100.0, 14.0, WEEK),
     DataSet("city", _file(lambda q: simulated(QUICK_CITY if q else CITY)), 100.0, 14.0, WEEK),
 )  # fmt: skip
