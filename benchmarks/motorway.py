@@ -7,10 +7,12 @@ SUMO helpers of ``benchmarks/city.py`` and written as a readings CSV into the gi
   the carriageway); nodes and edges written as plain XML and joined by ``netconvert``.
 - Demand: ``--vehicles`` trips between the corridor's access points (its two ends, weighted
   :data:`END_WEIGHT` times a ramp, as they stand for the rest of the network, and the ramps);
-  the departures a morning peak: :data:`PEAK_SHARE` of them normal around 07:30 (sd 30 min),
-  the rest uniform over 06:00-09:00 (about 1,000 vehicles an hour entering at 07:30 with the
-  default 1,500); cars and :data:`TRUCK_SHARE` trucks (80 km/h), drawn by sumo.
-- ``sumo`` car following (``--meso``: its mesoscopic model) until 10:00 with floating-car data
+  the departures a day's: :data:`PEAK_SHARE` of them normal around 07:30 (sd 30 min), the
+  rest uniform over 05:00-21:00 (about 1,000 vehicles an hour entering at 07:30 and 50 an
+  hour outside the peak with the default 2,000: the day must outlast the profile's spans of
+  up to 8 h, which release nothing before the input moves that far past the peak); cars and
+  :data:`TRUCK_SHARE` trucks (80 km/h), drawn by sumo.
+- ``sumo`` car following (``--meso``: its mesoscopic model) until 22:00 with floating-car data
   every 1 s (``city.simulate``'s period),
   converted to readings by ``panel_data.fcd_readings``. At 130 km/h a vehicle crosses a
   resolution-8 cell (about 0.9 km) in about 25 s, so it leaves about 25 readings there and
@@ -19,7 +21,7 @@ SUMO helpers of ``benchmarks/city.py`` and written as a readings CSV into the gi
 Seeded (``--seed``: the trips, duarouter and sumo), so a run gives the same file (the network,
 trips and routes already in the folder are reused).
 
-Run: ``python benchmarks/motorway.py [--vehicles 1500 --km 64] [--meso]``.
+Run: ``python benchmarks/motorway.py [--vehicles 2000 --km 64] [--meso]``.
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ RAMP_M = 600.0
 MOTORWAY_MS, RAMP_MS, TRUCK_MS = 130 / 3.6, 80 / 3.6, 80 / 3.6
 MOTORWAY_LANES = 3
 END_WEIGHT = 2.0
-PEAK_SHARE = 0.7
+PEAK_SHARE = 0.6
 TRUCK_SHARE = 0.15
-START_H, END_H, PEAK_H, PEAK_SD_H = 6.0, 9.0, 7.5, 0.5
+START_H, END_H, PEAK_H, PEAK_SD_H = 5.0, 21.0, 7.5, 0.5
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def add_vehicle_types(trips: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--km", type=float, default=64.0, help="corridor length")
-    parser.add_argument("--vehicles", type=int, default=1500)
+    parser.add_argument("--vehicles", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--meso", action="store_true", help="sumo's mesoscopic model (faster)")
     parser.add_argument("--out", type=Path, help="readings CSV (default: in benchmarks/data/)")

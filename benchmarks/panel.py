@@ -4,16 +4,18 @@ seeded run reported, the worst beside the median.
 Data sets (``--only NAME``): the bundled AIS week; three tracktable files (Virginia Beach 4-6
 June 2020, US coastal 30 June 2020, New York Harbor 8 Dec 2020); one aircraft set
 (SampleFlightsUS, speeds from consecutive fixes; SampleNFlights, SampleASDI and ads_with_utf8
-are kept aside for checking); a newcomer's small fleet and a simulated city, both built with
-SUMO by ``benchmarks/city.py``. The tracktable files come from the ``tracktable-data`` wheel
-(BSD-2-Clause), fetched with ``pip download`` into the gitignored ``benchmarks/data/`` if absent.
+are kept aside for checking), too sparse to release anything and kept as a record of that; the
+fast movers, a simulated motorway (``benchmarks/motorway.py``); a newcomer's small fleet and a
+simulated city, both built with SUMO by ``benchmarks/city.py``. The tracktable files come from
+the ``tracktable-data`` wheel (BSD-2-Clause), fetched with ``pip download`` into the gitignored
+``benchmarks/data/`` if absent.
 
-Per data set the recommended profile (``commands.profile.BUDGET_PROFILE`` as it stands) with
-the data set's U, T at the profile's share of U (10 of 65) and its B per period (14 per 7 days;
-aircraft 4 per day), and the named baseline: the fixed-epsilon targeted release (eps 1 per
-cell, T at 15 of 65 of U, no promise; ``usefulness.py``'s targeted row). Each goes through the
-offline engine ``--runs`` times with seeded noise (run i: seed i, the same for both) and is
-scored by ``usefulness.py`` against the readings each record holds:
+Per data set the recommended profile (``commands.profile.BUDGET_PROFILE`` as it stands) with the
+data set's U, T at the profile's share of U (10 of 65) and its B per period (14 per 7 days;
+aircraft and the motorway 4 per day), and the named baseline: the fixed-epsilon targeted release
+(eps 1 per cell, T at 15 of 65 of U, no promise; ``usefulness.py``'s targeted row). Each goes
+through the offline engine ``--runs`` times with seeded noise (run i: seed i, the same for both)
+and is scored by ``usefulness.py`` against the readings each record holds:
 
 - useful coverage: share of all readings held by records within 10 % of U of their mean;
 - staleness: median hours from a usefully released reading's window close to its record's
@@ -88,7 +90,7 @@ SIMULATED: dict[str, tuple[str, ...]] = {
 }
 CITY, QUICK_CITY = "city_26_14000_6000_meso", "city_16_6000_2000_meso"
 #: ``motorway.py``'s readings file (car following, its defaults) and the quick one.
-MOTORWAY, QUICK_MOTORWAY = "motorway_64_1500", "motorway_64_300"
+MOTORWAY, QUICK_MOTORWAY = "motorway_64_2000", "motorway_64_400"
 #: Readings released once per row before the timed runs (numba compiles its kernels then).
 WARM_UP = 5000
 
