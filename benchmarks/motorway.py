@@ -8,18 +8,20 @@ SUMO helpers of ``benchmarks/city.py`` and written as a readings CSV into the gi
 - Demand: ``--vehicles`` trips between the corridor's access points (its two ends, weighted
   :data:`END_WEIGHT` times a ramp, as they stand for the rest of the network, and the ramps);
   the departures a day's: :data:`PEAK_SHARE` of them normal around 07:30 (sd 30 min), the
-  rest uniform over 05:00-21:00 (about 1,000 vehicles an hour entering at 07:30 and 50 an
-  hour outside the peak with the default 2,000: the day must outlast the profile's spans of
-  up to 8 h, which release nothing before the input moves that far past the peak); cars and
-  :data:`TRUCK_SHARE` trucks (80 km/h), drawn by sumo.
-- ``sumo`` car following (``--meso``: its mesoscopic model) until 22:00 with floating-car data
-  every 1 s (``city.simulate``'s period),
-  converted to readings by ``panel_data.fcd_readings``. At 130 km/h a vehicle crosses a
-  resolution-8 cell (about 0.9 km) in about 25 s, so it leaves about 25 readings there and
-  hundreds in the coarser cells the profile merges up to.
+  rest uniform over 05:00-21:00 (with the default 2,000, 853 vehicles enter in 07:00-08:00,
+  about 50 an hour outside the peak). The day outlasts the peak by more than the profile's
+  spans of up to 8 h: a morning alone released nothing (its readings were still carried when
+  the input ended). Cars and :data:`TRUCK_SHARE` trucks (80 km/h), drawn by sumo.
+- ``sumo`` car following until 22:00 (23 s for the panel's day; ``--meso``: its mesoscopic
+  model) with floating-car data every 1 s (``city.simulate``'s period), converted to readings
+  by ``panel_data.fcd_readings``. At 130 km/h a vehicle crosses a resolution-8 cell (about
+  0.9 km) in about 25 s, so it leaves about 25 readings there and hundreds in the coarser
+  cells the profile merges up to.
 
 Seeded (``--seed``: the trips, duarouter and sumo), so a run gives the same file (the network,
-trips and routes already in the folder are reused).
+trips and routes already in the folder are reused). The panel's motorway: 1,889,611 readings of
+2,000 vehicles in 17 hours (median 882 per vehicle; per vehicle, cell and hour a median of 23 at
+R8, 135 at R6, 283 at R5), speeds 104-142 km/h (10th-90th percentile), at most 175 km/h.
 
 Run: ``python benchmarks/motorway.py [--vehicles 2000 --km 64] [--meso]``.
 """
