@@ -209,3 +209,19 @@ def test_the_motorway_records_floating_car_data_every_second(
     city.simulate(tmp_path / "n.net.xml", tmp_path / "t.xml", tmp_path, 7, 100.0, False, period=1)
     (sumo,) = calls
     assert sumo[sumo.index("--device.fcd.period") + 1] == "1"
+
+
+def test_the_panel_s_fast_movers_are_the_motorway_at_u_200_and_b_4_per_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fast,) = [d for d in panel.PANEL if d.name == "motorway"]
+    assert (fast.upper, fast.budget, fast.period_seconds) == (200.0, 4.0, 86400)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(panel, "DATA", tmp_path)
+    monkeypatch.setattr(panel.subprocess, "run", lambda args, check: calls.append(args))
+    assert panel.motorway("motorway_64_2000") == tmp_path / "motorway_64_2000.csv"
+    (args,) = calls
+    assert args[1].endswith("motorway.py") and args[2:] == ["--km", "64", "--vehicles", "2000"]
+    (tmp_path / "motorway_64_2000.csv").write_text("")
+    panel.motorway("motorway_64_2000")  # already there: not simulated again
+    assert len(calls) == 1
