@@ -59,23 +59,23 @@ class Corridor:
 
     nodes: list[tuple[str, float, float]]
     edges: list[tuple[str, str, str, int, float, int]]
-    junctions: int
+    sections: int  # junctions 0..sections
 
     def origin_edge(self, at: int) -> str:
         """The edge a trip entering at junction ``at`` starts on: an end's carriageway or the
         junction's on-ramp."""
         if at == 0:
             return "m0e"
-        if at == self.junctions:
-            return f"m{self.junctions - 1}w"
+        if at == self.sections:
+            return f"m{self.sections - 1}w"
         return f"on{at}"
 
     def destination_edge(self, at: int) -> str:
         """The edge a trip leaving at junction ``at`` ends on."""
         if at == 0:
             return "m0w"
-        if at == self.junctions:
-            return f"m{self.junctions - 1}e"
+        if at == self.sections:
+            return f"m{self.sections - 1}e"
         return f"off{at}"
 
 
@@ -96,7 +96,7 @@ def corridor(length_m: float) -> Corridor:
         nodes.append((f"r{i}", x + RAMP_M * sin, y - RAMP_M * cos))  # to the right, heading east
         edges.append((f"on{i}", f"r{i}", f"j{i}", 1, RAMP_MS, 5))
         edges.append((f"off{i}", f"j{i}", f"r{i}", 1, RAMP_MS, 5))
-    return Corridor(nodes, edges, n)
+    return Corridor(nodes, edges, sections=n)
 
 
 def network(folder: Path, length_m: float) -> tuple[Path, Corridor]:
@@ -121,12 +121,12 @@ def network(folder: Path, length_m: float) -> tuple[Path, Corridor]:
 def access_pairs(lines: Corridor, n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     """``n`` (entry, exit) junctions, distinct, each drawn with weight :data:`END_WEIGHT` at
     the two ends and 1 at a ramp."""
-    weights = np.ones(lines.junctions + 1)
+    weights = np.ones(lines.sections + 1)
     weights[[0, -1]] = END_WEIGHT
     weights /= weights.sum()
     pairs: list[tuple[int, int]] = []
     while len(pairs) < n:
-        a, b = rng.choice(lines.junctions + 1, size=2, p=weights)
+        a, b = rng.choice(lines.sections + 1, size=2, p=weights)
         if a != b:
             pairs.append((int(a), int(b)))
     return pairs

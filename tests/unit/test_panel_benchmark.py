@@ -162,7 +162,7 @@ def _reachable(lines: motorway.Corridor, start: str, end: str) -> list[str] | No
 
 def test_the_motorway_is_a_corridor_with_ramps_and_every_trip_keeps_its_direction() -> None:
     lines = motorway.corridor(64_000.0)
-    assert lines.junctions == 8
+    assert lines.sections == 8
     xy = {name: (x, y) for name, x, y in lines.nodes}
     assert math.dist(xy["j0"], xy["j8"]) == pytest.approx(64_000.0)
     carriageway = [e for e in lines.edges if e[0].startswith("m")]
