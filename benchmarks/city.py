@@ -151,16 +151,18 @@ def write_trips(trips: list[tuple[float, str, str, str]], path: Path) -> None:
     ET.ElementTree(root).write(path)
 
 
-def simulate(net: Path, trips: Path, folder: Path, seed: int, end: float, meso: bool) -> Path:
+def simulate(net: Path, trips: Path, folder: Path, seed: int, end: float, meso: bool,
+             period: float = 10.0) -> Path:  # fmt: skip
     """duarouter, then sumo (``meso``: its mesoscopic model, queues per 100 m segment instead
-    of car following; positions at segment resolution) with floating-car data every 10 s until
-    ``end`` (s)."""
+    of car following; positions at segment resolution) with floating-car data every
+    ``period`` s until ``end`` (s)."""
     routes, fcd = folder / "routes.rou.xml", folder / f"fcd{'_meso' if meso else ''}.xml.gz"
     if not routes.exists():
         run(["duarouter", "-n", str(net), "--route-files", str(trips), "-o", str(routes),
              "--seed", str(seed), "--ignore-errors", "--no-warnings", "--no-step-log"])  # fmt: skip
     run(["sumo", "-n", str(net), "-r", str(routes), "--fcd-output", str(fcd),
-         "--device.fcd.period", "10", "--fcd-output.attributes", "x,y,speed", "--seed", str(seed),
+         "--device.fcd.period", f"{period:g}", "--fcd-output.attributes", "x,y,speed",
+         "--seed", str(seed),
          "--end", f"{end:.0f}", "--no-step-log", "--no-warnings", "--time-to-teleport", "300",
          "--ignore-route-errors", *(["--mesosim"] if meso else [])])  # fmt: skip
     return fcd

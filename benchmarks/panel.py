@@ -4,16 +4,18 @@ seeded run reported, the worst beside the median.
 Data sets (``--only NAME``): the bundled AIS week; three tracktable files (Virginia Beach 4-6
 June 2020, US coastal 30 June 2020, New York Harbor 8 Dec 2020); one aircraft set
 (SampleFlightsUS, speeds from consecutive fixes; SampleNFlights, SampleASDI and ads_with_utf8
-are kept aside for checking); a newcomer's small fleet and a simulated city, both built with
-SUMO by ``benchmarks/city.py``. The tracktable files come from the ``tracktable-data`` wheel
-(BSD-2-Clause), fetched with ``pip download`` into the gitignored ``benchmarks/data/`` if absent.
+are kept aside for checking), too sparse to release anything and kept as a record of that; the
+fast movers, a simulated motorway (``benchmarks/motorway.py``); a newcomer's small fleet and a
+simulated city, both built with SUMO by ``benchmarks/city.py``. The tracktable files come from
+the ``tracktable-data`` wheel (BSD-2-Clause), fetched with ``pip download`` into the gitignored
+``benchmarks/data/`` if absent.
 
-Per data set the recommended profile (``commands.profile.BUDGET_PROFILE`` as it stands) with
-the data set's U, T at the profile's share of U (10 of 65) and its B per period (14 per 7 days;
-aircraft 4 per day), and the named baseline: the fixed-epsilon targeted release (eps 1 per
-cell, T at 15 of 65 of U, no promise; ``usefulness.py``'s targeted row). Each goes through the
-offline engine ``--runs`` times with seeded noise (run i: seed i, the same for both) and is
-scored by ``usefulness.py`` against the readings each record holds:
+Per data set the recommended profile (``commands.profile.BUDGET_PROFILE`` as it stands) with the
+data set's U, T at the profile's share of U (10 of 65) and its B per period (14 per 7 days;
+aircraft and the motorway 4 per day), and the named baseline: the fixed-epsilon targeted release
+(eps 1 per cell, T at 15 of 65 of U, no promise; ``usefulness.py``'s targeted row). Each goes
+through the offline engine ``--runs`` times with seeded noise (run i: seed i, the same for both)
+and is scored by ``usefulness.py`` against the readings each record holds:
 
 - useful coverage: share of all readings held by records within 10 % of U of their mean;
 - staleness: median hours from a usefully released reading's window close to its record's
@@ -87,6 +89,8 @@ SIMULATED: dict[str, tuple[str, ...]] = {
     "fleet": ("--fleet",),
 }
 CITY, QUICK_CITY = "city_26_14000_6000_meso", "city_16_6000_2000_meso"
+#: ``motorway.py``'s readings file (car following, its defaults) and the quick one.
+MOTORWAY, QUICK_MOTORWAY = "motorway_64_2000", "motorway_64_400"
 #: Readings released once per row before the timed runs (numba compiles its kernels then).
 WARM_UP = 5000
 
@@ -126,6 +130,17 @@ def simulated(name: str) -> Path:
     return path
 
 
+def motorway(name: str) -> Path:
+    """``motorway.py``'s readings CSV ``name`` (``motorway_KM_VEHICLES``; simulated first if
+    absent)."""
+    path = DATA / f"{name}.csv"
+    if not path.exists():
+        _, km, vehicles = name.split("_")
+        subprocess.run([sys.executable, str(HERE / "motorway.py"), "--km", km,
+                        "--vehicles", vehicles], check=True)  # fmt: skip
+    return path
+
+
 def _file(path: Callable[[bool], Path]) -> Callable[[bool], list[dict[str, Any]]]:
     return lambda quick: load(str(path(quick)))[0]
 
@@ -139,6 +154,8 @@ PANEL: tuple[DataSet, ...] = (
     DataSet("New York 8 Dec", _file(lambda q: wheel_member(EXAMPLES + "NYHarbor_2020_12_08.traj")),
             65.0, 14.0, WEEK),
     DataSet("aircraft", lambda quick: aircraft_readings(wheel_member(AIRCRAFT)), 1000.0, 4.0, DAY),
+    DataSet("motorway", _file(lambda q: motorway(QUICK_MOTORWAY if q else MOTORWAY)),
+            200.0, 4.0, DAY),
     DataSet("small fleet", _file(lambda q: simulated("fleet")), 100.0, 14.0, WEEK),
     DataSet("city", _file(lambda q: simulated(QUICK_CITY if q else CITY)), 100.0, 14.0, WEEK),
 )  # fmt: skip

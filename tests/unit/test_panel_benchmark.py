@@ -1,5 +1,6 @@
 """The panel benchmark's own arithmetic (``benchmarks/panel_data.py``, ``benchmarks/panel.py``):
-SUMO floating-car data to readings (projection and units), aircraft speeds from consecutive
+SUMO floating-car data to readings (projection and units), the motorway's network, trips and
+floating-car period, aircraft speeds from consecutive
 fixes, the busiest vehicle's loss over any budget period, the worst of the runs, and the
 usefulness scoring at a U other than 65."""
 
@@ -17,6 +18,8 @@ import pytest
 # The benchmarks are scripts importing their neighbours by name (``from usefulness import``).
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
+import city  # noqa: E402
+import motorway  # noqa: E402
 import panel  # noqa: E402
 import panel_data  # noqa: E402
 import usefulness  # noqa: E402
@@ -137,3 +140,88 @@ def test_usefulness_scores_within_a_tenth_of_the_data_sets_own_u() -> None:
         scored = usefulness.score(truth, [record], np.array([mean]), 8, 3, None, covering)
         assert scored["coverage"] == useful
     assert usefulness.Truth(readings).value.max() == 65.0  # the AIS week's U by default
+
+
+def _reachable(lines: motorway.Corridor, start: str, end: str) -> list[str] | None:
+    """The edges from ``start`` to ``end`` through the corridor, if any path exists."""
+    by_from: dict[str, list[tuple[str, str]]] = {}
+    for name, a, b, *_ in lines.edges:
+        by_from.setdefault(a, []).append((name, b))
+    ends = {name: b for name, _, b, *_ in lines.edges}
+    paths, seen = [[start]], {start}
+    while paths:
+        path = paths.pop()
+        if path[-1] == end:
+            return path
+        for name, _ in by_from.get(ends[path[-1]], []):
+            if name not in seen:
+                seen.add(name)
+                paths.append([*path, name])
+    return None
+
+
+def test_the_motorway_is_a_corridor_with_ramps_and_every_trip_keeps_its_direction() -> None:
+    lines = motorway.corridor(64_000.0)
+    assert lines.sections == 8
+    xy = {name: (x, y) for name, x, y in lines.nodes}
+    assert math.dist(xy["j0"], xy["j8"]) == pytest.approx(64_000.0)
+    carriageway = [e for e in lines.edges if e[0].startswith("m")]
+    assert len(carriageway) == 16
+    assert {(lanes, speed) for _, _, _, lanes, speed, _ in carriageway} == {(3, 130 / 3.6)}
+    for name, a, b, *_ in carriageway:
+        assert math.dist(xy[a], xy[b]) == pytest.approx(8000.0)
+        east = name.endswith("e")
+        assert (int(b[1:]) > int(a[1:])) == east
+    ramps = [e for e in lines.edges if not e[0].startswith("m")]
+    assert len(ramps) == 14 and all(e[3] == 1 and e[5] < 13 for e in ramps)
+    for a in range(9):
+        for b in range(9):
+            if a == b:
+                continue
+            path = _reachable(lines, lines.origin_edge(a), lines.destination_edge(b))
+            assert path is not None, (a, b)
+            main = [e for e in path if e.startswith("m")]
+            assert len(main) == abs(b - a)  # one carriageway edge per section, no turning
+            assert {e[-1] for e in main} == {"e" if b > a else "w"}
+
+
+def test_motorway_trips_are_seeded_distinct_and_in_the_morning() -> None:
+    lines = motorway.corridor(64_000.0)
+    trips = motorway.motorway_trips(lines, 4000, np.random.default_rng(3))
+    assert trips == motorway.motorway_trips(lines, 4000, np.random.default_rng(3))
+    departs = np.array([t for t, *_ in trips]) / 3600.0
+    assert departs.min() >= 5.0 and departs.max() <= 21.0
+    near_peak = np.mean(np.abs(departs - 7.5) < 0.5)  # 0.6 * 0.683 + 0.4 / 16 = 0.435
+    assert 0.40 < near_peak < 0.47
+    pairs = motorway.access_pairs(lines, 4000, np.random.default_rng(3))
+    assert all(a != b for a, b in pairs)
+    # The two ends weigh 2 ramps each (of 11); a pair's two ends drawn again: 36 / 106.
+    ends = sum(a in (0, 8) for a, _ in pairs) / len(pairs)
+    assert ends == pytest.approx(36 / 106, abs=0.025)
+
+
+def test_the_motorway_records_floating_car_data_every_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(city, "run", calls.append)
+    (tmp_path / "routes.rou.xml").write_text("<routes/>")
+    city.simulate(tmp_path / "n.net.xml", tmp_path / "t.xml", tmp_path, 7, 100.0, False, period=1)
+    (sumo,) = calls
+    assert sumo[sumo.index("--device.fcd.period") + 1] == "1"
+
+
+def test_the_panel_s_fast_movers_are_the_motorway_at_u_200_and_b_4_per_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fast,) = [d for d in panel.PANEL if d.name == "motorway"]
+    assert (fast.upper, fast.budget, fast.period_seconds) == (200.0, 4.0, 86400)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(panel, "DATA", tmp_path)
+    monkeypatch.setattr(panel.subprocess, "run", lambda args, check: calls.append(args))
+    assert panel.motorway("motorway_64_2000") == tmp_path / "motorway_64_2000.csv"
+    (args,) = calls
+    assert args[1].endswith("motorway.py") and args[2:] == ["--km", "64", "--vehicles", "2000"]
+    (tmp_path / "motorway_64_2000.csv").write_text("")
+    panel.motorway("motorway_64_2000")  # already there: not simulated again
+    assert len(calls) == 1
