@@ -184,10 +184,10 @@ def test_a_path_inside_a_folder_git_ignores_is_named_not_required(tmp_path: Path
     (tmp_path / "benchmarks" / "city.py").write_text("")
     (tmp_path / ".gitignore").write_text("__pycache__/\nbenchmarks/data/\n")
     page = tmp_path / "README.md"
-    page.write_text("`benchmarks/city.py` writes `benchmarks/data/city.csv`, not `benchmarks/gone.py`.\n")
+    page.write_text("`benchmarks/city.py` writes `benchmarks/data/a.csv`, not `benchmarks/gone.py`\n")
     assert missing_paths(page, tmp_path) == ["benchmarks/gone.py: no such path"]
     (tmp_path / ".gitignore").write_text("__pycache__/\n")
     assert missing_paths(page, tmp_path) == [
-        "benchmarks/data/city.csv: no such path",
+        "benchmarks/data/a.csv: no such path",
         "benchmarks/gone.py: no such path",
     ]
