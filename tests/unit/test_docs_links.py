@@ -184,7 +184,7 @@ def test_a_path_inside_a_folder_git_ignores_is_named_not_required(tmp_path: Path
     (tmp_path / "benchmarks" / "city.py").write_text("")
     (tmp_path / ".gitignore").write_text("__pycache__/\nbenchmarks/data/\n")
     page = tmp_path / "README.md"
-    page.write_text("`benchmarks/city.py` writes `benchmarks/data/a.csv`, not `benchmarks/gone.py`\n")
+    page.write_text("`benchmarks/city.py` makes `benchmarks/data/a.csv`; `benchmarks/gone.py`\n")
     assert missing_paths(page, tmp_path) == ["benchmarks/gone.py: no such path"]
     (tmp_path / ".gitignore").write_text("__pycache__/\n")
     assert missing_paths(page, tmp_path) == [
