@@ -354,13 +354,18 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
 
     def _profile_defaults(self) -> None:
         """Each release setting left unset takes the profile's value on its own: T a share of U
-        (:func:`default_target_mean_error`); B unless the cells are fixed (target none: no
-        per-cell epsilon to pace). Frozen model: set once, here."""
+        (:func:`default_target_mean_error`). Fixed cells (T none) leave the budget no per-cell
+        epsilon to pace, so they need B none said too (``--fixed-cells`` says both): dropping T
+        alone must not drop the promise unsaid. Frozen model: set once, here."""
         given = self.model_fields_set
         if "target_mean_error" not in given:
             object.__setattr__(self, "target_mean_error", default_target_mean_error(self.upper))
         if "vehicle_budget" not in given and self.target_mean_error is None:
-            object.__setattr__(self, "vehicle_budget", None)
+            raise SettingError(
+                "target_mean_error",
+                "none (fixed cells) drops the vehicle budget's per-cell epsilon: set "
+                "vehicle_budget none too (--fixed-cells sets both; STREAM_DP_VEHICLE_BUDGET=none)",
+            )
 
     def _check_budget_period(self) -> None:
         """The budget period is a whole number of windows (the ledger sums whole windows)."""

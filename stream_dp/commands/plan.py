@@ -63,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--fixed-cells",
         action="store_true",
-        help="plan fixed cells at --resolution instead of adaptive cells (the same as "
-        "--target-mean-error none); needed when the occupancy's cells are not H3 cells",
+        help="plan fixed cells at --resolution instead of adaptive cells, without a vehicle "
+        "budget (--target-mean-error none --fixed-epsilon); needed when the occupancy's cells "
+        "are not H3 cells",
     )
     parser.add_argument(
         "--fixed-epsilon",
@@ -143,8 +144,8 @@ def _params(args: argparse.Namespace, **values: object) -> Any:
         if values[name] is not None:
             flags.add(name)
     if args.fixed_cells:
-        values["target_mean_error"] = "none"
-        flags.add("target_mean_error")
+        values["target_mean_error"] = values["vehicle_budget"] = "none"
+        flags.update(("target_mean_error", "vehicle_budget"))
     if args.fixed_epsilon:
         values["vehicle_budget"] = "none"
         flags.add("vehicle_budget")

@@ -46,6 +46,15 @@ if TYPE_CHECKING:
     from stream_dp.windows.reject_reasons import Reject
 
 
+class FixedCells(argparse.Action):
+    """``--fixed-cells``: T none and B none together (fixed cells give the budget no per-cell
+    epsilon to pace; the settings refuse T none alone)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:  # fmt: skip
+        namespace.target_mean_error = namespace.vehicle_budget = "none"
+
+
 def add_release_options(
     parser: argparse.ArgumentParser, defaults: Mapping[str, object] | None = None
 ) -> None:
@@ -72,9 +81,8 @@ def add_release_options(
         group.add_argument(option, metavar=metavar, help=f"{text} (default {default(name)})")
     group.add_argument(
         "--fixed-cells",
-        dest="target_mean_error",
-        action="store_const",
-        const="none",
+        action=FixedCells,
+        nargs=0,
         help="release fixed cells at --resolution instead of adaptive cells, at a fixed "
         "--epsilon per cell without a vehicle budget (the same as --target-mean-error none)",
     )

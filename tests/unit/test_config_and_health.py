@@ -53,7 +53,7 @@ def test_a_toml_config_file_is_read(monkeypatch, tmp_path):
         monkeypatch,
         tmp_path / "stream-dp.toml",
         'epsilon = 0.25\nresolution = 7\ntop-cells = 3\nmean_mechanism = "baseline"\n'
-        'pseudo_user = false\ntarget_mean_error = "none"\n',
+        'pseudo_user = false\ntarget_mean_error = "none"\nvehicle_budget = "none"\n',
     )
     settings = load_settings()
     assert settings.epsilon == 0.25

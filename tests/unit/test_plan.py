@@ -220,8 +220,9 @@ def test_unreadable_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 @pytest.mark.parametrize(
     "values",
     [
-        {"resolution": 8, "target_mean_error": "none"},  # fixed cells
-        {"resolution": 8, "target_mean_error": "none", "variance_share": 0.3, "min_vehicles": 2},
+        {"resolution": 8, "target_mean_error": "none", "vehicle_budget": "none"},  # fixed cells
+        {"resolution": 8, "target_mean_error": "none", "vehicle_budget": "none",
+         "variance_share": 0.3, "min_vehicles": 2},
         {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 20.0,
          "vehicle_budget": "none"},  # targeted, a fixed ε per cell
         {"resolution": 8, "coarsest_resolution": 5, "target_mean_error": 12.0,

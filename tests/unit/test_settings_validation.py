@@ -147,7 +147,9 @@ def test_a_target_alone_merges_up_to_five_resolutions(resolution: int, coarsest:
     assert load_settings(resolution=9, coarsest_resolution=9).coarsest_resolution == 9  # as set
 
 
-@pytest.mark.parametrize("how", [("--fixed-cells",), ("--target-mean-error", "none")])
+@pytest.mark.parametrize(
+    "how", [("--fixed-cells",), ("--target-mean-error", "none", "--fixed-epsilon")]
+)
 def test_the_fixed_mode_is_one_flag_away(how: tuple[str, ...], tmp_path) -> None:
     from stream_dp.cli import build_parser
     from stream_dp.commands.release import settings_from_args
@@ -155,6 +157,7 @@ def test_the_fixed_mode_is_one_flag_away(how: tuple[str, ...], tmp_path) -> None
     args = build_parser().parse_args(["release", "f.csv", "--out", "o", *how])
     settings = settings_from_args(args)
     assert settings.target_mean_error is None and settings.coarsest_resolution is None
+    assert settings.vehicle_budget is None
 
 
 def test_the_fixed_mode_survives_the_worker_environment(monkeypatch) -> None:

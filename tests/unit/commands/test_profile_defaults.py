@@ -4,6 +4,7 @@ a share of U; ``release`` states the promise at start and end and why it release
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import re
@@ -16,8 +17,8 @@ import yaml
 from stream_dp.cli import build_parser, main
 from stream_dp.commands import demo, serve
 from stream_dp.commands.profile import BUDGET_PROFILE
-from stream_dp.commands.release import settings_from_args
-from stream_dp.config import ReleaseSettings, Settings, load_settings
+from stream_dp.commands.release import add_release_options, settings_from_args
+from stream_dp.config import ConfigError, ReleaseSettings, Settings, load_settings
 from stream_dp.testing.readings import vehicle_readings
 from stream_dp.worker.metrics import ServiceMetrics
 
@@ -204,3 +205,17 @@ def test_serve_ends_with_the_busiest_vehicles_loss_over_the_period_beside_the_pr
         "fixed epsilon 1 per cell, each vehicle's loss tracked, not capped); target mean "
         "error T 10, U 65"
     )
+
+
+def test_fixed_cells_alone_do_not_drop_the_promise_unsaid() -> None:
+    """T none (fixed cells) leaves the budget nothing to pace: without B none said too it is
+    refused, naming the field, instead of silently releasing without the weekly promise;
+    ``--fixed-cells`` says both."""
+    with pytest.raises(ConfigError, match="target_mean_error.*vehicle_budget none"):
+        load_settings(target_mean_error="none")
+    both = load_settings(target_mean_error="none", vehicle_budget="none")
+    assert (both.target_mean_error, both.vehicle_budget) == (None, None)
+    parser = argparse.ArgumentParser()
+    add_release_options(parser)
+    args = parser.parse_args(["--fixed-cells"])
+    assert (args.target_mean_error, args.vehicle_budget) == ("none", "none")
