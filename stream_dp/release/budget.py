@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from stream_dp.dp.budget_ledger import BudgetLedger
     from stream_dp.release.state import WindowState
 
+#: Whether the release price's re-plans (:func:`budget_plan`) run in one compiled call
+#: (``plan_budget``'s ``ceiling``: the layout built once) instead of one plan per round; the
+#: tests switch it off to compare.
+PLAN_IN_ONE_CALL = True
 #: Whether the check and the planned pairs' counts run as compiled single passes
 #: (:mod:`stream_dp.dp.plan_passes`); the tests switch it off to compare with the numpy forms.
 COMPILED_PASSES = True
@@ -87,20 +91,23 @@ def budget_plan(
     span if known (the regrouping's, :func:`epsilon_ceiling`)."""
     room = vehicle_room(state, occupancy)
     ceiling = epsilon_ceiling(state, occupancy, span_start)
+    if ceiling is None or PLAN_IN_ONE_CALL:
+        return _plan(state, occupancy, room, None, ceiling)
     held: np.ndarray | None = None
-    while True:
-        plan = _plan(state, occupancy, room, held)
-        if ceiling is None:
-            break
+    while True:  # the one call's oracle: each round a fresh plan
+        plan = _plan(state, occupancy, room, held, None)
         over = _over(plan, ceiling)
         if not over.any():
-            break
+            return plan
         held = over if held is None else held | over
-    return plan
 
 
 def _plan(
-    state: WindowState, occupancy: Occupancy, room: np.ndarray, held: np.ndarray | None
+    state: WindowState,
+    occupancy: Occupancy,
+    room: np.ndarray,
+    held: np.ndarray | None,
+    ceiling: np.ndarray | None,
 ) -> BudgetPlan:
     """:func:`~stream_dp.dp.vehicle_budget.plan_budget` with the window's settings."""
     params = state.params
@@ -109,7 +116,7 @@ def _plan(
         variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
         min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
-        pseudo_user=params.pseudo_user, held=held,
+        pseudo_user=params.pseudo_user, held=held, ceiling=ceiling,
     )  # fmt: skip
 
 
