@@ -86,9 +86,10 @@ def budget_plan(
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
     and the plan computed again (each round drops at least one cell more, so at most one round
-    per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`). Unchecked: the release checks the plan it keeps (:func:`check_plan`), not the
-    ones the regrouping only prices its cells with. ``span_start``: per cell the start of its
-    span if known (the regrouping's, :func:`epsilon_ceiling`)."""
+    per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`). Unchecked: the
+    release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
+    prices its cells with. ``span_start``: per cell the start of its span if known (the
+    regrouping's, :func:`epsilon_ceiling`)."""
     room = vehicle_room(state, occupancy)
     ceiling = epsilon_ceiling(state, occupancy, span_start)
     if ceiling is None or PLAN_IN_ONE_CALL:
