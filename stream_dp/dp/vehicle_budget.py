@@ -97,6 +97,7 @@ def plan_budget(
     prefix_limit: int | None = None,
     pseudo_user: bool = True,
     held: BoolArray | None = None,
+    ceiling: FloatArray | None = None,
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
@@ -109,7 +110,11 @@ def plan_budget(
     number of ``EPSILON_STEP`` (a power of two), so these sums and differences are exact and
     every float is the one a whole-occupancy pass gives
     (``stream_dp.testing.vehicle_budget_reference``); off the grid (``UPDATE_PAYMENTS``
-    False, or a step that is no power of two) each payment is summed again instead."""
+    False, or a step that is no power of two) each payment is summed again instead.
+
+    ``ceiling``: per cell the most ε it may take now (the release price, docs/math.md
+    §13.3); a cell whose ε passes it is held too and the plan computed again, until none does
+    (:func:`stream_dp.dp.vehicle_budget_kernel.plan_priced`: all these plans in one call)."""
     from stream_dp.dp import vehicle_budget_kernel as kernel  # numba: imported on first use
     from stream_dp.dp.ordering import counting_sort_fits
 
@@ -125,10 +130,21 @@ def plan_budget(
     costing = (_FACTOR * upper, float(target), float(upper), limit, bool(pseudo_user))
     rounding = (1.0 - variance_share, 1.0 + ROUNDING_MARGIN, EPSILON_STEP)
     update = UPDATE_PAYMENTS and math.frexp(EPSILON_STEP)[0] == 0.5  # exact sums (docstring)
-    kept, epsilon, cap, paid, rounds = kernel.plan_rounds(
+    entries = (
         occupancy.cell_start, occupancy.vehicle_index.astype(np.int64, copy=False), count,
         occupancy.total_per_cell().astype(np.float64), np.asarray(room, dtype=np.float64),
-        dropped, top, counting_sort_fits(occupancy.n_entries, n_cells * (top + 1)), costing,
-        rounding, max_cell_epsilon + 1e-12, int(min_vehicles), _FEW, update,
     )  # fmt: skip
+    by_histogram = counting_sort_fits(occupancy.n_entries, n_cells * (top + 1))
+    settings = (costing, rounding, max_cell_epsilon + 1e-12, int(min_vehicles), _FEW, update)
+    if ceiling is None:
+        kept, epsilon, cap, paid, rounds = kernel.plan_rounds(
+            *entries, dropped, top, by_histogram, *settings
+        )
+    else:
+        if len(ceiling) != n_cells:
+            raise ValueError(f"ceiling has {len(ceiling)} values for {n_cells} cells")
+        kept, epsilon, cap, paid, rounds, _ = kernel.plan_priced(
+            *entries, dropped, np.asarray(ceiling, dtype=np.float64), top, by_histogram,
+            *settings,
+        )  # fmt: skip
     return BudgetPlan(kept, epsilon, cap, paid, int(rounds))

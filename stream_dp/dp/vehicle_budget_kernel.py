@@ -371,10 +371,73 @@ def plan_rounds(
     cell's change of ε on its kept vehicles. Every ε is a whole number of grid steps (a power
     of two, :func:`round_up_one`), so each sum and difference is exact: the same floats as
     summing again in entry order."""
+    laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
+    return plan_laid_out(cell_start, vehicle, total, room, dropped, laid, costing, rounding,
+                         max_epsilon, min_vehicles, few, update)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def plan_priced(
+    cell_start: np.ndarray,
+    vehicle: np.ndarray,
+    count: np.ndarray,
+    total: np.ndarray,
+    room: np.ndarray,
+    held: np.ndarray,
+    ceiling: np.ndarray,
+    top: int,
+    by_histogram: bool,
+    costing: tuple[float, float, float, int, bool],
+    rounding: tuple[float, float, float],
+    max_epsilon: float,
+    min_vehicles: int,
+    few: int,
+    update: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:  # pragma: no cover
+    """The release price's loop (docs/math.md §13.3) in one call: :func:`plan_rounds` with
+    ``held`` (updated) cells held, the cells whose ε passes their ``ceiling`` (+ 1e-12) added
+    to ``held`` and the plan computed again from scratch, until none does. The same plans as
+    one :func:`plan_rounds` call per round (each a fresh plan: the layout is a function of
+    the occupancy alone, so it is built once and each plan starts from a copy of its
+    all-kept ``run_kept`` and ``slot``). Returns the last plan and how many plans it took."""
+    laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
+    run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
+    plans = 0
+    while True:
+        plans += 1
+        fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot.copy())
+        kept, epsilon, cap, paid, rounds = plan_laid_out(
+            cell_start, vehicle, total, room, held.copy(), fresh, costing, rounding,
+            max_epsilon, min_vehicles, few, update,
+        )  # fmt: skip
+        n_over = 0
+        for g in range(len(epsilon)):
+            if np.isfinite(epsilon[g]) and epsilon[g] > ceiling[g] + 1e-12:
+                held[g] = True
+                n_over += 1
+        if n_over == 0:
+            return kept, epsilon, cap, paid, rounds, plans
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def plan_laid_out(
+    cell_start: np.ndarray,
+    vehicle: np.ndarray,
+    total: np.ndarray,
+    room: np.ndarray,
+    dropped: np.ndarray,
+    laid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    costing: tuple[float, float, float, int, bool],
+    rounding: tuple[float, float, float],
+    max_epsilon: float,
+    min_vehicles: int,
+    few: int,
+    update: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """:func:`plan_rounds` on its :func:`layout` ``laid`` (its ``run_kept`` and ``slot`` are
+    updated: a fresh plan needs them all-kept)."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
-    run_start, run_count, run_kept, run_cell, vehicle_start, slot = layout(
-        cell_start, vehicle, count, n_vehicles, top, by_histogram
-    )
+    run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
     runs = (run_start, run_count, run_kept, np.empty(len(run_count)))
     kept = np.ones(len(vehicle), dtype=np.bool_)
     epsilon = np.full(n_cells, np.nan)  # NaN: unequal to every first ε

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from stream_dp.dp.budget_ledger import BudgetLedger
     from stream_dp.release.state import WindowState
 
+#: Whether the release price's re-plans (:func:`budget_plan`) run in one compiled call
+#: (``plan_budget``'s ``ceiling``: the layout built once) instead of one plan per round; the
+#: tests switch it off to compare.
+PLAN_IN_ONE_CALL = True
 #: Whether the check and the planned pairs' counts run as compiled single passes
 #: (:mod:`stream_dp.dp.plan_passes`); the tests switch it off to compare with the numpy forms.
 COMPILED_PASSES = True
@@ -82,25 +86,29 @@ def budget_plan(
     """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
     and the plan computed again (each round drops at least one cell more, so at most one round
-    per cell). Unchecked: the release checks the plan it keeps (:func:`check_plan`), not the
-    ones the regrouping only prices its cells with. ``span_start``: per cell the start of its
-    span if known (the regrouping's, :func:`epsilon_ceiling`)."""
+    per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`). Unchecked: the
+    release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
+    prices its cells with. ``span_start``: per cell the start of its span if known (the
+    regrouping's, :func:`epsilon_ceiling`)."""
     room = vehicle_room(state, occupancy)
     ceiling = epsilon_ceiling(state, occupancy, span_start)
+    if ceiling is None or PLAN_IN_ONE_CALL:
+        return _plan(state, occupancy, room, None, ceiling)
     held: np.ndarray | None = None
-    while True:
-        plan = _plan(state, occupancy, room, held)
-        if ceiling is None:
-            break
+    while True:  # the one call's oracle: each round a fresh plan
+        plan = _plan(state, occupancy, room, held, None)
         over = _over(plan, ceiling)
         if not over.any():
-            break
+            return plan
         held = over if held is None else held | over
-    return plan
 
 
 def _plan(
-    state: WindowState, occupancy: Occupancy, room: np.ndarray, held: np.ndarray | None
+    state: WindowState,
+    occupancy: Occupancy,
+    room: np.ndarray,
+    held: np.ndarray | None,
+    ceiling: np.ndarray | None,
 ) -> BudgetPlan:
     """:func:`~stream_dp.dp.vehicle_budget.plan_budget` with the window's settings."""
     params = state.params
@@ -109,7 +117,7 @@ def _plan(
         variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
         min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
-        pseudo_user=params.pseudo_user, held=held,
+        pseudo_user=params.pseudo_user, held=held, ceiling=ceiling,
     )  # fmt: skip
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +18,8 @@ from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.vehicle_budget import BudgetPlan
+from stream_dp.release import budget
+from stream_dp.release.params import ReleaseParams
 from stream_dp.release.spans import _cell_span_starts, _taken, first_window, take_pairs
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
@@ -270,3 +274,49 @@ def test_each_record_carries_its_own_cells_span_start() -> None:
     spans = sorted((r["window_start"], r["window_end"]) for r in releases[3].cells)
     assert spans == [("1970-01-01T00:00:00Z", "1970-01-01T04:00:00Z"),
                      ("1970-01-01T02:00:00Z", "1970-01-01T04:00:00Z")]  # fmt: skip
+
+
+def _priced_plan(
+    occ: Occupancy, room: np.ndarray, ceiling: np.ndarray, one_call: bool, mp: pytest.MonkeyPatch
+) -> tuple[BudgetPlan, int]:
+    """:func:`~stream_dp.release.budget.budget_plan` under the release price ``ceiling``, in
+    one call or one plan per round (``PLAN_IN_ONE_CALL``), and how many plans it asked for."""
+    params = ReleaseParams(
+        upper=U, target_mean_error=T, variance_share=0.0, vehicle_budget=6.0,
+        vehicle_budget_burst=2.0, min_vehicles=2, prefix_limit=16,
+    )  # fmt: skip
+    asked: list[int] = []
+
+    def plan_counted(*args: Any, **kwargs: Any) -> BudgetPlan:
+        asked.append(1)
+        return vehicle_budget.plan_budget(*args, **kwargs)
+
+    mp.setattr(budget, "PLAN_IN_ONE_CALL", one_call)
+    mp.setattr(budget, "plan_budget", plan_counted)
+    mp.setattr(budget, "vehicle_room", lambda state, occupancy: room)
+    mp.setattr(budget, "epsilon_ceiling", lambda state, occupancy, start: ceiling)
+    return budget.budget_plan(SimpleNamespace(params=params), occ), len(asked)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])  # 3 to 5 plans each
+def test_the_priced_plans_in_one_call_are_the_plans_one_round_at_a_time(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release price's loop (docs/math.md §13.3: a cell past its price is held and the
+    plan computed again) run in one compiled call gives, bit for bit, the plan of one fresh
+    plan per round, on roaming windows where it takes several rounds (cells pass their price
+    only once others are held)."""
+    rng = np.random.default_rng(seed)
+    occ = _roaming_occupancy(rng, 60, 1500)
+    room = np.where(rng.random(len(occ.vehicles)) < 0.3, rng.uniform(0.0, 3.0, len(occ.vehicles)),
+                    1000.0)  # fmt: skip
+    first = vehicle_budget.plan_budget(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    finite = np.where(first.dropped, 1.0, first.epsilon)
+    ceiling = finite * rng.choice([0.9, 1.0, 1.0, 1.05, 1.3], len(finite))
+    oracle, rounds = _priced_plan(occ, room, ceiling, False, monkeypatch)
+    fast, calls = _priced_plan(occ, room, ceiling, True, monkeypatch)
+    assert rounds >= 3 and calls == 1
+    assert_same(fast, oracle)
