@@ -297,28 +297,19 @@ def kept_entry_sums(
 
 @njit(cache=True)
 def kept_cell_totals(
-    cell_index: np.ndarray,
-    n_cells: int,
-    kept_count: np.ndarray,
-    total: np.ndarray,
-    total_sq: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per cell, in one pass over the entries: kept readings, vehicles with a kept reading,
-    and the sums of the entries' ``total`` and ``total_sq``, each accumulated in entry order
-    from 0 (as ``np.bincount`` with weights does, so the float sums are the same)."""
+    cell_index: np.ndarray, n_cells: int, kept_count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per cell, in one pass over the entries: kept readings and vehicles with a kept reading
+    (the cells' float sums are accurate sums: :mod:`stream_dp.dp.accurate_sum`)."""
     readings = np.zeros(n_cells, dtype=np.int64)
     vehicles = np.zeros(n_cells, dtype=np.int64)
-    sums = np.zeros(n_cells, dtype=np.float64)
-    sums_sq = np.zeros(n_cells, dtype=np.float64)
     for i in range(len(cell_index)):
         g = cell_index[i]
         k = kept_count[i]
         readings[g] += k
         if k > 0:
             vehicles[g] += 1
-        sums[g] += total[i]
-        sums_sq[g] += total_sq[i]
-    return readings, vehicles, sums, sums_sq
+    return readings, vehicles
 
 
 @njit(cache=True, nogil=True)

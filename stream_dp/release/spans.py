@@ -190,15 +190,9 @@ def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
     return np.flatnonzero(np.bincount(codes, minlength=n_names))
 
 
-def deferred(state: WindowState, pooled_columns: WindowColumns) -> WindowColumns | None:
-    """The pairs of ``pooled_columns`` (this window's, carry included) that no released
-    record covers and whose span may still grow (module docstring); None if there are none."""
-    carry = deferred_pairs(state, pooled_columns)
-    return take_pairs(pooled_columns, carry) if len(carry) else None
-
-
 def deferred_pairs(state: WindowState, pooled_columns: WindowColumns) -> np.ndarray:
-    """The indices of :func:`deferred`'s pairs in ``pooled_columns``."""
+    """The indices of the pairs of ``pooled_columns`` (this window's, carry included) that no
+    released record covers and whose span may still grow (module docstring)."""
     params, adaptive = state.params, state.adaptive
     if adaptive is None or not len(pooled_columns):
         return np.zeros(0, dtype=np.int64)

@@ -157,8 +157,8 @@ def cell_statistics(
     total, total_sq = kept_sums(
         columns, entry_of, kept_count, prefix_sums, occupancy.count, entry_totals
     )
-    kept_readings, n_kept_vehicles, _, _ = kept_cell_totals(
-        occupancy.cell_index, len(occupancy.cells), kept_count, total, total_sq
+    kept_readings, n_kept_vehicles = kept_cell_totals(
+        occupancy.cell_index, len(occupancy.cells), kept_count
     )
     cell_sum = grouped_sums(occupancy.cell_start, total)
     means = clipped_means(cell_sum, kept_readings)

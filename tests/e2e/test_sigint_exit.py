@@ -18,6 +18,9 @@ from stream_dp.kafka.embedded_broker import (
     resolve_broker_binary,
 )
 
+#: Starts the embedded broker, ``serve`` and the demo: the slow suite.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parents[2]
 
 

@@ -23,6 +23,7 @@ ALL_SLOW = frozenset(
         "tests/e2e/test_packaging.py",
         "tests/e2e/test_prometheus_scrape.py",
         "tests/e2e/test_service_e2e.py",
+        "tests/e2e/test_sigint_exit.py",
         "tests/e2e/test_span_restart.py",
         "tests/e2e/test_two_workers_stay_put.py",
         "tests/e2e/test_web_bind.py",

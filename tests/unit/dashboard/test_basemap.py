@@ -122,10 +122,9 @@ async def test_the_page_gets_the_layer_from_the_config_endpoint(
         served = await answer.json()
         page = await client.get("/dashboard")
     assert (served["tile_url"], served["tile_attribution"]) == (tile_url, attribution)
-    # No Content-Security-Policy is set; one added later must let the tiles in.
-    policy = page.headers.get("Content-Security-Policy")
-    if policy is not None and tile_url is not None:
-        assert "img-src" in policy and tile_url.split("/")[2] in policy, policy
+    # No Content-Security-Policy is set, so nothing keeps the browser from the tile host; a
+    # policy added later must let the tiles in (img-src naming the host): this fails first.
+    assert page.headers.get("Content-Security-Policy") is None
 
 
 async def test_a_workers_own_map_gets_the_default_osm_layer(worker_web) -> None:
