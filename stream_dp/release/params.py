@@ -146,7 +146,8 @@ def checked_settings(settings: Settings, flags: Collection[str] = ()) -> Setting
     settings in ``flags``) otherwise. The targeted default (``target_mean_error``) is for
     the window-wide CLIP mean: another mechanism chosen without an explicit target gets fixed
     cells instead of a refusal of a value the user never set (in the settings returned too,
-    so a worker started from them runs the same release)."""
+    so a worker started from them runs the same release); under the default vehicle budget,
+    which needs the CLIP mean, it is refused until ``--fixed-epsilon`` drops the budget."""
     values = {f.name: getattr(settings, f.name) for f in fields(ReleaseParams)}
     fixed = _fixed_cells_unless_asked(values, settings.model_fields_set)
     try:
