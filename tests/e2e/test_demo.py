@@ -110,8 +110,8 @@ def test_demo_releases_what_the_offline_engine_releases(monkeypatch: pytest.Monk
     readings = replayed_readings(HOURS)
     assert f"sample: {len(readings):,} AIS readings" in out
     expected, losses = _offline(readings)
-    newest = max(expected, key=lambda s: s["window_start"])
-    assert newest["cells_released"] > 0, "the map would open on an empty window"
+    # The map opens on the newest window with cells (live first: the last may release none).
+    assert any(s["cells_released"] > 0 for s in expected), "the map would have nothing to draw"
     assert windows == len(expected)
     assert cells == sum(s["cells_released"] for s in expected)
     assert late == sum(s["readings_dropped_late"] for s in expected) == 0
