@@ -143,8 +143,9 @@ def _params(args: argparse.Namespace, **values: object) -> Any:
         values[name] = getattr(args, name)
         if values[name] is not None:
             flags.add(name)
-    if args.fixed_cells:
-        values["target_mean_error"] = values["vehicle_budget"] = "none"
+    if args.fixed_cells:  # no budget either, unless one is given (then refused beside it)
+        values["target_mean_error"] = "none"
+        values["vehicle_budget"] = values.get("vehicle_budget") or "none"
         flags.update(("target_mean_error", "vehicle_budget"))
     if args.fixed_epsilon:
         values["vehicle_budget"] = "none"

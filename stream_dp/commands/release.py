@@ -47,12 +47,13 @@ if TYPE_CHECKING:
 
 
 class FixedCells(argparse.Action):
-    """``--fixed-cells``: T none and B none together (fixed cells give the budget no per-cell
-    epsilon to pace; the settings refuse T none alone)."""
+    """``--fixed-cells``: T none, and B none unless B is given (fixed cells give the budget no
+    per-cell epsilon to pace; the settings refuse T none alone, and B given beside fixed
+    cells: :func:`settings_from_args`)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:  # fmt: skip
-        namespace.target_mean_error = namespace.vehicle_budget = "none"
+        namespace.target_mean_error, namespace.fixed_cells = "none", True
 
 
 def add_release_options(
@@ -159,6 +160,8 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS)}
+    if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:
+        values["vehicle_budget"] = "none"  # --fixed-cells: no budget, unless one is given
     flags = {k for k, v in values.items() if v is not None}
     values.update(extra)
     from stream_dp.release.params import checked_settings

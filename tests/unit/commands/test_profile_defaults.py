@@ -18,6 +18,7 @@ from stream_dp.cli import build_parser, main
 from stream_dp.commands import demo, serve
 from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.commands.release import add_release_options, settings_from_args
+from stream_dp.commands.shared import CliError
 from stream_dp.config import ConfigError, ReleaseSettings, Settings, load_settings
 from stream_dp.testing.readings import vehicle_readings
 from stream_dp.worker.metrics import ServiceMetrics
@@ -217,5 +218,7 @@ def test_fixed_cells_alone_do_not_drop_the_promise_unsaid() -> None:
     assert (both.target_mean_error, both.vehicle_budget) == (None, None)
     parser = argparse.ArgumentParser()
     add_release_options(parser)
-    args = parser.parse_args(["--fixed-cells"])
-    assert (args.target_mean_error, args.vehicle_budget) == ("none", "none")
+    fixed = settings_from_args(parser.parse_args(["--fixed-cells"]))
+    assert (fixed.target_mean_error, fixed.vehicle_budget) == (None, None)
+    with pytest.raises(CliError, match="vehicle_budget"):  # a budget given beside fixed cells
+        settings_from_args(parser.parse_args(["--vehicle-budget", "14", "--fixed-cells"]))
