@@ -1,7 +1,10 @@
-"""Seeded digests of the vehicle-budget release, to check that a speed change releases the
-same bytes (issue 25): the 1M-reading window (benchmarks/release.py) with ``last`` False and
-True, and the bundled AIS week replayed offline with the budget profile's settings. Run it
-on two checkouts (``PYTHONPATH=<checkout> python benchmarks/budget_digest.py``) and compare.
+"""Seeded digests of the release in every mode, to check that a speed change or a
+restructuring releases the same bytes (issues 25 and 35): the 1M-reading window
+(benchmarks/release.py) with the vehicle budget (``last`` False and True), fixed ε and fixed-ε
+targeted, and the bundled AIS week replayed offline in the fixed, targeted, masking-cap and
+vehicle-budget modes. Run it on two checkouts
+(``PYTHONPATH=<checkout> python benchmarks/budget_digest.py``) and compare; ``records``
+lines are what is published, the others the ledger's inputs (never published).
 
 Noise comes from ``RandomSource.seeded_for_tests``; the release nonce is fixed so that the
 record ids compare too. Prints one line per part: its name and a SHA-256 of its content.
@@ -64,21 +67,31 @@ def main() -> int:
     window.new_release_nonce = lambda: "fixed-nonce"  # type: ignore[assignment]
     print("stream_dp from", Path(window.__file__).parents[2], file=sys.stderr)
     columns = u.million_window()
-    row = u.release_params(u.ROWS[u._budget_row(14.0)])
-    for last in (False, True):
+    fixed, targeted = u.ROWS["fixed res 8, eps 1 (the defaults before issue 26)"], u.ROWS[u.TARGETED]
+    million = [("budget", u.ROWS[u._budget_row(14.0)], last) for last in (False, True)]
+    million += [("fixed", fixed, False), ("targeted", targeted, False)]
+    for mode, settings_row, last in million:
+        row = u.release_params(settings_row)
         ledger = PrivacyAccountant(row).new_ledger()
         noise = LaplaceNoise(RandomSource.seeded_for_tests(7))
         release = window.release_window(WINDOW_START, columns, row, noise, ledger=ledger, last=last)
         parts = _release_parts(release)
         for key, part in parts.items():
-            print(f"1M last={last} {key} cells={len(release.cells)}", _digest(part))
-    engine = OfflineEngine(
-        u.settings_of(BUDGET_PROFILE), LaplaceNoise(RandomSource.seeded_for_tests(11))
-    )
-    week: list[Any] = []
-    for batch in (engine.feed(load_sample()), engine.finish()):
-        week.extend(_release_parts(release) for release in batch)
-    print(f"AIS week budget profile windows={len(week)}", _digest(week))
+            print(f"1M {mode} last={last} {key} cells={len(release.cells)}", _digest(part))
+    weeks = {
+        "budget profile": BUDGET_PROFILE, "fixed": fixed, "targeted": targeted,
+        "targeted cap": u.ROWS["targeted, cap 14 per 7 days (masking)"],
+    }  # fmt: skip
+    for mode, settings_row in weeks.items():
+        engine = OfflineEngine(
+            u.settings_of(settings_row), LaplaceNoise(RandomSource.seeded_for_tests(11))
+        )
+        week: list[Any] = []
+        for batch in (engine.feed(load_sample()), engine.finish()):
+            week.extend(_release_parts(release) for release in batch)
+        records = [part["records"] for part in week]
+        print(f"AIS week {mode} records windows={len(week)}", _digest(records))
+        print(f"AIS week {mode} all windows={len(week)}", _digest(week))
     return 0
 
 
