@@ -67,7 +67,8 @@ def main() -> int:
     window.new_release_nonce = lambda: "fixed-nonce"  # type: ignore[assignment]
     print("stream_dp from", Path(window.__file__).parents[2], file=sys.stderr)
     columns = u.million_window()
-    fixed, targeted = u.ROWS["fixed res 8, eps 1 (the defaults before issue 26)"], u.ROWS[u.TARGETED]
+    fixed = u.ROWS["fixed res 8, eps 1 (the defaults before issue 26)"]
+    targeted = u.ROWS[u.TARGETED]
     million = [("budget", u.ROWS[u._budget_row(14.0)], last) for last in (False, True)]
     million += [("fixed", fixed, False), ("targeted", targeted, False)]
     for mode, settings_row, last in million:
