@@ -1,6 +1,7 @@
-"""Every relative link in the README and in docs/*.md names a file that exists, and every
-``#anchor`` names a heading of the page it points to (GitHub's heading ids); every repository
-path those pages, benchmarks/README.md and deploy/README.md name (``tests/...::test_name``
+"""Every relative link in the project's markdown pages (the README, docs/, benchmarks/,
+deploy/, the data notices; not vendored files) names a file that exists, and every ``#anchor``
+names a heading of the page it points to (GitHub's heading ids); every repository path the
+README, docs/*.md, benchmarks/README.md and deploy/README.md name (``tests/...::test_name``
 and ``file.py:LINE`` included) exists."""
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+# A link inside a heading: GitHub's id keeps only its text.
+_INLINE_LINK = re.compile(r"(?<!!)\[([^\]]*)\]\([^)]*\)")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 # A path-like word (``folder/...``, not inside a URL or a longer path), then optionally a
 # test's name (``::test_x``) or a line (``:82``, ``:82-90``).
@@ -39,7 +42,8 @@ def anchors(text: str) -> set[str]:
     seen: dict[str, int] = {}
     ids = set()
     for heading in _HEADING.findall(_FENCE.sub("", text)):
-        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        words = _INLINE_LINK.sub(r"\1", heading)
+        slug = re.sub(r"[^\w\- ]", "", words.lower()).replace(" ", "-")
         count = seen.get(slug, 0)
         seen[slug] = count + 1
         ids.add(slug if count == 0 else f"{slug}-{count}")
@@ -59,6 +63,19 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
         elif anchor and anchor not in anchors(file.read_text()):
             problems.append(f"{target}: no heading with this anchor")
     return problems
+
+
+def link_pages(root: Path = ROOT) -> list[Path]:
+    """The project's markdown pages whose links are checked: the README and every ``.md``
+    under the repository's folders, except vendored files and folders scripts make."""
+    generated = generated_folders(root)
+    return [root / "README.md"] + [
+        root / name
+        for name in repository_files(root)
+        if name.endswith(".md")
+        and "vendor" not in name.split("/")
+        and not name.startswith(generated)
+    ]
 
 
 def repository_files(root: Path = ROOT) -> list[str]:
@@ -151,14 +168,48 @@ def test_the_path_check_finds_missing_files_tests_and_lines(tmp_path: Path) -> N
     ]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+@pytest.mark.parametrize("page", link_pages(), ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken_links(page) == []
 
 
+def test_the_links_of_every_project_page_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "budget.md").write_text("# Budget\n\n## The ledger\n")
+    (tmp_path / "deploy" / "kubernetes").mkdir(parents=True)
+    (tmp_path / "deploy" / "README.md").write_text("[ok](../docs/budget.md#the-ledger)\n")
+    (tmp_path / "deploy" / "kubernetes" / "NOTES.md").write_text("[x](../../docs/budget.md#cap)")
+    (tmp_path / "benchmarks" / "data").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "README.md").write_text("[gone](../docs/plan.md)\n")
+    (tmp_path / "benchmarks" / "data" / "made.md").write_text("[made](nothing.md)\n")
+    (tmp_path / "stream_dp" / "web" / "vendor").mkdir(parents=True)
+    (tmp_path / "stream_dp" / "web" / "vendor" / "README.md").write_text("[theirs](x.md)\n")
+    (tmp_path / ".gitignore").write_text("benchmarks/data/\n")
+    (tmp_path / "README.md").write_text("[budget](docs/budget.md#the-ledger)\n")
+    problems = {
+        page.relative_to(tmp_path).as_posix(): broken_links(page, tmp_path)
+        for page in link_pages(tmp_path)
+    }
+    assert {page: found for page, found in problems.items() if found} == {
+        "benchmarks/README.md": ["../docs/plan.md: no such file"],
+        "deploy/kubernetes/NOTES.md": ["../../docs/budget.md#cap: no heading with this anchor"],
+    }
+    assert "README.md" in problems and "deploy/README.md" in problems
+
+
+def test_a_heading_with_a_link_is_named_by_its_text() -> None:
+    page = (
+        "## Errata ([docs/math.md](math.md) §10 has them)\n## [Plan](plan.md): `stream-dp plan`\n"
+    )
+    assert anchors(page) == {"errata-docsmathmd-10-has-them", "plan-stream-dp-plan"}
+
+
 def test_the_docs_pages_the_readme_links_exist_and_are_linked() -> None:
     readme = _prose((ROOT / "README.md").read_text())
-    for name in ("configuration", "operations", "output", "architecture", "math"):
+    for name in (
+        "configuration", "operations", "output", "architecture", "math", "budget",
+        "adaptive-cells", "plan", "performance", "experiments", "dashboard",
+    ):  # fmt: skip
         assert f"(docs/{name}.md" in readme
         assert (ROOT / "docs" / f"{name}.md").exists()
 
