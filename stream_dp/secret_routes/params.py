@@ -1,0 +1,63 @@
+"""The secret-routes release's parameters, built once at the edge from the settings
+(docs/math.md §14): B per period at delta, the window, L0, U and the resolution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from stream_dp.config import Settings
+from stream_dp.dp.grid_laplace import tail_width
+from stream_dp.dp.partition_selection import threshold_steps
+from stream_dp.dp.secret_accounting import COUNT_STEPS, SUM_STEPS, SecretRoutesBudget
+
+#: Coverage of the published interval (§14.6).
+INTERVAL_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class SecretRoutesParams:
+    """What the secret-routes release of a window reads."""
+
+    budget: SecretRoutesBudget
+    upper: float = 65.0
+    resolution: int = 8
+    window_seconds: int = 10800
+    app_id: str = "stream-dp"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SecretRoutesParams:
+        """The settings' secret-routes fields (checked by :class:`Settings`)."""
+        assert settings.vehicle_budget is not None  # the settings refuse B none here
+        budget = SecretRoutesBudget(
+            budget=settings.vehicle_budget,
+            delta=settings.accounting_delta,
+            windows=settings.budget_period_seconds // settings.window_seconds,
+            cells=settings.contribution_cells,
+            count_share=settings.count_share,
+        )
+        return cls(budget, settings.upper, settings.resolution, settings.window_seconds,
+                   settings.app_id)  # fmt: skip
+
+    @property
+    def count_scale(self) -> Fraction:
+        """Count noise scale in count steps: ``COUNT_STEPS / eps_count``."""
+        return COUNT_STEPS / self.budget.cell_epsilons[0]
+
+    @property
+    def sum_scale(self) -> Fraction:
+        """Sum noise scale in sum steps: ``SUM_STEPS / eps_sum``."""
+        return SUM_STEPS / self.budget.cell_epsilons[1]
+
+    @property
+    def threshold(self) -> int:
+        """T in count steps (§14.4)."""
+        b = self.budget
+        return threshold_steps(COUNT_STEPS, b.cells, b.selection_delta, self.count_scale)
+
+    def widths(self) -> tuple[float, float]:
+        """(count, sum) half-widths of the interval, in vehicles and in units of U (§14.6)."""
+        side = (1.0 - INTERVAL_LEVEL) / 4
+        count = tail_width(side, self.count_scale) / COUNT_STEPS
+        total = tail_width(side, self.sum_scale) * self.upper / SUM_STEPS
+        return count, total
