@@ -22,7 +22,6 @@ from stream_dp.engine import OfflineEngine
 from stream_dp.release.records import WindowRelease
 from stream_dp.secret_routes.params import SecretRoutesParams
 from stream_dp.secret_routes.release import release_secret_window
-from stream_dp.windows.columns import WindowColumns
 from tests.unit.secret_routes.columns import Pair, crowd, window_columns
 
 #: Two-sided confidence of each Clopper-Pearson bound.
