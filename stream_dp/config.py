@@ -403,15 +403,17 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
         model's), and dp-accounting for the PLD."""
         if self.vehicle_budget is None:
             raise SettingError("vehicle_budget", "secret-routes needs a budget B per period")
-        given = self.model_fields_set
         refused = (
             "vehicle_budget_burst", "max_span_hours", "budget_cap", "top_cells", "min_vehicles",
-            "error_bound", "target_mean_error", "coarsest_resolution", "mean_mechanism",
-            "delta", "accounting",
+            "error_bound", "mean_mechanism", "delta", "accounting",
         )  # fmt: skip
-        for name in refused:
-            if name in given:
-                raise SettingError(name, "belongs to the public-occupancy model, not secret-routes")
+        changed = [n for n in refused if getattr(self, n) != type(self).model_fields[n].default]
+        if self.target_mean_error != default_target_mean_error(self.upper):
+            changed.append("target_mean_error")
+        if changed:
+            raise SettingError(
+                changed[0], "belongs to the public-occupancy model, not secret-routes"
+            )
         if self.variance_share:
             raise SettingError("variance_share", "secret-routes releases no variance: set 0")
         if not secret_routes_available():
@@ -421,7 +423,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
 
     def _check_no_secret_routes_knobs(self) -> None:
         for name in ("contribution_cells", "count_share"):
-            if name in self.model_fields_set:
+            if getattr(self, name) != type(self).model_fields[name].default:
                 raise SettingError(name, "has no effect without privacy_model secret-routes")
 
     def _check_no_budget_knobs(self) -> None:

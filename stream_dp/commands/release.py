@@ -317,18 +317,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         where = exc.filename2 or exc.filename or args.out  # a rename names its target second
         raise CliError(f"cannot write {where}: {exc.strerror}") from None
-    if engine.secret is None:
-        print(_busiest_line(run_losses, settings), file=sys.stderr)
-    else:
-        print(f"every vehicle's loss: {_promise(engine)}", file=sys.stderr)
+    _print_losses(engine, run_losses, cells)
     counts = engine.counts
-    if not cells and engine.secret is None:
-        print(no_cell_line(settings, counts.accepted), file=sys.stderr)
-    elif not cells:
-        threshold = engine.secret.params.threshold / COUNT_STEPS
-        print(f"released no cell: none reached the noisy threshold of {threshold:.0f} "
-              "vehicles; longer windows, a coarser --resolution or a denser fleet release some",
-              file=sys.stderr)  # fmt: skip
     if counts.invalid:
         by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
         print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
@@ -350,6 +340,23 @@ def run(args: argparse.Namespace) -> int:
                 f"--ledger-out: cannot write {args.ledger_out}: {exc.strerror}"
             ) from None
     return 1 if failed else 0
+
+
+def _print_losses(engine: OfflineEngine, run_losses: object, cells: int) -> None:
+    """The run's losses (the busiest vehicle's, or secret-routes' loss of every vehicle) and
+    why no cell was released, if none was."""
+    settings = engine.settings
+    if engine.secret is None:
+        print(_busiest_line(run_losses, settings), file=sys.stderr)
+        if not cells:
+            print(no_cell_line(settings, engine.counts.accepted), file=sys.stderr)
+        return
+    print(f"every vehicle's loss: {_promise(engine)}", file=sys.stderr)
+    if not cells:
+        threshold = engine.secret.params.threshold / COUNT_STEPS
+        print(f"released no cell: none reached the noisy threshold of {threshold:.0f} "
+              "vehicles; longer windows, a coarser --resolution or a denser fleet release some",
+              file=sys.stderr)  # fmt: skip
 
 
 def _promise(engine: OfflineEngine) -> str:
