@@ -32,14 +32,18 @@ from typing import Any
 
 import numpy as np
 from panel import CITY, PANEL, DataSet, one_run, profile_row
-from usefulness import USEFUL_SHARE, Truth
+from release import WINDOW_START
+from usefulness import USEFUL_SHARE, Truth, million_window, release_once, release_params
 
+from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.config import load_settings
 from stream_dp.dp.contribution_bound import kept_pairs
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
+from stream_dp.secret_routes.params import SecretRoutesParams
+from stream_dp.secret_routes.release import release_secret_window
 
 #: The data sets of the table (panel.py's names).
 NAMES = ("AIS week", "Virginia Beach", "US coastal", "New York 8 Dec", "city")
@@ -212,6 +216,24 @@ def public_row(data: DataSet, truth: Truth) -> dict[str, Any]:
     return {"coverage": run["coverage"], "staleness": run["staleness"], "loss": run["loss"]}
 
 
+def million_times() -> tuple[float, float]:
+    """The 1M-reading window (benchmarks/release.py's, resolution 8) released by the
+    public-occupancy profile and by secret-routes (1 h windows, L0 1), alternately, 3 times
+    each after a warm-up: the median seconds of each."""
+    columns = million_window()
+    public = release_params(dict(BUDGET_PROFILE))
+    secret = SecretRoutesParams.from_settings(load_settings(privacy_model="secret-routes"))
+
+    def secret_once() -> float:
+        start = time.perf_counter()
+        release_secret_window(WINDOW_START, columns, secret, RandomSource(), 1)
+        return time.perf_counter() - start
+
+    release_once(public, columns, True), secret_once()
+    pairs = [(release_once(public, columns, True), secret_once()) for _ in range(3)]
+    return sorted(p for p, _ in pairs)[1], sorted(s for _, s in pairs)[1]
+
+
 def _pct(x: float) -> str:
     return "n/a" if x != x else f"{100 * x:.1f}"
 
@@ -221,8 +243,13 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=list(NAMES))
     parser.add_argument("--sweep", action="store_true", help="the city's configurations")
     parser.add_argument("--no-public", action="store_true", help="skip the public profile")
+    parser.add_argument("--million", action="store_true", help="the 1M-window release times")
     args = parser.parse_args()
     panel = {d.name: d for d in PANEL}
+    if args.million:
+        public, secret = million_times()
+        print(f"1M-reading window: public-occupancy {public:.2f} s, secret-routes {secret:.2f} s "
+              f"({secret / public:.2f}x; target <= 2x)")  # fmt: skip
     print("| data | readings | vehicles | secret-routes (3 h, L0 1, res 7): useful % | "
           "staleness h | cells | threshold veh. | eps/window | loss per period (eps, delta) | "
           "bar honest % | PipelineDP same cells: useful % | public-occupancy: useful % | "

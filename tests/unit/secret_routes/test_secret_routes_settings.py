@@ -44,6 +44,14 @@ def test_serve_refuses_secret_routes(capsys) -> None:
     assert "privacy_model" in capsys.readouterr().err
 
 
+def test_plan_refuses_secret_routes(monkeypatch, tmp_path: Path, capsys) -> None:
+    monkeypatch.setenv("STREAM_DP_PRIVACY_MODEL", "secret-routes")
+    occupancy = tmp_path / "occupancy.csv"
+    occupancy.write_text("cell,vehicle,readings\nc1,v1,3\n")
+    assert main(["plan", str(occupancy)]) == 2
+    assert "privacy_model" in capsys.readouterr().err
+
+
 def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
     rows = [
         {"vehicle_id": f"v{i}", "ts": 1_700_006_400 + i, "lat": 40.7, "lon": -74.0, "speed": 30}
