@@ -35,8 +35,11 @@ def test_public_occupancy_knobs_are_refused_under_secret_routes(name, value) -> 
 
 
 def test_secret_routes_knobs_are_refused_under_public_occupancy() -> None:
-    with pytest.raises(ConfigError, match="contribution_cells"):
+    with pytest.raises(ConfigError, match="contribution_cells.*without privacy_model"):
         load_settings(contribution_cells=2)
+    assert (
+        load_settings(privacy_model="secret-routes", contribution_cells=2).contribution_cells == 2
+    )
 
 
 def test_serve_refuses_secret_routes(capsys) -> None:
