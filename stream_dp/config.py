@@ -181,6 +181,13 @@ class ReleaseSettings(BaseModel):
     contribution_cells: int = Field(
         1, ge=1, le=16, description="secret-routes: L0, the most cells a vehicle adds to a window."
     )
+    coarse_resolution: int | None = Field(
+        None,
+        ge=0,
+        le=15,
+        description="secret-routes: also release the parents of the cells at this coarser "
+        "resolution (two levels, each L0 cells a vehicle; none: one level).",
+    )
     count_share: float = Field(
         0.5,
         gt=0,
@@ -416,13 +423,18 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             )
         if self.variance_share:
             raise SettingError("variance_share", "secret-routes releases no variance: set 0")
+        coarse = self.coarse_resolution
+        if coarse is not None and coarse >= self.resolution:
+            raise SettingError(
+                "coarse_resolution", f"must be < resolution ({self.resolution}), got {coarse}"
+            )
         if not secret_routes_available():
             raise SettingError(
                 "privacy_model", "secret-routes needs dp-accounting: pip install 'stream-dp[pld]'"
             )
 
     def _check_no_secret_routes_knobs(self) -> None:
-        for name in ("contribution_cells", "count_share"):
+        for name in ("contribution_cells", "count_share", "coarse_resolution"):
             if getattr(self, name) != type(self).model_fields[name].default:
                 raise SettingError(name, "has no effect without privacy_model secret-routes")
 

@@ -154,6 +154,7 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("budget_period_seconds", int, "the rolling budget period"),
     ("contribution_cells", int, "secret-routes: L0, the most cells a vehicle adds to a window"),
     ("count_share", float, "secret-routes: share of a cell's epsilon for the vehicle count"),
+    ("coarse_resolution", int, "secret-routes: also release the cells' parents at this resolution"),
 )
 
 
@@ -169,7 +170,7 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
         "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds", "privacy_model",
-        "contribution_cells", "count_share",
+        "contribution_cells", "count_share", "coarse_resolution",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS)}
     if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:

@@ -24,20 +24,33 @@ class SecretRoutesParams:
     resolution: int = 8
     window_seconds: int = 10800
     app_id: str = "stream-dp"
+    #: L0 (``budget.cells`` counts the cells of every level: L0 per level, §14.9).
+    contribution_cells: int = 1
+    #: The second, coarser level of cells (§14.9); None: one level.
+    coarse_resolution: int | None = None
+
+    @property
+    def resolutions(self) -> tuple[int, ...]:
+        """The levels released, finest first."""
+        if self.coarse_resolution is None:
+            return (self.resolution,)
+        return (self.resolution, self.coarse_resolution)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SecretRoutesParams:
         """The settings' secret-routes fields (checked by :class:`Settings`)."""
         assert settings.vehicle_budget is not None  # the settings refuse B none here
+        levels = 1 if settings.coarse_resolution is None else 2
         budget = SecretRoutesBudget(
             budget=settings.vehicle_budget,
             delta=settings.accounting_delta,
             windows=settings.budget_period_seconds // settings.window_seconds,
-            cells=settings.contribution_cells,
+            cells=settings.contribution_cells * levels,
             count_share=settings.count_share,
         )
         return cls(budget, settings.upper, settings.resolution, settings.window_seconds,
-                   settings.app_id)  # fmt: skip
+                   settings.app_id, settings.contribution_cells,
+                   settings.coarse_resolution)  # fmt: skip
 
     @property
     def count_scale(self) -> Fraction:

@@ -26,9 +26,12 @@ class ReleasedCells:
     names: list[str]
     count: np.ndarray
     means: NoisyMeans
+    resolution: int
 
 
-def common(window_start: int, params: SecretRoutesParams, windows_in_period: int) -> dict[str, Any]:
+def common(
+    window_start: int, params: SecretRoutesParams, windows_in_period: int, resolution: int
+) -> dict[str, Any]:
     """The fields every record of the window carries."""
     budget = params.budget
     return {
@@ -36,7 +39,7 @@ def common(window_start: int, params: SecretRoutesParams, windows_in_period: int
         "privacy_model": SECRET_ROUTES,
         "window_start": rfc3339(window_start),
         "window_end": rfc3339(window_start + params.window_seconds),
-        "resolution": params.resolution,
+        "resolution": resolution,
         "upper": params.upper,
         "epsilon_window": budget.window_epsilon,
         "delta_window": budget.selection_delta,
@@ -48,8 +51,8 @@ def common(window_start: int, params: SecretRoutesParams, windows_in_period: int
 def cell_records(window_start: int, params: SecretRoutesParams, cells: ReleasedCells,
                  windows_in_period: int, nonce: str) -> list[dict[str, Any]]:  # fmt: skip
     """One record per shown cell."""
-    base = common(window_start, params, windows_in_period)
-    ids = release_ids(params.app_id, window_start, params.resolution, cells.names, nonce)
+    base = common(window_start, params, windows_in_period, cells.resolution)
+    ids = release_ids(params.app_id, window_start, cells.resolution, cells.names, nonce)
     means = cells.means
     bar = means.error_bar
     return [
@@ -75,12 +78,13 @@ def window_summary(window_start: int, params: SecretRoutesParams, cells_released
     """The window's summary, released or failed (``error``: its class is named)."""
     budget = params.budget
     summary = {
-        **common(window_start, params, windows_in_period),
+        **common(window_start, params, windows_in_period, params.resolution),
         "type": "window",
         "release_id": release_ids(params.app_id, window_start, params.resolution, ["*"], nonce)[0],
         "status": RELEASED if error is None else FAILED,
         "cells_released": cells_released,
-        "contribution_cells": budget.cells,
+        "contribution_cells": params.contribution_cells,
+        "coarse_resolution": params.coarse_resolution,
         "threshold_vehicles": params.threshold / COUNT_STEPS,
         "vehicle_budget": budget.budget,
         "accounting_delta": budget.delta,

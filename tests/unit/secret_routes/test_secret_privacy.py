@@ -115,10 +115,10 @@ def test_partition_selection_shows_a_lone_vehicles_cell_within_delta() -> None:
     lone: list[Pair] = [("x", "a", [50.0]), ("x", "z", [40.0])]  # z: only x was there
     shown = count_at_least("z", -math.inf)
     runs = 4000
-    params = SecretRoutesParams(budget, window_seconds=3600)
+    params = SecretRoutesParams(budget, window_seconds=3600, contribution_cells=2)
     found = hits(params, BASE + lone, shown, runs, seed=3)
     assert cp_low(found, runs) <= budget.selection_delta / budget.cells
-    broken = NoThreshold(budget, window_seconds=3600)
+    broken = NoThreshold(budget, window_seconds=3600, contribution_cells=2)
     caught = hits(broken, BASE + lone, shown, runs, seed=3)
     assert cp_low(caught, runs) > budget.selection_delta / budget.cells  # positive control
 
