@@ -56,9 +56,11 @@ class Config:
     hours: int
     cells: int
     resolution: int
+    coarse: int | None = None
 
     def label(self) -> str:
-        return f"{self.hours} h, L0 {self.cells}, res {self.resolution}"
+        levels = "" if self.coarse is None else f" + {self.coarse}"
+        return f"{self.hours} h, L0 {self.cells}, res {self.resolution}{levels}"
 
 
 #: The configuration of the table, and the sweep's (city only, ``--sweep``).
@@ -70,6 +72,8 @@ SWEEP = (
     Config(1, 1, 8),
     Config(3, 1, 8),
 )
+#: Two levels of cells (``--levels``, city only).
+LEVELS = (Config(3, 1, 8, 7), Config(3, 2, 8, 7), Config(3, 2, 7, 6))
 
 
 def secret_settings(data: DataSet, config: Config) -> Any:
@@ -82,6 +86,7 @@ def secret_settings(data: DataSet, config: Config) -> Any:
         window_seconds=config.hours * 3600,
         contribution_cells=config.cells,
         resolution=config.resolution,
+        coarse_resolution=config.coarse,
     )
 
 
@@ -116,24 +121,35 @@ def release(data: DataSet, readings: list[dict[str, Any]], config: Config, seed:
     return [r for batch in (engine.feed(readings), engine.finish(True)) for r in batch]
 
 
-def score(truth: CellTruth, records: list[dict[str, Any]], upper: float,
+def score(truth: Truth, records: list[dict[str, Any]], hours: int, upper: float,
           means: np.ndarray | None = None) -> dict[str, float]:  # fmt: skip
-    """Useful coverage and staleness of ``records`` (``means``: other means for them)."""
-    index = np.array([truth.of(r) for r in records], dtype=np.int64)
+    """Useful coverage, staleness and the finest level's share of ``records`` (``means``:
+    other means for them): each reading counts in the finest shown record holding it."""
     released = means if means is not None else np.array([r["mean"] for r in records])
-    found = index >= 0
-    useful_cells = np.zeros(len(truth.readings), dtype=bool)
-    ends = np.zeros(len(truth.readings))
-    ok = found & (np.abs(released - truth.mean[np.maximum(index, 0)]) <= USEFUL_SHARE * upper)
-    useful_cells[index[ok]] = True
-    for i, r in zip(index[found].tolist(), np.array(records, dtype=object)[found], strict=True):
-        ends[i] = _epoch(r["window_end"])
-    useful = useful_cells[truth.index]
-    stale = (ends[truth.index] - truth.hour_close)[useful] / 3600.0
+    resolution = np.array([int(r["resolution"]) for r in records], dtype=np.int64)
+    levels = sorted(set(resolution.tolist()), reverse=True)
+    assigned = np.full(len(truth.ts), -1, dtype=np.int64)
+    useful_record = np.zeros(len(records), dtype=bool)
+    for level in levels:
+        cells = CellTruth(truth, hours * 3600, level)
+        index = np.array([cells.of(r) if r["resolution"] == level else -1 for r in records])
+        ok = index >= 0
+        record_of = np.full(len(cells.readings), -1, dtype=np.int64)
+        record_of[index[ok]] = np.flatnonzero(ok)
+        error = np.abs(released[ok] - cells.mean[index[ok]])
+        useful_record[ok] = error <= USEFUL_SHARE * upper
+        candidate = record_of[cells.index]
+        take = (assigned < 0) & (candidate >= 0)
+        assigned[take] = candidate[take]
+    useful = (assigned >= 0) & useful_record[np.maximum(assigned, 0)]
+    ends = np.array([_epoch(r["window_end"]) for r in records] or [0.0])
+    stale = (ends[assigned[useful]] - (truth.window[useful] + 3600.0)) / 3600.0
+    finest = useful & (resolution[np.maximum(assigned, 0)] == (levels[0] if levels else -1))
     return {
         "coverage": float(useful.mean()),
         "staleness": float(np.median(stale)) if stale.size else float("nan"),
-        "cells": int(found.sum()),
+        "cells": len(records),
+        "finest": float(finest.sum() / useful.sum()) if useful.any() else float("nan"),
     }
 
 
@@ -197,7 +213,8 @@ def run_config(data: DataSet, readings: list[dict[str, Any]], truth: Truth, conf
     summary = releases[-1].summary if releases else {}
     cells = CellTruth(truth, config.hours * 3600, config.resolution)
     out = {
-        "data": data.name, "config": config.label(), **score(cells, records, data.upper),
+        "data": data.name, "config": config.label(),
+        **score(truth, records, config.hours, data.upper),
         "epsilon_window": summary.get("epsilon_window", float("nan")),
         "epsilon_period": max((r.summary["epsilon_period"] for r in releases), default=0.0),
         "delta_period": max((r.summary["delta_period"] for r in releases), default=0.0),
@@ -207,7 +224,7 @@ def run_config(data: DataSet, readings: list[dict[str, Any]], truth: Truth, conf
     }  # fmt: skip
     if with_baseline and records:
         means = pipeline_dp(truth, cells, records, config, out["epsilon_window"], data.upper)
-        out["pipeline_dp"] = score(cells, records, data.upper, means)["coverage"]
+        out["pipeline_dp"] = score(truth, records, config.hours, data.upper, means)["coverage"]
     return out
 
 
@@ -243,6 +260,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=list(NAMES))
     parser.add_argument("--sweep", action="store_true", help="the city's configurations")
     parser.add_argument("--no-public", action="store_true", help="skip the public profile")
+    parser.add_argument("--levels", action="store_true", help="the city's two-level runs")
     parser.add_argument("--million", action="store_true", help="the 1M-window release times")
     args = parser.parse_args()
     panel = {d.name: d for d in PANEL}
@@ -268,7 +286,7 @@ def main() -> int:
               f"{row['epsilon_period']:.2f}, {row['delta_period']:.1g} | {_pct(row['honest'])} | "
               f"{_pct(row.get('pipeline_dp', float('nan')))} | {_pct(public['coverage'])} | "
               f"{public['staleness']:.2f} | {public['loss']:.2f} |", flush=True)  # fmt: skip
-    if args.sweep:
+    if args.sweep or args.levels:
         data = panel["city"]
         readings = data.readings(False)
         truth = Truth(readings, upper=data.upper)
