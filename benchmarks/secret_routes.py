@@ -291,15 +291,14 @@ def main() -> int:
         readings = data.readings(False)
         truth = Truth(readings, upper=data.upper)
         print(f"\nsweep on the city ({CITY}): useful coverage, staleness, eps per window")
-        print(
-            "| window h | L0 | res | useful % | staleness h | cells | eps/window | "
-            "threshold | bar honest % |"
-        )
-        print("|" + "---|" * 9)
-        for config in SWEEP:
+        print("| window h | L0 | res | useful % | finest level % | staleness h | cells | "
+              "eps/window | threshold | bar honest % |")  # fmt: skip
+        print("|" + "---|" * 10)
+        for config in (SWEEP if args.sweep else ()) + (LEVELS if args.levels else ()):
             row = run_config(data, readings, truth, config, with_baseline=False)
-            print(f"| {config.hours} | {config.cells} | {config.resolution} | "
-                  f"{_pct(row['coverage'])} | {row['staleness']:.2f} | {row['cells']} | "
+            res = config.label().split("res ")[1]
+            print(f"| {config.hours} | {config.cells} | {res} | {_pct(row['coverage'])} | "
+                  f"{_pct(row['finest'])} | {row['staleness']:.2f} | {row['cells']} | "
                   f"{row['epsilon_window']:.3f} | {row['threshold']:.0f} | "
                   f"{_pct(row['honest'])} |", flush=True)  # fmt: skip
     return 0

@@ -29,6 +29,14 @@ class SecretRoutesParams:
     #: The second, coarser level of cells (§14.9); None: one level.
     coarse_resolution: int | None = None
 
+    def __post_init__(self) -> None:
+        """The accountant counts every level's cells: ``L0`` per level."""
+        if self.budget.cells != self.contribution_cells * len(self.resolutions):
+            raise ValueError(
+                f"budget.cells: must be contribution_cells x levels "
+                f"({self.contribution_cells} x {len(self.resolutions)}), got {self.budget.cells}"
+            )
+
     @property
     def resolutions(self) -> tuple[int, ...]:
         """The levels released, finest first."""
