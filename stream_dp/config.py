@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from stream_dp.dp.secret_accounting import pld_available as secret_routes_available
 from stream_dp.web.basemap import OSM, check_map_tiles
 
 #: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
@@ -170,6 +171,28 @@ class ReleaseSettings(BaseModel):
         ge=1,
         le=168,
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
+    )
+    privacy_model: Literal["public-occupancy", "secret-routes"] = Field(
+        "public-occupancy",
+        description="'public-occupancy': who was in which cell is public (fixed routes; "
+        "docs/math.md §1-13); 'secret-routes': nothing about a vehicle is public, every "
+        "vehicle loses B per period (docs/math.md §14).",
+    )
+    contribution_cells: int = Field(
+        1, ge=1, le=16, description="secret-routes: L0, the most cells a vehicle adds to a window."
+    )
+    coarse_resolution: int | None = Field(
+        None,
+        ge=0,
+        le=15,
+        description="secret-routes: also release the parents of the cells at this coarser "
+        "resolution (two levels, each L0 cells a vehicle; none: one level).",
+    )
+    count_share: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="secret-routes: share of each cell's epsilon spent on the vehicle count.",
     )
 
 
@@ -317,6 +340,10 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 "must be >= epsilon (one released cell costs epsilon), got "
                 f"{self.budget_cap:g} < {self.epsilon:g}",
             )
+        if self.privacy_model == "secret-routes":
+            self._check_secret_routes()
+        else:
+            self._check_no_secret_routes_knobs()
         if self.vehicle_budget is not None:
             if self.budget_cap is not None:
                 raise SettingError(
@@ -376,6 +403,40 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 f"must be a multiple of window_seconds ({window}) with vehicle_budget, "
                 f"got {period}",
             )
+
+    def _check_secret_routes(self) -> None:
+        """Secret routes (docs/math.md §14): B per period, no knob of the public model that
+        reads the occupancy or paces a vehicle (its cells, spans and burst are the public
+        model's), and dp-accounting for the PLD."""
+        if self.vehicle_budget is None:
+            raise SettingError("vehicle_budget", "secret-routes needs a budget B per period")
+        refused = (
+            "vehicle_budget_burst", "max_span_hours", "budget_cap", "top_cells", "min_vehicles",
+            "error_bound", "mean_mechanism", "delta", "accounting",
+        )  # fmt: skip
+        changed = [n for n in refused if getattr(self, n) != type(self).model_fields[n].default]
+        if self.target_mean_error != default_target_mean_error(self.upper):
+            changed.append("target_mean_error")
+        if changed:
+            raise SettingError(
+                changed[0], "belongs to the public-occupancy model, not secret-routes"
+            )
+        if self.variance_share:
+            raise SettingError("variance_share", "secret-routes releases no variance: set 0")
+        coarse = self.coarse_resolution
+        if coarse is not None and coarse >= self.resolution:
+            raise SettingError(
+                "coarse_resolution", f"must be < resolution ({self.resolution}), got {coarse}"
+            )
+        if not secret_routes_available():
+            raise SettingError(
+                "privacy_model", "secret-routes needs dp-accounting: pip install 'stream-dp[pld]'"
+            )
+
+    def _check_no_secret_routes_knobs(self) -> None:
+        for name in ("contribution_cells", "count_share", "coarse_resolution"):
+            if getattr(self, name) != type(self).model_fields[name].default:
+                raise SettingError(name, "has no effect without privacy_model secret-routes")
 
     def _check_no_budget_knobs(self) -> None:
         """Pacing and spans belong to vehicle_budget: set without it they would do nothing."""

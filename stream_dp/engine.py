@@ -19,6 +19,9 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
 from stream_dp.release.window import record_stored, release_ready_windows
+from stream_dp.secret_routes import SECRET_ROUTES
+from stream_dp.secret_routes.params import SecretRoutesParams
+from stream_dp.secret_routes.window import SecretRoutesReleaser
 from stream_dp.sources import SourceError
 from stream_dp.windows.closing import close_all_windows, close_due_windows
 from stream_dp.windows.columns import WindowColumns
@@ -58,6 +61,12 @@ class OfflineEngine:
         self.ledger = PrivacyAccountant(self.params).new_ledger()
         #: The entries the last release deferred to the next window (spans; never published).
         self.carry: WindowColumns | None = None
+        #: The secret-routes model's releaser (docs/math.md §14); None: public occupancy.
+        self.secret: SecretRoutesReleaser | None = None
+        if settings.privacy_model == SECRET_ROUTES:
+            self.secret = SecretRoutesReleaser(
+                SecretRoutesParams.from_settings(settings), noise.source
+            )
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""
@@ -107,6 +116,9 @@ class OfflineEngine:
         yield from self._release_ready()
 
     def _release_ready(self, end_of_input: bool = False) -> Iterator[WindowRelease]:
+        if self.secret is not None:  # the one dispatch point between the privacy models
+            yield from self.secret.release_ready(self.coordinator)
+            return
         # A window whose computation raises comes back as a failed window (charged to the
         # ledger like a release) and the replay goes on with the next one.
         for release in release_ready_windows(

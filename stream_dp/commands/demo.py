@@ -26,7 +26,7 @@ import orjson
 from stream_dp.commands.basemap_options import add_basemap_options
 from stream_dp.commands.profile import promise
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.commands.shared import CliError, plain_text
+from stream_dp.commands.shared import CliError, plain_text, require_public_occupancy
 from stream_dp.config import Settings
 
 HOUR = 3600
@@ -92,6 +92,7 @@ def demo_settings(args: argparse.Namespace) -> Settings:
     on its own); never ``require_existing_ledger``, whatever the environment says (its broker
     starts empty)."""
     settings = settings_from_args(args, **DEMO_DEFAULTS)
+    require_public_occupancy(settings, "demo")
     if args.hours is not None and settings.vehicle_budget is not None:
         if "max_span_hours" not in settings.model_fields_set:
             # A replay of N hours holds no span longer than N: its last window then releases

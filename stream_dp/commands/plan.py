@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from stream_dp.commands.shared import CliError, collector_paused
+from stream_dp.commands.shared import CliError, collector_paused, require_public_occupancy
 from stream_dp.options.setting_options import setting_default, setting_metavar
 
 DESCRIPTION = """\
@@ -154,6 +154,7 @@ def _params(args: argparse.Namespace, **values: object) -> Any:
         values["pseudo_user"] = False
     try:
         settings = load_settings(flags=flags, **values)
+        require_public_occupancy(settings, "plan")
         return ReleaseParams.from_settings(checked_settings(settings, flags))
     except ConfigError as exc:
         raise CliError(str(exc)) from None

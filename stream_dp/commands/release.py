@@ -37,12 +37,14 @@ from typing import TYPE_CHECKING
 import orjson
 
 from stream_dp.commands.basemap_options import BASEMAP_SETTINGS
-from stream_dp.commands.profile import promise_line
+from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
 from stream_dp.config import TARGET_AT_UPPER, ConfigError, Settings, load_settings
+from stream_dp.dp.secret_accounting import COUNT_STEPS
 from stream_dp.options.setting_options import default_text
 
 if TYPE_CHECKING:
+    from stream_dp.engine import OfflineEngine
     from stream_dp.windows.reject_reasons import Reject
 
 
@@ -108,6 +110,13 @@ def add_release_options(
         help=f"per-vehicle accounting: basic or pld (default {default('accounting')})",
     )
     group.add_argument(
+        "--privacy-model",
+        choices=("public-occupancy", "secret-routes"),
+        metavar="{public-occupancy,secret-routes}",
+        help="what is public: the occupancy (fixed routes) or nothing about a vehicle "
+        f"(docs/math.md §14) (default {default('privacy_model')})",
+    )
+    group.add_argument(
         "--mean-mechanism",
         choices=MEAN_MECHANISM_NAMES,
         metavar="NAME",
@@ -143,6 +152,9 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("vehicle_budget_burst", float, "pacing: the most a vehicle spends at once (unset: B/4)"),
     ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
     ("budget_period_seconds", int, "the rolling budget period"),
+    ("contribution_cells", int, "secret-routes: L0, the most cells a vehicle adds to a window"),
+    ("count_share", float, "secret-routes: share of a cell's epsilon for the vehicle count"),
+    ("coarse_resolution", int, "secret-routes: also release the cells' parents at this resolution"),
 )
 
 
@@ -157,7 +169,8 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "max_future_seconds", "pseudo_user", "min_vehicles", "top_cells", "mean_mechanism",
         "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
         "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
-        "vehicle_budget_burst", "max_span_hours", "budget_period_seconds",
+        "vehicle_budget_burst", "max_span_hours", "budget_period_seconds", "privacy_model",
+        "contribution_cells", "count_share", "coarse_resolution",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS)}
     if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:
@@ -280,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
             bad = engine.first_reject(numbered_readings(args.file))
             if bad is not None:
                 raise CliError(f"{args.file}:{bad.line}: {bad.reason}: {bad.detail}")
-        print(promise_line(settings), file=sys.stderr)  # the run starts releasing
+        print(_promise(engine), file=sys.stderr)  # the run starts releasing
         with atomic_output(args.out) as out, atomic_output(rejects) as rejected:
 
             def write_reject(reject: Reject) -> None:
@@ -305,10 +318,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         where = exc.filename2 or exc.filename or args.out  # a rename names its target second
         raise CliError(f"cannot write {where}: {exc.strerror}") from None
-    print(_busiest_line(run_losses, settings), file=sys.stderr)
+    _print_losses(engine, run_losses, cells)
     counts = engine.counts
-    if not cells:
-        print(no_cell_line(settings, counts.accepted), file=sys.stderr)
     if counts.invalid:
         by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
         print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
@@ -330,6 +341,38 @@ def run(args: argparse.Namespace) -> int:
                 f"--ledger-out: cannot write {args.ledger_out}: {exc.strerror}"
             ) from None
     return 1 if failed else 0
+
+
+def _print_losses(engine: OfflineEngine, run_losses: object, cells: int) -> None:
+    """The run's losses (the busiest vehicle's, or secret-routes' loss of every vehicle) and
+    why no cell was released, if none was."""
+    settings = engine.settings
+    if engine.secret is None:
+        print(_busiest_line(run_losses, settings), file=sys.stderr)
+        if not cells:
+            print(no_cell_line(settings, engine.counts.accepted), file=sys.stderr)
+        return
+    print(f"every vehicle's loss: {_promise(engine)}", file=sys.stderr)
+    if not cells:
+        threshold = engine.secret.params.threshold / COUNT_STEPS
+        print(f"released no cell: none reached the noisy threshold of {threshold:.0f} "
+              "vehicles; longer windows, a coarser --resolution or a denser fleet release some",
+              file=sys.stderr)  # fmt: skip
+
+
+def _promise(engine: OfflineEngine) -> str:
+    """The run's promise: the public-occupancy profile's line, or secret-routes' (epsilon,
+    delta) per period, the same for every vehicle (docs/math.md §14.5)."""
+    if engine.secret is None:
+        return promise_line(engine.settings)
+    params = engine.secret.params
+    budget = params.budget
+    return (
+        f"promise (secret-routes): every vehicle loses at most epsilon "
+        f"{budget.period_epsilon(budget.windows):.2f} at delta {budget.delta:g} per "
+        f"{period_words(budget.windows * params.window_seconds)} "
+        f"(epsilon {budget.window_epsilon:.3f} per window, L0 {budget.cells}), U {params.upper:g}"
+    )
 
 
 def _busiest_line(run_losses: object, settings: Settings) -> str:

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 from stream_dp.commands.basemap_options import add_basemap_options
 from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.commands.shared import CliError, add_bootstrap_option, plain_text
+from stream_dp.commands.shared import (
+    CliError,
+    add_bootstrap_option,
+    plain_text,
+    require_public_occupancy,
+)
 from stream_dp.config import ConfigError, Settings
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ def serve_settings(args: argparse.Namespace) -> Settings:
         "log_format": args.log_format,
     }
     settings = settings_from_args(args, **given)
+    require_public_occupancy(settings, "serve")
     if settings.web_port == 0:  # Faust binds the port it is given, and refuses 0
         raise CliError(
             "invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): serve needs a port "

@@ -130,3 +130,14 @@ def plain_text(doc: str | None) -> str:
     """A docstring as help text: reST roles and literals become their plain words."""
     text = _ROLE.sub(r"\1", doc or "")
     return _LITERAL.sub(lambda m: m.group(1) or m.group(2), text)
+
+
+def require_public_occupancy(settings: Any, command: str) -> None:
+    """``serve`` and ``demo`` run the public-occupancy model only, for now: secret-routes
+    (docs/math.md §14) is released offline by ``stream-dp release``."""
+    if settings.privacy_model != "public-occupancy":
+        raise CliError(
+            f"invalid setting privacy_model (--privacy-model / STREAM_DP_PRIVACY_MODEL): "
+            f"{command} runs public-occupancy only; secret-routes is released by "
+            "'stream-dp release --privacy-model secret-routes FILE'"
+        )

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from stream_dp.config import Settings
+from stream_dp.config import ConfigError, Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
@@ -78,6 +78,8 @@ class ReleaseService:
         noise: LaplaceNoise,
     ) -> None:
         self.settings = settings
+        if settings.privacy_model != "public-occupancy":  # docs/math.md §14: offline only
+            raise ConfigError("privacy_model: the worker runs public-occupancy only, for now")
         self.params = ReleaseParams.from_settings(settings)  # all the release reads
         self.accountant = PrivacyAccountant(self.params)
         self.conn = conn

@@ -65,6 +65,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "commands",
         "worker experiments testing options",
         "engine dashboard producer planning",
+        "secret_routes",
         "release wire sources",
         "windows kafka allocator",
         "config",
