@@ -1,0 +1,114 @@
+"""The candidate releases' figures (dp/release_candidates.py) against brute force and
+simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL, mean_error
+from stream_dp.dp.release_candidates import (
+    cell_options,
+    entry_payments,
+    grouped_candidates,
+    useful_probability,
+)
+
+EPSILONS = np.array([0.125, 0.5, 1.0, 2.0])
+
+
+def _random_cells(
+    rng: np.random.Generator, n_cells: int, vehicles: int = 7, readings: int = 30
+) -> tuple[np.ndarray, np.ndarray]:
+    sizes = rng.integers(1, vehicles, n_cells)
+    counts = rng.integers(1, readings, int(sizes.sum()))
+    return np.r_[0, np.cumsum(sizes)].astype(np.int64), counts.astype(np.int64)
+
+
+@pytest.mark.parametrize("prefix_limit", [None, 8])
+def test_each_cell_takes_the_cap_of_least_error_over_every_cap(prefix_limit: int | None) -> None:
+    rng = np.random.default_rng(3)
+    start, counts = _random_cells(rng, 40)
+    upper, target, tau = 65.0, 10.0, 6.5
+    opts = cell_options(start, counts, upper=upper, target=target, tau=tau, epsilons=EPSILONS,
+                        prefix_limit=prefix_limit, min_vehicles=2)  # fmt: skip
+    for g in range(len(start) - 1):
+        m = counts[start[g] : start[g + 1]]
+        kept_m = m if prefix_limit is None else np.minimum(m, prefix_limit)
+        total = int(m.sum())
+        for j, eps in enumerate(EPSILONS):
+            errors = [
+                float(mean_error(upper, eps, c, np.minimum(kept_m, c).sum(), total))
+                for c in range(1, int(kept_m.max()) + 1)
+            ]
+            assert opts.error[g, j] == pytest.approx(min(errors), rel=1e-12)
+            c, s = int(opts.cap[g, j]), int(opts.kept[g, j])
+            assert s == int(np.minimum(kept_m, c).sum())
+            assert opts.meets[g, j] == (min(errors) <= target and len(m) >= 2)
+            bias, scale = upper * (1 - s / total), upper * c / (s * eps)
+            p = 1 - (math.exp(-(tau - bias) / scale) + math.exp(-(tau + bias) / scale)) / 2
+            if bias > tau:
+                p = (math.exp(-(bias - tau) / scale) - math.exp(-(bias + tau) / scale)) / 2
+            assert opts.useful[g, j] == pytest.approx(p * total, rel=1e-9, abs=1e-12)
+        assert opts.total[g] == total
+
+
+@pytest.mark.parametrize("bias", [0.0, 2.0, 6.0, 8.0])
+def test_the_useful_probability_is_a_lower_bound_reached_at_the_worst_bias(bias: float) -> None:
+    rng = np.random.default_rng(11)  # a test's seed: the bound against simulated noise
+    tau, scale = 6.5, 3.0
+    bound = float(useful_probability(tau, np.array(bias), np.array(scale)))
+    noise = rng.laplace(0.0, scale, 400_000)
+    for shift in np.linspace(-bias, bias, 5):
+        hit = float(np.mean(np.abs(shift + noise) <= tau))
+        assert hit >= bound - 0.004  # over 5 sigma of 400,000 draws
+    at_worst = float(np.mean(np.abs(bias + noise) <= tau))
+    assert at_worst == pytest.approx(bound, abs=0.004)
+
+
+def test_a_vehicle_pays_its_own_share_and_at_the_cap_the_whole_epsilon() -> None:
+    start = np.array([0, 3], dtype=np.int64)
+    counts = np.array([1, 5, 5], dtype=np.int64)
+    opts = cell_options(start, counts, upper=65.0, target=40.0, tau=6.5, epsilons=EPSILONS)
+    pay = entry_payments(start, opts)
+    cap = opts.cap[0]
+    assert np.all(pay[1:] == EPSILONS[None, :] * (cap >= 5) + pay[1:] * (cap < 5))
+    assert np.all(pay[0] <= EPSILONS) and np.all(pay[0] > 0)
+    assert np.all(pay[0][cap > 1] < EPSILONS[cap > 1])
+
+
+def test_a_candidate_releases_its_layouts_cells_meeting_t_and_sums_each_vehicles_payments() -> None:
+    rng = np.random.default_rng(5)
+    start, counts = _random_cells(rng, 30, vehicles=12, readings=4)
+    vehicle = rng.integers(0, 12, len(counts)).astype(np.int64)
+    for g in range(len(start) - 1):  # one entry per vehicle and cell
+        vehicle[start[g] : start[g + 1]] = rng.choice(12, start[g + 1] - start[g], replace=False)
+    opts = cell_options(start, counts, upper=65.0, target=40.0, tau=20.0, epsilons=EPSILONS)
+    pay = entry_payments(start, opts)
+    group, layout = rng.integers(0, 5, 30), rng.integers(0, 2, 30)
+    stale = rng.uniform(0, 0.3, 30)
+    cands, column = grouped_candidates(start, vehicle, opts, pay, group, layout, stale)
+    seen = 0
+    for g in np.unique(group):
+        for lay in (0, 1):
+            for j in range(len(EPSILONS)):
+                cells = [c for c in range(30) if group[c] == g and layout[c] == lay
+                         and opts.meets[c, j]]  # fmt: skip
+                if not cells:
+                    continue
+                value = sum(opts.useful[c, j] * (1 - stale[c]) for c in cells)
+                owed: dict[int, float] = {}
+                for c in cells:
+                    for e in range(start[c], start[c + 1]):
+                        owed[int(vehicle[e])] = owed.get(int(vehicle[e]), 0.0) + pay[e, j]
+                k = int(np.flatnonzero(np.isclose(cands.value, value) & (column == j))[0])
+                span = slice(cands.start[k], cands.start[k + 1])
+                got = dict(zip(cands.vehicle[span].tolist(), cands.pay[span].tolist(), strict=True))
+                assert got == pytest.approx(owed)
+                seen += 1
+    assert seen == len(cands.value)
+    same_group = cands.group[:, None] == cands.group[None, :]
+    assert seen > 10 and same_group.sum() > len(cands.value)  # one group: exclusive options
+    assert LN20 > 0 and SAMPLER_RTOL < 1e-6
