@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL, mean_error
+from stream_dp.dp.float_mean import share_slack
 from stream_dp.dp.release_candidates import (
     cell_options,
     entry_payments,
     grouped_candidates,
     useful_probability,
 )
-
-EPSILONS = np.array([0.125, 0.5, 1.0, 2.0])
+from stream_dp.dp.vehicle_budget import round_up
 
 
 def _random_cells(
@@ -27,30 +27,50 @@ def _random_cells(
     return np.r_[0, np.cumsum(sizes)].astype(np.int64), counts.astype(np.int64)
 
 
+FACTORS = np.array([1.0, 1.5, 3.0])
+
+
 @pytest.mark.parametrize("prefix_limit", [None, 8])
-def test_each_cell_takes_the_cap_of_least_error_over_every_cap(prefix_limit: int | None) -> None:
+def test_each_option_takes_the_least_epsilon_meeting_t_and_the_cap_of_least_error(
+    prefix_limit: int | None,
+) -> None:
     rng = np.random.default_rng(3)
-    start, counts = _random_cells(rng, 40)
-    upper, target, tau = 65.0, 10.0, 6.5
-    opts = cell_options(start, counts, upper=upper, target=target, tau=tau, epsilons=EPSILONS,
-                        prefix_limit=prefix_limit, min_vehicles=2)  # fmt: skip
+    start, counts = _random_cells(rng, 40, vehicles=9)
+    sits_out = rng.random(len(counts)) < 0.2
+    upper, target, tau, burst, share = 65.0, 10.0, 6.5, 3.5, 1.0
+    opts = cell_options(start, counts, upper=upper, target=target, tau=tau, factors=FACTORS,
+                        max_epsilon=burst, prefix_limit=prefix_limit, min_vehicles=2,
+                        sits_out=sits_out)  # fmt: skip
     for g in range(len(start) - 1):
-        m = counts[start[g] : start[g + 1]]
-        kept_m = m if prefix_limit is None else np.minimum(m, prefix_limit)
-        total = int(m.sum())
-        for j, eps in enumerate(EPSILONS):
-            errors = [
-                float(mean_error(upper, eps, c, np.minimum(kept_m, c).sum(), total))
-                for c in range(1, int(kept_m.max()) + 1)
-            ]
+        m, out = counts[start[g] : start[g + 1]], sits_out[start[g] : start[g + 1]]
+        total, read = int(m.sum()), m[~out]
+        if not len(read):
+            assert not opts.meets[g].any()
+            continue
+        top = int(read.max())
+        caps = [c for c in range(int(read.min()), top + 1)
+                if prefix_limit is None or c <= prefix_limit or c == top]  # fmt: skip
+        kept = {c: int(np.minimum(read, c).sum()) for c in caps}
+        bias = {c: upper * (1 - kept[c] / total) for c in caps}
+        need = [LN20 * upper * c * (1 + SAMPLER_RTOL) / (kept[c] * (target - bias[c]))
+                for c in caps if bias[c] < target]  # fmt: skip
+        eps_mu = min(need) if need else np.inf
+        for j, factor in enumerate(FACTORS):
+            eps = float(round_up(np.array(eps_mu / share * factor)))  # factor 1: the plan's ε
+            assert opts.epsilon[g, j] == eps
+            if not np.isfinite(eps):
+                assert not opts.meets[g, j]
+                continue
+            errors = [float(mean_error(upper, eps, c, kept[c], total)) for c in caps]
             assert opts.error[g, j] == pytest.approx(min(errors), rel=1e-12)
+            assert min(errors) <= target * (1 + 1e-9)  # ε_T and above meet T
             c, s = int(opts.cap[g, j]), int(opts.kept[g, j])
-            assert s == int(np.minimum(kept_m, c).sum())
-            assert opts.meets[g, j] == (min(errors) <= target and len(m) >= 2)
-            bias, scale = upper * (1 - s / total), upper * c / (s * eps)
-            p = 1 - (math.exp(-(tau - bias) / scale) + math.exp(-(tau + bias) / scale)) / 2
-            if bias > tau:
-                p = (math.exp(-(bias - tau) / scale) - math.exp(-(bias + tau) / scale)) / 2
+            assert c in caps and s == kept[c]
+            assert opts.meets[g, j] == (eps <= burst and len(read) >= 2)
+            b, scale = upper * (1 - s / total), upper * c / (s * eps)
+            p = 1 - (math.exp(-(tau - b) / scale) + math.exp(-(tau + b) / scale)) / 2
+            if b > tau:
+                p = (math.exp(-(b - tau) / scale) - math.exp(-(b + tau) / scale)) / 2
             assert opts.useful[g, j] == pytest.approx(p * total, rel=1e-9, abs=1e-12)
         assert opts.total[g] == total
 
@@ -68,15 +88,19 @@ def test_the_useful_probability_is_a_lower_bound_reached_at_the_worst_bias(bias:
     assert at_worst == pytest.approx(bound, abs=0.004)
 
 
-def test_a_vehicle_pays_its_own_share_and_at_the_cap_the_whole_epsilon() -> None:
-    start = np.array([0, 3], dtype=np.int64)
-    counts = np.array([1, 5, 5], dtype=np.int64)
-    opts = cell_options(start, counts, upper=65.0, target=40.0, tau=6.5, epsilons=EPSILONS)
+def test_a_vehicle_pays_its_own_share_at_the_cap_the_whole_epsilon_and_sitting_out_nothing() -> (
+    None
+):
+    start = np.array([0, 4], dtype=np.int64)
+    counts = np.array([1, 5, 5, 9], dtype=np.int64)
+    out = np.array([False, False, False, True])
+    opts = cell_options(start, counts, upper=65.0, target=40.0, tau=6.5, factors=FACTORS,
+                        max_epsilon=100.0, sits_out=out)  # fmt: skip
     pay = entry_payments(start, opts)
-    cap = opts.cap[0]
-    assert np.all(pay[1:] == EPSILONS[None, :] * (cap >= 5) + pay[1:] * (cap < 5))
-    assert np.all(pay[0] <= EPSILONS) and np.all(pay[0] > 0)
-    assert np.all(pay[0][cap > 1] < EPSILONS[cap > 1])
+    assert np.all(opts.cap[0] == 5) and np.all(opts.kept[0] == 11) and opts.total[0] == 20
+    assert np.all(pay[1:3] == opts.epsilon[0]) and np.all(pay[3] == 0.0)
+    assert np.all(pay[0] < opts.epsilon[0]) and np.all(pay[0] > 0)
+    assert np.all(pay[0] == round_up(opts.epsilon[0] * (0.2 + share_slack(5, 11))))
 
 
 def test_a_candidate_releases_its_layouts_cells_meeting_t_and_sums_each_vehicles_payments() -> None:
@@ -85,7 +109,9 @@ def test_a_candidate_releases_its_layouts_cells_meeting_t_and_sums_each_vehicles
     vehicle = rng.integers(0, 12, len(counts)).astype(np.int64)
     for g in range(len(start) - 1):  # one entry per vehicle and cell
         vehicle[start[g] : start[g + 1]] = rng.choice(12, start[g + 1] - start[g], replace=False)
-    opts = cell_options(start, counts, upper=65.0, target=40.0, tau=20.0, epsilons=EPSILONS)
+    opts = cell_options(
+        start, counts, upper=65.0, target=40.0, tau=20.0, factors=FACTORS, max_epsilon=4.0
+    )
     pay = entry_payments(start, opts)
     group, layout = rng.integers(0, 5, 30), rng.integers(0, 2, 30)
     stale = rng.uniform(0, 0.3, 30)
@@ -93,7 +119,7 @@ def test_a_candidate_releases_its_layouts_cells_meeting_t_and_sums_each_vehicles
     seen = 0
     for g in np.unique(group):
         for lay in (0, 1):
-            for j in range(len(EPSILONS)):
+            for j in range(len(FACTORS)):
                 cells = [c for c in range(30) if group[c] == g and layout[c] == lay
                          and opts.meets[c, j]]  # fmt: skip
                 if not cells:
@@ -111,4 +137,3 @@ def test_a_candidate_releases_its_layouts_cells_meeting_t_and_sums_each_vehicles
     assert seen == len(cands.value)
     same_group = cands.group[:, None] == cands.group[None, :]
     assert seen > 10 and same_group.sum() > len(cands.value)  # one group: exclusive options
-    assert LN20 > 0 and SAMPLER_RTOL < 1e-6
