@@ -66,6 +66,11 @@ class Candidates:
             raise ValueError("payments must be non-negative")
 
     @property
+    def payments(self) -> tuple[IntArray, IntArray, FloatArray]:
+        """``(start, vehicle, pay)``, as the compiled passes take them."""
+        return self.start, self.vehicle, self.pay
+
+    @property
     def n_groups(self) -> int:
         return int(self.group.max()) + 1 if len(self.group) else 0
 
@@ -108,8 +113,8 @@ def choose_releases(candidates: Candidates, room: FloatArray, steps: int = DUAL_
     n_groups = candidates.n_groups
     best = _greedy(candidates, room, -candidates.value, n_groups)
     bound, multipliers = lagrangian_bound(
-        candidates.group, n_groups, candidates.value, candidates.start, candidates.vehicle,
-        candidates.pay, room, best.value, int(steps),
+        candidates.group, n_groups, candidates.value, candidates.payments, room, best.value,
+        int(steps),
     )  # fmt: skip
     reduced = candidates.value - candidates.cost(multipliers)
     share = candidates.cost(1.0 / np.maximum(room, _TINY_ROOM))  # rooms each one takes
@@ -124,9 +129,8 @@ def _greedy(candidates: Candidates, room: FloatArray, key: FloatArray, n_groups:
     +inf)."""
     order = np.argsort(key, kind="mergesort").astype(np.int64)
     per_group = greedy_in_order(
-        order, candidates.group, n_groups, candidates.value,
-        candidates.start, candidates.vehicle, candidates.pay, room,
-    )  # fmt: skip
+        order, candidates.group, n_groups, candidates.value, candidates.payments, room
+    )
     chosen = per_group[per_group >= 0]
     spent = candidates.usage(chosen, len(room))
     return Choice(chosen, float(candidates.value[chosen].sum()), spent, np.inf)

@@ -15,6 +15,10 @@ from numba import njit
 
 #: Relative slack when a payment is checked against what is left of a room.
 ROOM_RTOL = 1e-9
+#: The subgradient steps stop once the bound is within this share of the best known value,
+#: or after this many steps in a row that lower it by less than that share of the gap.
+GAP_TOLERANCE = 1e-3
+STALL_STEPS = 3
 
 
 @njit(cache=True, nogil=True)
@@ -42,16 +46,16 @@ def greedy_in_order(
     group: np.ndarray,
     n_groups: int,
     value: np.ndarray,
-    start: np.ndarray,
-    vehicle: np.ndarray,
-    pay: np.ndarray,
+    payments: tuple[np.ndarray, np.ndarray, np.ndarray],
     room: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """Per group the chosen candidate (-1: none): candidates in ``order``, each taken when its
     group has none yet, its value is positive and every payment fits what is left of its
     vehicle's room; then each group's choice is upgraded to its most valuable candidate that
     fits once the current one is given back, and empty groups are offered every candidate
-    again, until a pass changes nothing (so no candidate that fits would add value)."""
+    again, until a pass changes nothing (so no candidate that fits would add value).
+    ``payments``: ``(start, vehicle, pay)``."""
+    start, vehicle, pay = payments
     left = room.copy()
     chosen = np.full(n_groups, -1, dtype=np.int64)
     for k in order:
@@ -101,9 +105,7 @@ def lagrangian_bound(
     group: np.ndarray,
     n_groups: int,
     value: np.ndarray,
-    start: np.ndarray,
-    vehicle: np.ndarray,
-    pay: np.ndarray,
+    payments: tuple[np.ndarray, np.ndarray, np.ndarray],
     room: np.ndarray,
     lower: float,
     steps: int,
@@ -112,11 +114,14 @@ def lagrangian_bound(
     ``steps`` projected subgradient steps from ``λ = 0`` with Polyak's step
     ``(L − lower) / |g|²`` towards the best known feasible value ``lower``; ``g = r − usage``
     of the relaxed problem's choice, its components at ``λ_l = 0`` pointing below 0 left out
-    (they cannot move)."""
+    (they cannot move); early when the gap closes or the bound stalls (:data:`STALL_STEPS`).
+    ``payments``: ``(start, vehicle, pay)``."""
+    start, vehicle, pay = payments
     n_vehicles = len(room)
     lam = np.zeros(n_vehicles)
     best_lam = lam.copy()
     bound = np.inf
+    stalled = 0
     for step in range(steps + 1):
         top = np.zeros(n_groups)
         pick = np.full(n_groups, -1, dtype=np.int64)
@@ -128,11 +133,15 @@ def lagrangian_bound(
                 top[group[k]] = reduced
                 pick[group[k]] = k
         dual = top.sum() + lam @ room
+        if dual < bound - GAP_TOLERANCE * (bound - lower):
+            stalled = 0
+        else:
+            stalled += 1
         if dual < bound:
             bound = dual
             best_lam[:] = lam
         gap = bound - lower
-        if step == steps or gap <= 1e-12 * max(bound, 1.0):
+        if step == steps or gap <= GAP_TOLERANCE * max(bound, 1.0) or stalled >= STALL_STEPS:
             break
         gradient = room.copy()
         for g in range(n_groups):

@@ -10,13 +10,14 @@ import pytest
 
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL, mean_error
 from stream_dp.dp.float_mean import share_slack
+from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.release_candidates import (
     cell_options,
     entry_payments,
     grouped_candidates,
     useful_probability,
 )
-from stream_dp.dp.vehicle_budget import round_up
+from stream_dp.dp.vehicle_budget import plan_budget, round_up
 
 
 def _random_cells(
@@ -137,3 +138,28 @@ def test_a_candidate_releases_its_layouts_cells_meeting_t_and_sums_each_vehicles
     assert seen == len(cands.value)
     same_group = cands.group[:, None] == cands.group[None, :]
     assert seen > 10 and same_group.sum() > len(cands.value)  # one group: exclusive options
+
+
+@pytest.mark.parametrize("prefix_limit", [None, 6])
+def test_the_first_option_is_the_epsilon_and_cap_the_current_plan_gives_a_cell(
+    prefix_limit: int | None,
+) -> None:
+    rng = np.random.default_rng(17)
+    cells, vehicles, counts = [], [], []
+    for g in range(60):
+        for v in rng.choice(40, rng.integers(1, 25), replace=False):
+            cells.append(f"c{g:03d}")
+            vehicles.append(f"v{v:03d}")
+            counts.append(int(rng.integers(1, 20)))
+    occ = Occupancy.from_arrays(cells, vehicles, counts)
+    burst = 3.5
+    plan = plan_budget(occ, np.full(len(occ.vehicles), 1e6), target=10.0, upper=65.0,
+                       variance_share=0.0, max_cell_epsilon=burst, prefix_limit=prefix_limit,
+                       pseudo_user=True)  # fmt: skip
+    opts = cell_options(occ.cell_start, occ.count, upper=65.0, target=10.0, tau=6.5,
+                        factors=FACTORS, max_epsilon=burst, prefix_limit=prefix_limit)  # fmt: skip
+    released = np.isfinite(plan.epsilon)
+    assert released.sum() > 10 and (~released).sum() > 5
+    assert np.array_equal(opts.meets[:, 0], released)
+    assert np.array_equal(opts.epsilon[released, 0], plan.epsilon[released])
+    assert np.array_equal(opts.cap[released, 0], plan.cap[released])
