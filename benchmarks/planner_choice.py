@@ -394,6 +394,13 @@ def million() -> str:
     return "\n".join(lines)
 
 
+def warm_up() -> None:
+    """One tiny solve first: numba compiles the solver's passes then, not in a timed window."""
+    tiny = Candidates(np.zeros(1, np.int64), np.ones(1), np.array([0, 1]), np.zeros(1, np.int64),
+                      np.ones(1))  # fmt: skip
+    choose_releases(tiny, np.ones(1))
+
+
 def data_sets() -> dict[str, tuple[list[dict[str, Any]], dict[str, Any]]]:
     """The panel's data sets and the second aircraft file, with their profile rows."""
     out = {}
@@ -412,6 +419,7 @@ def main() -> int:
     args = parser.parse_args()
     sets = data_sets()
     names = args.only or ([] if args.million else ["AIS week", "Virginia Beach", "US coastal"])
+    warm_up()
     print(HEADER)
     notes: list[str] = []
     for name in names:
