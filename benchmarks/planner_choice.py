@@ -55,6 +55,7 @@ from stream_dp.dp.release_candidates import (  # noqa: E402
     entry_payments,
     grouped_candidates,
     useful_probability,
+    with_exclusions,
 )
 from stream_dp.dp.release_choice import Candidates, choose_releases  # noqa: E402
 from stream_dp.release import budget_cells  # noqa: E402
@@ -233,14 +234,8 @@ def with_readings(cands: Candidates, rows: np.ndarray, lay: Layouts, n_vehicles:
     res_entries = np.repeat(row_start[row], n_res) + (
         np.arange(int(n_res.sum())) - np.repeat(np.cumsum(n_res) - n_res, n_res)
     )
-    owner = np.r_[
-        np.repeat(np.arange(len(row)), np.diff(cands.start)), np.repeat(np.arange(len(row)), n_res)
-    ]
-    vehicle = np.r_[cands.vehicle, n_vehicles + observed[order][res_entries]]
-    pay = np.r_[cands.pay, np.ones(len(res_entries))]
-    by_owner = np.argsort(owner, kind="mergesort")
-    start = np.searchsorted(owner[by_owner], np.arange(len(row) + 1))
-    return Candidates(cands.group, cands.value, start, vehicle[by_owner], pay[by_owner])
+    covers = observed[order][res_entries]
+    return with_exclusions(cands, np.r_[0, np.cumsum(n_res)], covers, n_vehicles)
 
 
 def plan_cells(records: list[dict[str, Any]], seen: Seen, params: Any) -> np.ndarray:

@@ -230,3 +230,19 @@ def _entries_of(cell_start: IntArray, cells: IntArray, sizes: IntArray) -> IntAr
     n = sizes[cells]
     offsets = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
     return np.repeat(np.asarray(cell_start)[cells], n) + offsets
+
+
+def with_exclusions(
+    candidates: Candidates, covers_start: IntArray, covers: IntArray, first_room: int
+) -> Candidates:
+    """``candidates``, each also paying 1 to the rooms ``first_room + covers[covers_start[k]:
+    covers_start[k + 1]]`` (e.g. the observed cells its cell covers): given those rooms 1, no
+    two chosen candidates cover the same one (a cell excludes its finer and coarser cells)."""
+    n = len(candidates.group)
+    own, extra = np.diff(candidates.start), np.diff(covers_start)
+    owner = np.r_[np.repeat(np.arange(n), own), np.repeat(np.arange(n), extra)]
+    order = np.argsort(owner, kind="mergesort")  # each candidate's payments, then its covers
+    vehicle = np.r_[candidates.vehicle, first_room + np.asarray(covers, dtype=np.int64)]
+    pay = np.r_[candidates.pay, np.ones(len(covers))]
+    start = np.r_[0, np.cumsum(own + extra)].astype(np.int64)
+    return Candidates(candidates.group, candidates.value, start, vehicle[order], pay[order])

@@ -2,7 +2,7 @@
 (docs/planner-draft.md, "The objective" and "The solver").
 
 Given candidate releases, each in one exclusive *group* (the options for the same readings:
-one cell at several ε, or one coarse cell's layouts at several resolutions), each with a
+one cell at several ε or sit-out variants), each with a
 *value* (expected usefully covered readings minus a staleness cost) and a payment from each of
 its vehicles, choose at most one candidate per group so that the summed value is largest and
 no vehicle pays more than its room:
@@ -10,16 +10,19 @@ no vehicle pays more than its room:
     max Σ_k v_k x_k   s.t.   Σ_{k ∈ g} x_k ≤ 1 (each group g),
                              Σ_k p_{k,l} x_k ≤ r_l (each vehicle l),   x_k ∈ {0, 1}.
 
-A multiple-choice knapsack with one constraint per vehicle. The solver relaxes the rooms with
+A multiple-choice knapsack with one constraint per vehicle (other exclusions, such as a cell
+and its parent, are rooms too: a room of 1 that each excluding candidate pays 1). The solver
+relaxes the rooms with
 multipliers ``λ_l ≥ 0`` (Lagrangian relaxation): for any ``λ``
 
     L(λ) = Σ_g max(0, max_{k ∈ g} v_k − Σ_l λ_l p_{k,l}) + Σ_l λ_l r_l  ≥  OPT
 
 (weak duality: every feasible choice's value is at most its Lagrangian, and that at most
 ``L(λ)``). A few subgradient steps lower ``L``; the candidates are then taken greedily in
-the order of their reduced value (and, separately, of their value), keeping the better
-feasible choice, made maximal by :func:`~stream_dp.dp.release_choice_kernel.greedy_in_order`.
-The result carries ``upper_bound = min L(λ)``, so its value is at least
+three orders (value, reduced value at the bound's multipliers, value per share of the rooms
+taken), keeping the best feasible choice, each made maximal by
+:func:`~stream_dp.dp.release_choice_kernel.greedy_in_order`. The result carries
+``upper_bound = max(value, min L(λ))``, so its value is at least
 ``value / upper_bound`` times the optimum: a bound proven for every instance and computed
 with it. Every input is a function of the public occupancy, the configuration and the
 ledger, so the choice costs no privacy (docs/math.md §2.2).

@@ -16,7 +16,9 @@ from stream_dp.dp.release_candidates import (
     entry_payments,
     grouped_candidates,
     useful_probability,
+    with_exclusions,
 )
+from stream_dp.dp.release_choice import Candidates, choose_releases
 from stream_dp.dp.vehicle_budget import plan_budget, round_up
 
 
@@ -163,3 +165,29 @@ def test_the_first_option_is_the_epsilon_and_cap_the_current_plan_gives_a_cell(
     assert np.array_equal(opts.meets[:, 0], released)
     assert np.array_equal(opts.epsilon[released, 0], plan.epsilon[released])
     assert np.array_equal(opts.cap[released, 0], plan.cap[released])
+
+
+def test_candidates_covering_the_same_observed_cell_are_never_chosen_together() -> None:
+    rng = np.random.default_rng(23)
+    n, observed = 30, 8
+    sizes = rng.integers(1, 4, n)
+    start = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    vehicle = np.concatenate([rng.choice(6, k, replace=False) for k in sizes]).astype(np.int64)
+    cands = Candidates(np.arange(n, dtype=np.int64) // 2, rng.uniform(1, 5, n), start, vehicle,
+                       rng.uniform(0.1, 1.0, len(vehicle)))  # fmt: skip
+    n_cover = rng.integers(1, 4, n)
+    covers = np.concatenate([rng.choice(observed, k, replace=False) for k in n_cover])
+    excl = with_exclusions(cands, np.r_[0, np.cumsum(n_cover)], covers, 6)
+    for k in range(n):  # its own payments, then 1 to each room it covers
+        mine = slice(excl.start[k], excl.start[k + 1])
+        assert excl.vehicle[mine].tolist() == [
+            *vehicle[start[k] : start[k + 1]].tolist(),
+            *(6 + covers[np.r_[0, np.cumsum(n_cover)][k] :][: n_cover[k]]).tolist(),
+        ]
+        assert excl.pay[mine][sizes[k] :].tolist() == [1.0] * n_cover[k]
+    choice = choose_releases(excl, np.r_[np.full(6, 2.0), np.ones(observed)])
+    covered = np.concatenate(
+        [excl.vehicle[excl.start[k] : excl.start[k + 1]] for k in choice.chosen]
+    )
+    covered = covered[covered >= 6]
+    assert len(covered) == len(set(covered.tolist())) and len(choice.chosen) > 1
