@@ -32,7 +32,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 
 IntArray = NDArray[np.int64]
@@ -179,35 +179,11 @@ class UnitPrice:
             out = np.zeros(n_groups)
             out[group] = self.room[0]
             return out
-        if kernel_choice.use_kernels(len(group)):
-            from stream_dp.dp.adaptive_kernel import weighted_quantile
-
-            order = self.order(group, vehicle, n_groups)
-            return weighted_quantile(  # type: ignore[no-any-return]
-                order, group, self.room[vehicle], count, n_groups, float(self.quantile)
-            )
-        return self.pay_numpy(group, vehicle, count, n_groups)
-
-    def pay_numpy(
-        self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int
-    ) -> FloatArray:
-        """:meth:`pay` in numpy (the compiled one's floats)."""
-        out = np.zeros(n_groups)
-        if not len(group):
-            return out
-        room = self.room[vehicle]
         order = self.order(group, vehicle, n_groups)
-        g, r, w = group[order], room[order], count[order].astype(np.float64)
-        cum = np.cumsum(w)
-        start = np.searchsorted(g, np.arange(n_groups))
-        end = np.searchsorted(g, np.arange(n_groups), side="right")
-        has = end > start
-        base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
-        total = cum[np.maximum(end - 1, 0)] - base
-        goal = base + self.quantile * total
-        at = np.searchsorted(cum, goal[has], side="left")
-        out[has] = r[np.minimum(at, end[has] - 1)]
-        return out
+        quantile = kernels.WEIGHTED_QUANTILE.pick(len(group))
+        return quantile(  # type: ignore[no-any-return]
+            order, group, self.room[vehicle], count, n_groups, float(self.quantile)
+        )
 
     def order(self, group: IntArray, vehicle: IntArray, n_groups: int) -> IntArray:
         """The stable order by (group, the vehicle's room), ``np.lexsort((room[vehicle],
@@ -260,14 +236,9 @@ def _aggregate(
     counts, a unit's price a room its tied entries share, :func:`best_cap_mean_error` over
     the counts)."""
     n_groups = int(group.max(initial=-1)) + 1
-    if len(group) and kernel_choice.use_kernels(len(group)):
-        from stream_dp.dp.adaptive_kernel import aggregate_pairs
-
-        return aggregate_pairs(  # type: ignore[no-any-return]
-            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
-            count.astype(np.int64, copy=False), n_groups, max(n_vehicles, 1),
-        )  # fmt: skip
-    return aggregate_by_sort(group, vehicle, count, n_groups, n_vehicles)
+    aggregate = kernels.AGGREGATE_PAIRS.pick(len(group))
+    pairs = _as_int64(group, vehicle, count)
+    return aggregate(*pairs, n_groups, max(n_vehicles, 1))  # type: ignore[no-any-return]
 
 
 def _aggregate_selected(
@@ -280,15 +251,14 @@ def _aggregate_selected(
 ) -> tuple[IntArray, IntArray, IntArray]:
     """:func:`_aggregate` of the ``select``-ed entries (groups below ``n_groups``); compiled,
     without copying them out first."""
-    n = int(np.count_nonzero(select))
-    if n and kernel_choice.use_kernels(n):
-        from stream_dp.dp.adaptive_kernel import aggregate_selected_pairs
+    aggregate = kernels.AGGREGATE_SELECTED.pick(int(np.count_nonzero(select)))
+    pairs = _as_int64(group, vehicle, count)
+    return aggregate(*pairs, select, n_groups, max(n_vehicles, 1))  # type: ignore[no-any-return]
 
-        return aggregate_selected_pairs(  # type: ignore[no-any-return]
-            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
-            count.astype(np.int64, copy=False), select, n_groups, max(n_vehicles, 1),
-        )  # fmt: skip
-    return _aggregate(group[select], vehicle[select], count[select], n_vehicles)
+
+def _as_int64(*arrays: np.ndarray) -> tuple[IntArray, ...]:
+    """The arrays as int64 (the compiled forms' type; no copy when they are)."""
+    return tuple(a.astype(np.int64, copy=False) for a in arrays)
 
 
 def aggregate_by_sort(
@@ -298,6 +268,45 @@ def aggregate_by_sort(
     groups, vehicles, inverse = pair_groups(group, vehicle, n_groups, n_vehicles)
     summed = np.bincount(inverse, weights=count, minlength=len(groups)).astype(np.int64)
     return groups, vehicles, summed
+
+
+def aggregate_selected_by_sort(
+    group: IntArray,
+    vehicle: IntArray,
+    count: IntArray,
+    select: NDArray[np.bool_],
+    n_groups: int,
+    n_vehicles: int,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`aggregate_by_sort` of the ``select``-ed entries (numpy only)."""
+    return aggregate_by_sort(group[select], vehicle[select], count[select], n_groups, n_vehicles)
+
+
+def weighted_quantile_by_sort(
+    order: IntArray,
+    group: IntArray,
+    room: FloatArray,
+    count: IntArray,
+    n_groups: int,
+    quantile: float,
+) -> FloatArray:
+    """Per group, the ``count``-weighted ``quantile`` of its entries' ``room`` (entries in
+    ``order``: by group, then room), by cumulative sums (the numpy form of
+    :data:`~stream_dp.dp.kernels.WEIGHTED_QUANTILE`, the compiled one's floats)."""
+    out = np.zeros(n_groups)
+    if not len(group):
+        return out
+    g, r, w = group[order], room[order], count[order].astype(np.float64)
+    cum = np.cumsum(w)
+    start = np.searchsorted(g, np.arange(n_groups))
+    end = np.searchsorted(g, np.arange(n_groups), side="right")
+    has = end > start
+    base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
+    total = cum[np.maximum(end - 1, 0)] - base
+    goal = base + quantile * total
+    at = np.searchsorted(cum, goal[has], side="left")
+    out[has] = r[np.minimum(at, end[has] - 1)]
+    return out
 
 
 def pair_groups(
