@@ -379,11 +379,6 @@ def choose_cells(
     return _choose_remainder(list(cell_names), pairs, rule, levels, budget)
 
 
-#: Whether the budget choice orders the pairs by cell first (:func:`_by_cell`); the tests
-#: switch it off to compare.
-SORT_PAIRS = True
-
-
 def _by_cell(
     pairs: tuple[IntArray, IntArray, IntArray], n_cells: int, memo: dict[str, Any]
 ) -> tuple[IntArray, IntArray, IntArray]:
@@ -435,8 +430,7 @@ def _choose_remainder(
             continue
         n_units = len(unit_names)
         if level == finest and budget is not None:
-            if SORT_PAIRS:  # at the finest level each cell is its own unit
-                entries = _by_cell(entries, n_cells, budget.memo)
+            entries = _by_cell(entries, n_cells, budget.memo)  # each cell its own unit here
             error, passes = _first_level(rule, entries, n_units, budget.memo)
         elif known is None:
             error, passes = rule.passing(*entries, n_units, unique=True)

@@ -146,6 +146,18 @@ MERGED_GROUPS = Kernel(
 TAKE_READINGS = Kernel(
     "take_readings", f"{_DP}.pair_moves:take_readings_by_mask", f"{_DP}.span_kernels:take_readings"
 )
+#: Per vehicle the summed ε of the cells a budget plan keeps it in (its check, §13).
+KEPT_PAYMENTS = Kernel(
+    "kept_payments",
+    f"{_DP}.plan_sums:kept_payments_by_bincount",
+    f"{_DP}.plan_passes:kept_payments",
+)
+#: A budget plan's kept counts per entry and cell, cells per vehicle and sit-outs (§13).
+PLANNED_COUNTS = Kernel(
+    "planned_counts",
+    f"{_DP}.plan_sums:planned_counts_by_bincount",
+    f"{_DP}.plan_passes:planned_counts",
+)
 
 #: Every kernel, for the test that runs both forms of each.
 REGISTRY: tuple[Kernel, ...] = (
@@ -161,4 +173,6 @@ REGISTRY: tuple[Kernel, ...] = (
     SPLIT_MOVES,
     MERGED_GROUPS,
     TAKE_READINGS,
+    KEPT_PAYMENTS,
+    PLANNED_COUNTS,
 )

@@ -133,3 +133,19 @@ def planned_counts(
         g1 = max(g1, entries[v])
         sat_out += sat[v]
     return kept_count, kept_sum, grids, g1, sat_out
+
+
+def kept_payments(
+    cell_start: np.ndarray,
+    vehicle_index: np.ndarray,
+    kept: np.ndarray,
+    epsilon: np.ndarray,
+    n_vehicles: int,
+) -> tuple[np.ndarray, int]:
+    """:data:`~stream_dp.dp.kernels.KEPT_PAYMENTS` compiled: :func:`read_payments` of every
+    cell, per vehicle its summed ε and how many kept entries have an ε that is not finite."""
+    every_cell = np.ones(len(cell_start) - 1, dtype=np.bool_)
+    _, paid, unpriced, _, _ = read_payments(
+        cell_start, vehicle_index, kept, every_cell, epsilon, n_vehicles, False
+    )
+    return paid, int(unpriced)

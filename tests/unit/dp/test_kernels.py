@@ -141,6 +141,29 @@ def _take_readings(rng: Rng, n: int) -> Args:
     return rng.integers(0, n_pairs, n), pair_map, ts, rng.choice([0.0, 3.5, 64.0], n)
 
 
+def _plan_of(rng: Rng, n: int) -> tuple[Occupancy, np.ndarray, np.ndarray, np.ndarray]:
+    """An occupancy and a plan of it: kept entries, per cell a cap and an ε (+inf: dropped;
+    ε of a power-of-two step, as plans have, and some not)."""
+    occ = _occupancy(rng, n)
+    n_cells = len(occ.cells)
+    kept = rng.random(occ.n_entries) < 0.8
+    epsilon = np.where(rng.random(n_cells) < 0.15, np.inf, rng.integers(1, 64, n_cells) / 64)
+    epsilon[: n_cells // 4] = rng.uniform(0.01, 2.0, n_cells // 4)
+    return occ, kept, rng.integers(1, 30, n_cells), epsilon
+
+
+def _kept_payments(rng: Rng, n: int) -> Args:
+    occ, kept, _, epsilon = _plan_of(rng, n)
+    if rng.random() < 0.5:  # a plan that passes its check: nothing kept in a dropped cell
+        kept &= np.isfinite(epsilon)[occ.cell_index]
+    return occ.cell_start, occ.vehicle_index, kept, epsilon, len(occ.vehicles)
+
+
+def _planned_counts(rng: Rng, n: int) -> Args:
+    occ, kept, cap, epsilon = _plan_of(rng, n)
+    return occ.cell_start, occ.vehicle_index, occ.count, kept, cap, epsilon, len(occ.vehicles)
+
+
 def _by_group_then_vehicle(out: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """Entries of one group in any order (promised for the aggregates): sorted."""
     group, vehicle, count = out
@@ -169,6 +192,8 @@ INPUTS: dict[str, Callable[[Rng, int], Args]] = {
     "split_moves": _split_moves,
     "merged_groups": _merged_groups,
     "take_readings": _take_readings,
+    "kept_payments": _kept_payments,
+    "planned_counts": _planned_counts,
 }
 PROMISED: dict[str, Callable[[Any], Any]] = {
     "aggregate_pairs": _by_group_then_vehicle,
