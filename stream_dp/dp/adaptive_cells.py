@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from stream_dp.dp import kernels
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
+from stream_dp.dp.ordering import counting_sort_fits, grouped, order_by_pair
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -82,7 +83,6 @@ def best_cap_mean_error(
     if len(unit) == 0:
         return out
     from stream_dp.dp import adaptive_kernel  # numba: imported on first use
-    from stream_dp.dp.ordering import counting_sort_fits, order_by_pair
 
     unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
     width = int(count.max()) + 1
@@ -188,8 +188,6 @@ class UnitPrice:
     def order(self, group: IntArray, vehicle: IntArray, n_groups: int) -> IntArray:
         """The stable order by (group, the vehicle's room), ``np.lexsort((room[vehicle],
         group))``, by counting sorts on the rooms' ranks (:attr:`room_rank`)."""
-        from stream_dp.dp.ordering import order_by_pair
-
         rank, n_ranks = self.room_rank
         return order_by_pair(group, rank[vehicle], max(n_groups, 1), n_ranks)
 
@@ -314,8 +312,6 @@ def pair_groups(
 ) -> tuple[IntArray, IntArray, IntArray]:
     """The distinct ``(major, minor)`` pairs in ascending order and each input's index into
     them (``np.unique`` of the pairs with ``return_inverse``, by counting sorts)."""
-    from stream_dp.dp.ordering import order_by_pair
-
     major = major.astype(np.int64, copy=False)
     minor = minor.astype(np.int64, copy=False)
     if len(major) == 0:
@@ -386,8 +382,6 @@ def _by_cell(
     choice. Nothing the choice computes depends on the pairs' order (:func:`_aggregate`), but
     grouped by cell, and so by parent at every level (sorted H3 cells of one resolution have
     sorted parents), its passes over them read memory in order."""
-    from stream_dp.dp.ordering import grouped
-
     seen = memo.get("by_cell")
     if seen is not None and all(a is b for a, b in zip(seen[0], pairs, strict=True)):
         return seen[1]  # type: ignore[no-any-return]
