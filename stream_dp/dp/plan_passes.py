@@ -5,8 +5,10 @@ indexing, gathers, weighted ``np.bincount``) over the ~5·10^5 entries of a larg
 
 Every result is the one numpy gives: integer counts, and per-vehicle ε summed in entry order
 starting from 0.0, as ``np.bincount(vehicle, weights=...)`` sums (an entry numpy weighs 0.0
-adds nothing to a sum of positive ε). ``release.budget`` and ``release.accounting`` keep the
-numpy forms as the tests' oracle.
+adds nothing to a sum of positive ε). The check's and the kept pairs' passes are the
+compiled forms of :data:`stream_dp.dp.kernels.KEPT_PAYMENTS` and
+:data:`~stream_dp.dp.kernels.PLANNED_COUNTS` (numpy forms: :mod:`stream_dp.dp.plan_sums`);
+``release.accounting`` keeps the charge's numpy form.
 """
 
 from __future__ import annotations
