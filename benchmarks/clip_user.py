@@ -5,9 +5,9 @@
    (and, in this process, the first call whatever the cache state).
 1. The composition paper's synthetic instance (Sec. VI-A2: G = 12, L = 4095, Geo(0.01),
    heavy hitter scaled by 1 + gamma): ``clip_user`` (the compiled kernel) and the uncompiled
-   ``"numpy"`` reference strategy of ``stream_dp.testing.clip_user_strategies`` (batched
+   ``"numpy"`` reference strategy of ``tests.support.clip_user_strategies`` (batched
    rounds; best of 5 wall-clock runs each, after a warm-up) against one run of the plain
-   transcription ``stream_dp.testing.clip_user_reference`` (with a timeout: a timed-out
+   transcription ``tests.support.clip_user_reference`` (with a timeout: a timed-out
    reference gives a lower bound).
 2. A city-scale instance: wall and CPU time of the compiled path and the ``"numpy"``
    strategy (the plain transcription is hopeless there), peak traced memory of ``clip_user``
@@ -35,12 +35,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from stream_dp.dp.clip_user import clip_user
-from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.pseudo_user import pseudo_user_step
-from stream_dp.dp.synthetic import city_occupancy, paper_synthetic_occupancy
-from stream_dp.testing.clip_user_reference import reference_clip_user
-from stream_dp.testing.clip_user_strategies import clip_user_with
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
+
+from stream_dp.dp.clip_user import clip_user  # noqa: E402
+from stream_dp.dp.occupancy import Occupancy  # noqa: E402
+from stream_dp.dp.pseudo_user import pseudo_user_step  # noqa: E402
+from stream_dp.dp.synthetic import city_occupancy, paper_synthetic_occupancy  # noqa: E402
+from tests.support.clip_user_reference import reference_clip_user  # noqa: E402
+from tests.support.clip_user_strategies import clip_user_with  # noqa: E402
 
 UPPER = 65.0
 T = TypeVar("T")
@@ -89,9 +91,9 @@ from stream_dp.dp.occupancy import Occupancy
 occ = Occupancy.from_triples([("a", "1", 1), ("b", "1", 2), ("a", "2", 5), ("b", "3", 4)])
 start = time.perf_counter()
 from stream_dp.dp.clip_user import ClipUserRun
-ClipUserRun(occ, 65.0, 0.5).run()  # the kernel (clip_user runs numpy rounds without numba)
+from stream_dp.dp.clip_user_kernel import run_sequential, run_stages
+run_stages(ClipUserRun(occ, 65.0, 0.5))  # the kernel (clip_user runs numpy rounds without numba)
 first = time.perf_counter() - start
-from stream_dp.dp.clip_user_kernel import run_sequential
 stats = run_sequential.stats
 print(first, sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
 """

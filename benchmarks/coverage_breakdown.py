@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
 import expected_usefulness as eu  # noqa: E402
 import usefulness as u  # noqa: E402
 
-from stream_dp.testing.noise_free import NoNoise  # noqa: E402
+from tests.support.noise_free import NoNoise  # noqa: E402
 
 
 def noise_free_week(

@@ -8,7 +8,7 @@ noise-free means) and computes, per record, the probability that the noisy mean 
 ``L`` the record's Laplace noise of scale ``U cap / (S ε_μ)`` (the mean's ε,
 ``ε (1 − variance_share)``) and ``bias`` the noise-free mean against the truth
 ``usefulness.py`` scores with: the mean of the readings the record holds (its ``n_readings``,
-found by ``stream_dp.testing.membership``). The same figures against the older "cell and
+found by ``tests.support.membership``). The same figures against the older "cell and
 span" truth (every reading of the record's cell and span not taken earlier, including
 readings no record holds) are printed beside them; ``--per-record`` prints each record's
 bias against both truths beside its bar.
@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
 import usefulness as u  # noqa: E402
 
 from stream_dp.dp.error_bars import LN20  # noqa: E402
-from stream_dp.testing.noise_free import NoNoise  # noqa: E402
+from tests.support.noise_free import NoNoise  # noqa: E402
 
 B14 = f"vehicle budget B {14:g} per 7 days (T 10, span 8 h)"
 

@@ -47,6 +47,8 @@ from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.kafka.topics import TopicSpec, ensure_topics
 from stream_dp.producer import ProduceStats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
+
 HOUR = 3600
 # New York: the box vehicles start in (degrees).
 LAT_RANGE = (40.58, 40.88)
@@ -271,7 +273,7 @@ def service_settings(
 ) -> Settings:
     """Default settings with the benchmark's topic names; ``batch_size`` None: the
     service's default."""
-    from stream_dp.testing.settings import FIXED_MODE
+    from tests.support.settings import FIXED_MODE
 
     return load_settings(
         **FIXED_MODE,  # the release mode this benchmark has always run (defaults before 26)

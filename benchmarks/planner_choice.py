@@ -42,6 +42,7 @@ import h3
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
 from panel import PANEL, profile_row  # noqa: E402
 from panel_data import aircraft_readings  # noqa: E402
@@ -63,7 +64,7 @@ from stream_dp.release.accounting import PrivacyAccountant  # noqa: E402
 from stream_dp.release.budget import room_of  # noqa: E402
 from stream_dp.release.params import ReleaseParams  # noqa: E402
 from stream_dp.release.window import release_window  # noqa: E402
-from stream_dp.testing.noise_free import NoNoise  # noqa: E402
+from tests.support.noise_free import NoNoise  # noqa: E402
 
 #: A cell's options: the least ε meeting T times these (at most the burst).
 FACTORS = (1.0, 1.5, 2.0, 3.0)

@@ -28,8 +28,10 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,8 @@ from _common import CpuMeter, Result, load_average, print_ratio, print_table
 from numpy.typing import NDArray
 
 from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
 WINDOW_START = 1_700_002_800  # an hour boundary
 UPPER = 65.0
@@ -143,7 +147,7 @@ def build_partitions(window: Window, prefix_limit: int, batch: int = 20_000) -> 
 @functools.cache
 def _service_settings(epsilon: float) -> Any:
     from stream_dp.config import load_settings
-    from stream_dp.testing.settings import FIXED_MODE
+    from tests.support.settings import FIXED_MODE
 
     # The fixed res-8 mode the benchmark has always timed (the defaults before issue 26).
     return load_settings(epsilon=epsilon, upper=UPPER, resolution=8, app_id="bench", **FIXED_MODE)

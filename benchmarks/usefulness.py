@@ -5,7 +5,7 @@ sample ``stream-dp demo`` replays) goes through the offline engine ``runs`` time
 noise each time) and is scored against the truth of each released record: the mean of the
 readings, clamped to [0, U], that the record holds (the ``n_readings`` its ``mean_error``
 speaks of, kept or not), found by replaying the release with
-``stream_dp.testing.membership`` (which checks them against each record's count). The older
+``tests.support.membership`` (which checks them against each record's count). The older
 "cell and span" truth (every reading of the record's cell and span not taken by an earlier
 record: it also credits readings no record holds, such as withheld carried pairs) is still
 reported beside useful coverage and ``mean_error holds``, in brackets.
@@ -39,11 +39,14 @@ import statistics
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stream_dp.experiments.pipeline_dp_baseline import pipeline_dp_aggregate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
 UPPER = 65.0
 DELTA = 1e-6
@@ -118,7 +121,7 @@ def readings_of(path: str | None) -> list[dict[str, Any]] | None:
 
 def settings_of(row: dict[str, Any]) -> Any:
     from stream_dp.config import load_settings
-    from stream_dp.testing.settings import FIXED_MODE
+    from tests.support.settings import FIXED_MODE
 
     return load_settings(app_id="usefulness", **{"upper": UPPER, **FIXED_MODE, **row})
 
@@ -157,10 +160,10 @@ class Truth:
 
     def held(self, members: list[Any], finest: int) -> np.ndarray:
         """Per reading, the index of the released record holding it (-1: none), from the
-        release's members (``stream_dp.testing.membership.recording_members``, one per record
+        release's members (``tests.support.membership.recording_members``, one per record
         in release order); raises ``MembershipError`` unless each record's pairs match these
         readings exactly (the engine must have accepted them all)."""
-        from stream_dp.testing.membership import member_readings
+        from tests.support.membership import member_readings
 
         return member_readings(members, self.cells(finest, finest), self.vehicle, self.window)
 
@@ -226,14 +229,14 @@ def release_week(
     releases: list[Any] | None = None,
 ) -> tuple[list[dict[str, Any]], Any, list[Any]]:
     """The week's (or ``readings``') cell records, each vessel's loss over the run
-    (RunLosses) and each record's members (``stream_dp.testing.membership``), released with
+    (RunLosses) and each record's members (``tests.support.membership``), released with
     ``noise`` (default: fresh Laplace noise); each window's release appended to ``releases``
     if given."""
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.release.run_losses import RunLosses
     from stream_dp.sources.sample import load_sample
-    from stream_dp.testing.membership import recording_members
+    from tests.support.membership import recording_members
 
     engine = OfflineEngine(settings, LaplaceNoise() if noise is None else noise)
     records: list[dict[str, Any]] = []

@@ -5,7 +5,7 @@ Releases the AIS week (or ``--data FILE``) once without noise under the B 14 row
 ``stream_dp.release.window``: it wraps the window module's ``fresh_carry``, ``choose_pooling``
 and the stages' ``deferred_pairs`` (benchmark only; nothing released changes) and labels each
 reading by the last thing that happened to it. A reading no record holds
-(``stream_dp.testing.membership``) ends in one of:
+(``tests.support.membership``) ends in one of:
 
 - ``aged out: cell not chosen``: carried until its pair's first reading was ``max_span_hours``
   old, and at that window its finest cell was in no unit the regrouping kept (missed T even
@@ -37,6 +37,7 @@ import h3
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
 import usefulness as u  # noqa: E402
 from expected_usefulness import B14  # noqa: E402
@@ -44,7 +45,7 @@ from expected_usefulness import B14  # noqa: E402
 from stream_dp.release import stages as stages_module  # noqa: E402
 from stream_dp.release import window as window_module  # noqa: E402
 from stream_dp.release.spans import first_window  # noqa: E402
-from stream_dp.testing.noise_free import NoNoise  # noqa: E402
+from tests.support.noise_free import NoNoise  # noqa: E402
 
 HOUR = 3600
 

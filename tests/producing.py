@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stream_dp import cli
-from stream_dp.testing.readings import vehicle_readings
+from tests.support.readings import vehicle_readings
 
 
 def three_vehicles(count: int) -> list[dict[str, Any]]:

@@ -32,8 +32,9 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
+from stream_dp.dp.ordering import counting_sort_fits, grouped, order_by_pair
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -82,7 +83,6 @@ def best_cap_mean_error(
     if len(unit) == 0:
         return out
     from stream_dp.dp import adaptive_kernel  # numba: imported on first use
-    from stream_dp.dp.ordering import counting_sort_fits, order_by_pair
 
     unit, count = unit.astype(np.int64, copy=False), count.astype(np.int64, copy=False)
     width = int(count.max()) + 1
@@ -179,41 +179,15 @@ class UnitPrice:
             out = np.zeros(n_groups)
             out[group] = self.room[0]
             return out
-        if kernel_choice.use_kernels(len(group)):
-            from stream_dp.dp.adaptive_kernel import weighted_quantile
-
-            order = self.order(group, vehicle, n_groups)
-            return weighted_quantile(  # type: ignore[no-any-return]
-                order, group, self.room[vehicle], count, n_groups, float(self.quantile)
-            )
-        return self.pay_numpy(group, vehicle, count, n_groups)
-
-    def pay_numpy(
-        self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int
-    ) -> FloatArray:
-        """:meth:`pay` in numpy (the compiled one's floats)."""
-        out = np.zeros(n_groups)
-        if not len(group):
-            return out
-        room = self.room[vehicle]
         order = self.order(group, vehicle, n_groups)
-        g, r, w = group[order], room[order], count[order].astype(np.float64)
-        cum = np.cumsum(w)
-        start = np.searchsorted(g, np.arange(n_groups))
-        end = np.searchsorted(g, np.arange(n_groups), side="right")
-        has = end > start
-        base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
-        total = cum[np.maximum(end - 1, 0)] - base
-        goal = base + self.quantile * total
-        at = np.searchsorted(cum, goal[has], side="left")
-        out[has] = r[np.minimum(at, end[has] - 1)]
-        return out
+        quantile = kernels.WEIGHTED_QUANTILE.pick(len(group))
+        return quantile(  # type: ignore[no-any-return]
+            order, group, self.room[vehicle], count, n_groups, float(self.quantile)
+        )
 
     def order(self, group: IntArray, vehicle: IntArray, n_groups: int) -> IntArray:
         """The stable order by (group, the vehicle's room), ``np.lexsort((room[vehicle],
         group))``, by counting sorts on the rooms' ranks (:attr:`room_rank`)."""
-        from stream_dp.dp.ordering import order_by_pair
-
         rank, n_ranks = self.room_rank
         return order_by_pair(group, rank[vehicle], max(n_groups, 1), n_ranks)
 
@@ -260,14 +234,9 @@ def _aggregate(
     counts, a unit's price a room its tied entries share, :func:`best_cap_mean_error` over
     the counts)."""
     n_groups = int(group.max(initial=-1)) + 1
-    if len(group) and kernel_choice.use_kernels(len(group)):
-        from stream_dp.dp.adaptive_kernel import aggregate_pairs
-
-        return aggregate_pairs(  # type: ignore[no-any-return]
-            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
-            count.astype(np.int64, copy=False), n_groups, max(n_vehicles, 1),
-        )  # fmt: skip
-    return aggregate_by_sort(group, vehicle, count, n_groups, n_vehicles)
+    aggregate = kernels.AGGREGATE_PAIRS.pick(len(group))
+    pairs = _as_int64(group, vehicle, count)
+    return aggregate(*pairs, n_groups, max(n_vehicles, 1))  # type: ignore[no-any-return]
 
 
 def _aggregate_selected(
@@ -280,15 +249,14 @@ def _aggregate_selected(
 ) -> tuple[IntArray, IntArray, IntArray]:
     """:func:`_aggregate` of the ``select``-ed entries (groups below ``n_groups``); compiled,
     without copying them out first."""
-    n = int(np.count_nonzero(select))
-    if n and kernel_choice.use_kernels(n):
-        from stream_dp.dp.adaptive_kernel import aggregate_selected_pairs
+    aggregate = kernels.AGGREGATE_SELECTED.pick(int(np.count_nonzero(select)))
+    pairs = _as_int64(group, vehicle, count)
+    return aggregate(*pairs, select, n_groups, max(n_vehicles, 1))  # type: ignore[no-any-return]
 
-        return aggregate_selected_pairs(  # type: ignore[no-any-return]
-            group.astype(np.int64, copy=False), vehicle.astype(np.int64, copy=False),
-            count.astype(np.int64, copy=False), select, n_groups, max(n_vehicles, 1),
-        )  # fmt: skip
-    return _aggregate(group[select], vehicle[select], count[select], n_vehicles)
+
+def _as_int64(*arrays: np.ndarray) -> tuple[IntArray, ...]:
+    """The arrays as int64 (the compiled forms' type; no copy when they are)."""
+    return tuple(a.astype(np.int64, copy=False) for a in arrays)
 
 
 def aggregate_by_sort(
@@ -300,13 +268,50 @@ def aggregate_by_sort(
     return groups, vehicles, summed
 
 
+def aggregate_selected_by_sort(
+    group: IntArray,
+    vehicle: IntArray,
+    count: IntArray,
+    select: NDArray[np.bool_],
+    n_groups: int,
+    n_vehicles: int,
+) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`aggregate_by_sort` of the ``select``-ed entries (numpy only)."""
+    return aggregate_by_sort(group[select], vehicle[select], count[select], n_groups, n_vehicles)
+
+
+def weighted_quantile_by_sort(
+    order: IntArray,
+    group: IntArray,
+    room: FloatArray,
+    count: IntArray,
+    n_groups: int,
+    quantile: float,
+) -> FloatArray:
+    """Per group, the ``count``-weighted ``quantile`` of its entries' ``room`` (entries in
+    ``order``: by group, then room), by cumulative sums (the numpy form of
+    :data:`~stream_dp.dp.kernels.WEIGHTED_QUANTILE`, the compiled one's floats)."""
+    out = np.zeros(n_groups)
+    if not len(group):
+        return out
+    g, r, w = group[order], room[order], count[order].astype(np.float64)
+    cum = np.cumsum(w)
+    start = np.searchsorted(g, np.arange(n_groups))
+    end = np.searchsorted(g, np.arange(n_groups), side="right")
+    has = end > start
+    base = np.where(start > 0, cum[np.maximum(start - 1, 0)], 0.0)
+    total = cum[np.maximum(end - 1, 0)] - base
+    goal = base + quantile * total
+    at = np.searchsorted(cum, goal[has], side="left")
+    out[has] = r[np.minimum(at, end[has] - 1)]
+    return out
+
+
 def pair_groups(
     major: IntArray, minor: IntArray, n_major: int, n_minor: int
 ) -> tuple[IntArray, IntArray, IntArray]:
     """The distinct ``(major, minor)`` pairs in ascending order and each input's index into
     them (``np.unique`` of the pairs with ``return_inverse``, by counting sorts)."""
-    from stream_dp.dp.ordering import order_by_pair
-
     major = major.astype(np.int64, copy=False)
     minor = minor.astype(np.int64, copy=False)
     if len(major) == 0:
@@ -370,11 +375,6 @@ def choose_cells(
     return _choose_remainder(list(cell_names), pairs, rule, levels, budget)
 
 
-#: Whether the budget choice orders the pairs by cell first (:func:`_by_cell`); the tests
-#: switch it off to compare.
-SORT_PAIRS = True
-
-
 def _by_cell(
     pairs: tuple[IntArray, IntArray, IntArray], n_cells: int, memo: dict[str, Any]
 ) -> tuple[IntArray, IntArray, IntArray]:
@@ -382,8 +382,6 @@ def _by_cell(
     choice. Nothing the choice computes depends on the pairs' order (:func:`_aggregate`), but
     grouped by cell, and so by parent at every level (sorted H3 cells of one resolution have
     sorted parents), its passes over them read memory in order."""
-    from stream_dp.dp.ordering import grouped
-
     seen = memo.get("by_cell")
     if seen is not None and all(a is b for a, b in zip(seen[0], pairs, strict=True)):
         return seen[1]  # type: ignore[no-any-return]
@@ -426,8 +424,7 @@ def _choose_remainder(
             continue
         n_units = len(unit_names)
         if level == finest and budget is not None:
-            if SORT_PAIRS:  # at the finest level each cell is its own unit
-                entries = _by_cell(entries, n_cells, budget.memo)
+            entries = _by_cell(entries, n_cells, budget.memo)  # each cell its own unit here
             error, passes = _first_level(rule, entries, n_units, budget.memo)
         elif known is None:
             error, passes = rule.passing(*entries, n_units, unique=True)

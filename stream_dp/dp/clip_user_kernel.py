@@ -22,7 +22,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from stream_dp.dp.clip_user_run import (
+    ClipUserResult,
+    ClipUserRun,
+    by_grids_descending,
+    layout_by_sorts,
+)
+from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.grid_error_kernel import compiled_cell_error as candidate_error
+from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.ordering import counting_sort_fits
 
 
 @njit(cache=True, nogil=True)
@@ -59,7 +68,7 @@ def _refill(
 
 
 # Performance (benchmarks/clip_user.py): the sequential rounds compiled, 436-2,172x the plain
-# transcription; the uncompiled strategies of stream_dp.testing are far slower on large windows.
+# transcription; the uncompiled strategies of tests.support are far slower on large windows.
 @njit(cache=True, nogil=True)
 def run_sequential(
     slot_cell: np.ndarray,
@@ -230,3 +239,58 @@ def suppressor_layout(
         grids, vehicle_start, by_vehicle, by_cell, position, sorted_count, cell_start,
         slot_cell, slot_count, slot_position,
     )  # fmt: skip
+
+
+def compiled_layout(
+    cell_of: np.ndarray,
+    vehicle_of: np.ndarray,
+    count: np.ndarray,
+    n_cells: int,
+    n_vehicles: int,
+    top: int,
+) -> tuple[np.ndarray, ...]:
+    """:data:`~stream_dp.dp.kernels.SUPPRESSOR_LAYOUT` compiled: :func:`suppressor_layout`
+    where its counting sort is linear in the entries, else
+    :func:`~stream_dp.dp.clip_user_run.layout_by_sorts`."""
+    n = len(cell_of)
+    if not (n and counting_sort_fits(n, n_cells * (top + 1))):
+        return layout_by_sorts(cell_of, vehicle_of, count, n_cells, n_vehicles, top)
+    return suppressor_layout(cell_of, vehicle_of, count, n_cells, n_vehicles, top)  # type: ignore[no-any-return]
+
+
+def run_stages(run: ClipUserRun) -> None:
+    """Stages until ``max G <= 1`` or a halt (docs/math.md §5.1 steps 2-5), as one numba
+    kernel over ``run``'s arrays. The kernel reads each vehicle's entries from contiguous
+    copies in ``by_vehicle`` order (``run.slots``)."""
+    run.order = run_sequential(
+        *run.slots,
+        run.by_vehicle.astype(np.int64, copy=False),
+        run.vehicle_start.astype(np.int64, copy=False),
+        by_grids_descending(run.grids),
+        run.sorted_count.astype(np.int64, copy=False),
+        run.cell_end.astype(np.int64, copy=False),
+        run.total.astype(np.int64, copy=False),
+        run.top3,
+        run.kept_sum,
+        run.kept,
+        run.kept_sorted,
+        run.grids,
+        run.upper,
+        run.u2,
+        *run.model.kernel_args(),
+        float(run.limit),
+    )
+
+
+def run_clip_user(
+    occupancy: Occupancy,
+    upper: float,
+    epsilon: float,
+    error_bound: float | None,
+    model: ErrorModel | None,
+) -> ClipUserResult:
+    """:data:`~stream_dp.dp.kernels.CLIP_USER` compiled: :func:`run_stages` over a new
+    :class:`~stream_dp.dp.clip_user_run.ClipUserRun`."""
+    run = ClipUserRun(occupancy, upper, epsilon, error_bound, model)
+    run_stages(run)
+    return run.result()

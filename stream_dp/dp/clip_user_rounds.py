@@ -1,9 +1,9 @@
 """CLIP-USER's uncompiled evaluation schemes (docs/math.md §5.1), over the state of
-:class:`~stream_dp.dp.clip_user.ClipUserRun`, with results identical to its compiled kernel.
+:class:`~stream_dp.dp.clip_user_run.ClipUserRun`, with results identical to its compiled kernel.
 
-:func:`stream_dp.dp.clip_user.clip_user` runs ``"numpy"`` where
-:mod:`~stream_dp.dp.kernel_choice` picks numpy (a process without numba, an input of one
-window's size: ``stream-dp plan``); :mod:`stream_dp.testing.clip_user_strategies` runs every
+:func:`clip_user_by_rounds` (the numpy form of :data:`stream_dp.dp.kernels.CLIP_USER`) runs
+``"numpy"`` where the registry picks numpy (a process without numba, an input of one
+window's size: ``stream-dp plan``); :mod:`tests.support.clip_user_strategies` runs every
 scheme for the tests and benchmarks:
 
 - ``"sequential"``: a plain Python loop over the stage users.
@@ -33,8 +33,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp.cell_error import cell_error
-from stream_dp.dp.clip_user import ClipUserRun
-from stream_dp.dp.grid_error import grid_error
+from stream_dp.dp.clip_user_run import ClipUserResult, ClipUserRun
+from stream_dp.dp.grid_error import ErrorModel, grid_error
+from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.ordering import sorted_distinct
 
 FloatArray = NDArray[np.float64]
@@ -363,3 +364,16 @@ class _Candidates:
         self.used_removed[idx] = removed
         self.used_top[idx] = top
         return _segment_argmin(self.value, self.seg_start, self.owner)
+
+
+def clip_user_by_rounds(
+    occupancy: Occupancy,
+    upper: float,
+    epsilon: float,
+    error_bound: float | None,
+    model: ErrorModel | None,
+) -> ClipUserResult:
+    """:data:`~stream_dp.dp.kernels.CLIP_USER` in numpy: the ``"numpy"`` scheme."""
+    run = UncompiledRun(occupancy, upper, epsilon, error_bound, model)
+    run.run_strategy("numpy")
+    return run.result()

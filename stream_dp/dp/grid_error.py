@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 
 __all__ = [
     "ErrorModel",
@@ -140,8 +140,8 @@ def grid_error(
 
     ``model`` defaults to ``ErrorModel.split(epsilon)``, the paper's
     ``E_g = bias_mu + bias_var + 2 D_mu / eps + 2 D_var / eps`` (``E|Lap(b)| = b``, each
-    statistic gets ``eps/2``); with a ``model``, ``epsilon`` is unused. Runs the compiled
-    loop of ``cell_error`` or, where :mod:`~stream_dp.dp.kernel_choice` picks numpy,
+    statistic gets ``eps/2``); with a ``model``, ``epsilon`` is unused. Runs
+    :data:`~stream_dp.dp.kernels.CELL_ERRORS`: the compiled loop of ``cell_error`` or
     :func:`composed_error` (the same value, bit for bit).
     """
     if model is None:
@@ -149,18 +149,8 @@ def grid_error(
     shape = np.broadcast_shapes(np.shape(top), np.shape(kept), np.shape(total))
     counts = np.empty((3, *shape), dtype=np.int64)  # one contiguous, writeable layout
     counts[0], counts[1], counts[2] = top, kept, total
-    if not kernel_choice.use_kernels(counts[0].size):
-        return composed_error(upper, model, counts[0], counts[1], counts[2])
-    # numba: loaded by the first compiled evaluation, so importing the closed forms stays light.
-    from stream_dp.dp.grid_error_kernel import cell_errors_into
-
-    out = np.empty(shape, dtype=np.float64)
-    upper_f = float(upper)
-    cell_errors_into(
-        out.reshape(-1), upper_f, upper_f**2, *model.kernel_args(),
-        counts[0].reshape(-1), counts[1].reshape(-1), counts[2].reshape(-1),
-    )  # fmt: skip
-    return out
+    errors = kernels.CELL_ERRORS.pick(counts[0].size)
+    return errors(upper, model, counts[0], counts[1], counts[2])  # type: ignore[no-any-return]
 
 
 def composed_error(

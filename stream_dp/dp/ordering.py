@@ -1,40 +1,56 @@
 """Stable orders by small integer keys, for grouping a window's pairs (by cell, by vehicle),
 and the distinct values of an integer array.
 
-:func:`stable_order` is the compiled counting sort
-(:func:`stream_dp.dp.array_kernels.stable_order_by`, O(n + keys)) or, where
-:mod:`stream_dp.dp.kernel_choice` picks numpy, numpy's stable sort: a stable order is unique,
-so both give the same permutation. Importing this module loads no numba.
+:func:`stable_order` and :func:`grouped` run the registry's kernels
+(:data:`~stream_dp.dp.kernels.STABLE_ORDER`, :data:`~stream_dp.dp.kernels.GROUPED`): the
+compiled counting sort (O(n + keys)) or numpy's stable sort, whose numpy forms are here. A
+stable order is unique, so both give the same permutation. Importing this module loads no
+numba.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 
 
 def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
     """The stable order of ``keys`` (integers in ``[0, n_keys)``): ``keys[order]`` ascends
     and equal keys keep their relative order."""
-    if not kernel_choice.use_kernels(len(keys)):
-        return np.argsort(keys, kind="stable")
-    from stream_dp.dp.array_kernels import stable_order_by
-
-    return stable_order_by(keys, n_keys)
+    return kernels.STABLE_ORDER.pick(len(keys))(keys, n_keys)  # type: ignore[no-any-return]
 
 
 def grouped(
     keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``keys``, ``first`` and ``second`` taken in the :func:`stable_order` of ``keys``
-    (compiled: :func:`~stream_dp.dp.array_kernels.grouped_by`, one pass for the three)."""
-    if not kernel_choice.use_kernels(len(keys)):
-        order = np.argsort(keys, kind="stable")
-        return keys[order], first[order], second[order]
-    from stream_dp.dp.array_kernels import grouped_by
+    """``keys``, ``first`` and ``second`` taken in the :func:`stable_order` of ``keys``."""
+    return kernels.GROUPED.pick(len(keys))(keys, n_keys, first, second)  # type: ignore[no-any-return]
 
-    return grouped_by(keys, n_keys, first, second)
+
+def stable_order_by_sort(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """:func:`stable_order` by numpy's stable sort (the numpy form)."""
+    return np.argsort(keys, kind="stable")
+
+
+def grouped_by_sort(
+    keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`grouped` by numpy's stable sort (the numpy form)."""
+    order = np.argsort(keys, kind="stable")
+    return keys[order], first[order], second[order]
+
+
+def order_and_gather_by_sort(
+    keys: np.ndarray, n_keys: int, first: np.ndarray, second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The stable order of ``keys`` and ``keys``, ``first``, ``second`` taken in it
+    (:data:`~stream_dp.dp.kernels.ORDER_AND_GATHER`'s numpy form): sorted, the keys are each
+    key repeated its number of times (no gather)."""
+    order = np.argsort(keys, kind="stable")
+    per_key = np.bincount(keys, minlength=n_keys)
+    sorted_keys = np.repeat(np.arange(n_keys, dtype=np.int64), per_key)
+    return order, sorted_keys, np.take(first, order), np.take(second, order)
 
 
 def counting_sort_fits(n: int, n_keys: int) -> bool:

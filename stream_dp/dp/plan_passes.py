@@ -5,8 +5,10 @@ indexing, gathers, weighted ``np.bincount``) over the ~5·10^5 entries of a larg
 
 Every result is the one numpy gives: integer counts, and per-vehicle ε summed in entry order
 starting from 0.0, as ``np.bincount(vehicle, weights=...)`` sums (an entry numpy weighs 0.0
-adds nothing to a sum of positive ε). ``release.budget`` and ``release.accounting`` keep the
-numpy forms as the tests' oracle.
+adds nothing to a sum of positive ε). The check's and the kept pairs' passes are the
+compiled forms of :data:`stream_dp.dp.kernels.KEPT_PAYMENTS` and
+:data:`~stream_dp.dp.kernels.PLANNED_COUNTS` (numpy forms: :mod:`stream_dp.dp.plan_sums`);
+``release.accounting`` keeps the charge's numpy form.
 """
 
 from __future__ import annotations
@@ -133,3 +135,19 @@ def planned_counts(
         g1 = max(g1, entries[v])
         sat_out += sat[v]
     return kept_count, kept_sum, grids, g1, sat_out
+
+
+def kept_payments(
+    cell_start: np.ndarray,
+    vehicle_index: np.ndarray,
+    kept: np.ndarray,
+    epsilon: np.ndarray,
+    n_vehicles: int,
+) -> tuple[np.ndarray, int]:
+    """:data:`~stream_dp.dp.kernels.KEPT_PAYMENTS` compiled: :func:`read_payments` of every
+    cell, per vehicle its summed ε and how many kept entries have an ε that is not finite."""
+    every_cell = np.ones(len(cell_start) - 1, dtype=np.bool_)
+    _, paid, unpriced, _, _ = read_payments(
+        cell_start, vehicle_index, kept, every_cell, epsilon, n_vehicles, False
+    )
+    return paid, int(unpriced)

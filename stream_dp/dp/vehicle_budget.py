@@ -109,7 +109,7 @@ def plan_budget(
     move it by each change (a sit-out's ε, a repriced cell's change of ε). Every ε is a whole
     number of ``EPSILON_STEP`` (a power of two), so these sums and differences are exact and
     every float is the one a whole-occupancy pass gives
-    (``stream_dp.testing.vehicle_budget_reference``); off the grid (``UPDATE_PAYMENTS``
+    (``tests.support.vehicle_budget_reference``); off the grid (``UPDATE_PAYMENTS``
     False, or a step that is no power of two) each payment is summed again instead.
 
     ``ceiling``: per cell the most ε it may take now (the release price, docs/math.md

@@ -3,7 +3,7 @@ and every round, with no Python between rounds.
 
 Every float is computed by the same operations, in the same order, as the numpy expressions
 of :func:`stream_dp.dp.vehicle_budget.round_up` and the reference plan
-(``stream_dp.testing.vehicle_budget_reference``, its ``cheapest_epsilon``): a cell's ε
+(``tests.support.vehicle_budget_reference``, its ``cheapest_epsilon``): a cell's ε
 from integer sums, the sit-outs' scores and their running sum over the over-room vehicles in
 ascending order. A vehicle's payment is summed over its kept entries once, then moved by each
 change: on the ε grid (a power of two) these sums are exact, so they equal the reference's

@@ -10,13 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import (
     DETAIL_SLACK,
     AdaptiveCells,
     BudgetChoice,
     choose_cells,
-    pair_groups,
 )
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.occupancy import Occupancy
@@ -111,32 +110,16 @@ class PairMoves:
     ) -> PairMoves:
         vehicle, count = columns.vehicle_code, columns.count
         n_vehicles = len(columns.vehicle_names)
-        kernels = kernel_choice.use_kernels(len(unit))
-        if kernels:
-            from stream_dp.dp.adaptive_kernel import merged_groups, split_moves
-
-            unit = unit.astype(np.int64, copy=False)
-            vehicle = vehicle.astype(np.int64, copy=False)
-            count = count.astype(np.int64, copy=False)
-            single, merged, cell_code, vehicle_code, counts = split_moves(
-                unit, np.asarray(merged_unit, dtype=np.bool_), vehicle, count
-            )
-        else:
-            keep = unit >= 0
-            is_merged = keep & np.append(merged_unit, False)[unit]  # unit -1 reads the padding
-            single, merged = np.flatnonzero(keep & ~is_merged), np.flatnonzero(is_merged)
-            cell_code = np.concatenate((unit[single], unit[merged])).astype(np.int64)
-            vehicle_code = np.concatenate((vehicle[single], vehicle[merged])).astype(np.int64)
-            counts = np.concatenate((count[single], count[merged])).astype(np.int64)
-        if kernels and MERGE_IN_ONE_CALL:  # Performance (issue 25): one compiled call
-            group_cell, group_vehicle, group, summed = merged_groups(
-                unit, vehicle, count, merged, max(len(names), 1), max(n_vehicles, 1)
-            )
-        else:
-            group_cell, group_vehicle, group = pair_groups(
-                unit[merged], vehicle[merged], len(names), n_vehicles
-            )
-            summed = np.bincount(group, weights=count[merged], minlength=len(group_cell))
+        unit = unit.astype(np.int64, copy=False)
+        vehicle = vehicle.astype(np.int64, copy=False)
+        count = count.astype(np.int64, copy=False)
+        single, merged, cell_code, vehicle_code, counts = kernels.SPLIT_MOVES.pick(len(unit))(
+            unit, np.asarray(merged_unit, dtype=np.bool_), vehicle, count
+        )
+        # Performance (issue 25): compiled, the groups and their counts in one call.
+        group_cell, group_vehicle, group, summed = kernels.MERGED_GROUPS.pick(len(unit))(
+            unit, vehicle, count, merged, max(len(names), 1), max(n_vehicles, 1)
+        )
         n_single = len(single)
         n = n_single + len(group_cell)  # the merged pairs go after the lone ones
         cell_code[n_single:n], vehicle_code[n_single:n] = group_cell, group_vehicle
@@ -179,14 +162,9 @@ class PairMoves:
         ts, value = source.reading_ts, source.reading_value
         if not self.dropped:
             reading_pair = pair_of[source.reading_pair]
-        elif kernel_choice.use_kernels(len(ts)):  # the kept pairs' readings in one pass
-            from stream_dp.dp.span_kernels import take_readings
-
-            reading_pair, ts, value = take_readings(source.reading_pair, pair_of, ts, value)
-        else:
-            reading_pair = pair_of[source.reading_pair]
-            live = reading_pair >= 0
-            reading_pair, ts, value = reading_pair[live], ts[live], value[live]
+        else:  # the kept pairs' readings (compiled: in one pass)
+            take = kernels.TAKE_READINGS.pick(len(ts))
+            reading_pair, ts, value = take(source.reading_pair, pair_of, ts, value)
         # A pair logs at most its count of readings: when no new pair counts more than
         # ``prefix_limit``, none is cut, without a pass over the log to count them.
         may_cut = n > 0 and (not COUNT_BOUND or int(self.count.max()) > prefix_limit)
@@ -203,11 +181,6 @@ class PairMoves:
             self._summed(source.total), self._summed(source.total_sq), reading_pair, ts, value,
         )  # fmt: skip
 
-
-#: Whether :meth:`PairMoves.of` groups the merged pairs and adds their counts in one compiled
-#: call (:func:`~stream_dp.dp.adaptive_kernel.merged_groups`) instead of ``pair_groups`` and
-#: a ``bincount``; the tests switch it off to compare.
-MERGE_IN_ONE_CALL = True
 
 #: Whether :meth:`PairMoves.columns` skips counting the logged readings when no new pair's
 #: count exceeds the prefix limit; the tests switch it off to compare.

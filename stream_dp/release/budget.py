@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import UnitPrice
 from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.error_bars import mean_error
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
 #: (``plan_budget``'s ``ceiling``: the layout built once) instead of one plan per round; the
 #: tests switch it off to compare.
 PLAN_IN_ONE_CALL = True
-#: Whether the check and the planned pairs' counts run as compiled single passes
-#: (:mod:`stream_dp.dp.plan_passes`); the tests switch it off to compare with the numpy forms.
-COMPILED_PASSES = True
 
 
 def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
@@ -164,31 +162,13 @@ def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None
         and len(plan.paid) == len(room)
     ):
         raise AssertionError("vehicle budget plan, room and occupancy differ in length")
-    if COMPILED_PASSES:
-        from stream_dp.dp.plan_passes import read_payments
-
-        every_cell = np.ones(len(plan.epsilon), dtype=np.bool_)
-        _, paid, unpriced, _, _ = read_payments(
-            occupancy.cell_start, occupancy.vehicle_index, plan.kept, every_cell, plan.epsilon,
-            len(room), False,
-        )  # fmt: skip
-        if unpriced:
-            raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
-    else:
-        paid = _kept_payments(occupancy, plan, len(room))
+    paid, unpriced = kernels.KEPT_PAYMENTS.pick(occupancy.n_entries)(
+        occupancy.cell_start, occupancy.vehicle_index, plan.kept, plan.epsilon, len(room)
+    )
+    if unpriced:
+        raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
     if not (np.all(paid <= room + 1e-9) and np.all(plan.paid <= room + 1e-9)):
         raise AssertionError("vehicle budget plan pays past a vehicle's room")
-
-
-def _kept_payments(occupancy: Occupancy, plan: BudgetPlan, n_vehicles: int) -> np.ndarray:
-    """:func:`check_plan`'s sums in numpy (the compiled pass's oracle)."""
-    kept_cell = occupancy.cell_index[plan.kept]
-    kept_epsilon = plan.epsilon[kept_cell]
-    if not np.isfinite(kept_epsilon).all():
-        raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
-    return np.bincount(
-        occupancy.vehicle_index[plan.kept], weights=kept_epsilon, minlength=n_vehicles
-    )
 
 
 def planned_pairs(
@@ -197,15 +177,10 @@ def planned_pairs(
     """``pairs`` with the plan's kept entries (as CLIP-USER's result) and caps (as the cap's),
     and how many vehicles sit out some cell the plan did not drop."""
     occupancy, upper = pairs.occupancy, params.upper
-    if COMPILED_PASSES:
-        from stream_dp.dp.plan_passes import planned_counts
-
-        kept_count, kept_sum, grids, g1, sat_out = planned_counts(
-            occupancy.cell_start, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
-            plan.epsilon, len(occupancy.vehicles),
-        )  # fmt: skip
-    else:
-        kept_count, kept_sum, grids, g1, sat_out = _planned_counts(occupancy, plan)
+    kept_count, kept_sum, grids, g1, sat_out = kernels.PLANNED_COUNTS.pick(occupancy.n_entries)(
+        occupancy.cell_start, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
+        plan.epsilon, len(occupancy.vehicles),
+    )  # fmt: skip
     epsilon = np.where(np.isfinite(plan.epsilon), plan.epsilon, 1.0)
     mean_eps = epsilon * (1.0 - params.variance_share)
     total = occupancy.total_per_cell()
@@ -221,19 +196,3 @@ def planned_pairs(
     )  # fmt: skip
     capped = PseudoUserResult(plan.cap, kept_count, error, var_sens)
     return replace(pairs, clip=clip, capped=capped), int(sat_out)
-
-
-def _planned_counts(
-    occupancy: Occupancy, plan: BudgetPlan
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """:func:`~stream_dp.dp.plan_passes.planned_counts` in numpy (its oracle)."""
-    n_cells = len(occupancy.cells)
-    grids = occupancy.grids_per_vehicle(plan.kept)
-    all_grids = occupancy.grids_per_vehicle()
-    kept_count = np.where(plan.kept, np.minimum(occupancy.count, plan.cap[occupancy.cell_index]), 0)
-    kept_count = kept_count.astype(np.int64)
-    kept_sum = np.bincount(occupancy.cell_index, weights=kept_count, minlength=n_cells)
-    kept_sum = kept_sum.astype(np.int64)
-    sat_out = ~plan.kept & np.isfinite(plan.epsilon)[occupancy.cell_index]
-    sat_out_vehicles = int(np.count_nonzero(np.bincount(occupancy.vehicle_index[sat_out])))
-    return kept_count, kept_sum, grids, int(all_grids.max(initial=0)), sat_out_vehicles

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.ordering import stable_order
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -68,25 +67,14 @@ def occupancy_of(
             else tuple(names[v] for v in used_vehicles.tolist())
         )
     keys = cell_index.astype(np.int64, copy=False)
-    if ONE_PASS and kernel_choice.use_kernels(len(keys)):
-        # Performance (issue 25): the order, the cell column and the entries' vehicles and
-        # counts in one counting sort's scatter, without two gathers through the order.
-        from stream_dp.dp.array_kernels import order_and_gather_by
-
-        count = columns.count if entries is None else np.take(columns.count, entries)
-        order, cell_of, vehicle_of, count_of = order_and_gather_by(
-            keys, len(chosen), vehicle_index, count
-        )
-        entry_of = order if entries is None else np.take(entries, order)
-        vehicle_of = vehicle_of.astype(np.int64, copy=False)
-    else:
-        order = stable_order(keys, len(chosen))
-        entry_of = order if entries is None else np.take(entries, order)
-        # Ordered by cell, the cell column is each cell's index repeated (no gather).
-        per_cell = np.bincount(cell_index, minlength=len(chosen))
-        cell_of = np.repeat(np.arange(len(chosen), dtype=np.int64), per_cell)
-        vehicle_of = np.take(vehicle_index, order).astype(np.int64, copy=False)
-        count_of = np.take(columns.count, entry_of)
+    # Performance (issue 25): compiled, the order, the cell column and the entries' vehicles
+    # and counts in one counting sort's scatter, without two gathers through the order.
+    count = columns.count if entries is None else np.take(columns.count, entries)
+    order, cell_of, vehicle_of, count_of = kernels.ORDER_AND_GATHER.pick(len(keys))(
+        keys, len(chosen), vehicle_index, count
+    )
+    entry_of = order if entries is None else np.take(entries, order)
+    vehicle_of = vehicle_of.astype(np.int64, copy=False)
     occupancy = Occupancy(
         cells=tuple(columns.cell_names[c] for c in chosen.tolist()),
         vehicles=vehicles,
@@ -95,9 +83,3 @@ def occupancy_of(
         count=count_of,
     )
     return occupancy, entry_of
-
-
-#: Whether :func:`occupancy_of` groups the entries and gathers their vehicles and counts in
-#: one compiled pass (:func:`~stream_dp.dp.array_kernels.order_and_gather_by`); the tests
-#: switch it off to compare.
-ONE_PASS = True

@@ -18,8 +18,6 @@ import pytest
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
 from stream_dp.producer import produce_readings
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import service_settings
 from tests.e2e.service_harness import (
     Worker,
     create_topics,
@@ -31,6 +29,8 @@ from tests.e2e.service_harness import (
     wait_for_windows,
 )
 from tests.e2e.waiting import PATIENCE_S, wait_until
+from tests.support.readings import synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

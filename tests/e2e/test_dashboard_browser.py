@@ -39,9 +39,6 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.embedded_broker import free_loopback_port
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.records import hour_stamp, window_records
-from stream_dp.testing.settings import service_settings
 from tests.e2e.cdp_browser import Browser
 from tests.e2e.service_harness import (
     create_topics,
@@ -53,6 +50,9 @@ from tests.e2e.service_harness import (
 )
 from tests.e2e.tile_stub import TILE_PATH, serve_tiles
 from tests.e2e.waiting import PATIENCE_S
+from tests.support.readings import synthetic_readings
+from tests.support.records import hour_stamp, window_records
+from tests.support.settings import service_settings
 
 EPSILON = 0.7  # not the default, so the page must show the records' value
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

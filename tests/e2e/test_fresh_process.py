@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from stream_dp.testing.readings import unclamped_readings
+from tests.support.readings import unclamped_readings
 
 #: Top-level packages that ``stream-dp --help`` must not import (each costs a large part of a
 #: second at start-up).
@@ -99,7 +99,7 @@ def test_plan_loads_no_compiled_kernel_and_plans_as_the_kernels_do(
     (numba's import and cache cost more than the whole plan, benchmarks/plan_startup.py), on
     data where CLIP-USER suppresses pairs, and prints the plan the compiled kernels give."""
     from stream_dp.cli import main
-    from stream_dp.dp import kernel_choice
+    from stream_dp.dp import kernels
     from tests.unit.test_plan import write_occupancy
 
     path = write_occupancy(tmp_path / "occupancy.csv")
@@ -120,7 +120,7 @@ def test_plan_loads_no_compiled_kernel_and_plans_as_the_kernels_do(
     for name in list(os.environ):
         if name.startswith("STREAM_DP_"):
             monkeypatch.delenv(name)
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: True)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n_items: True)
     assert main(args) == 0
     compiled = json.loads(capsys.readouterr().out)
     assert compiled["suppressed"] and compiled["K"] < compiled["G1"]

@@ -32,8 +32,6 @@ from stream_dp.kafka.embedded_broker import (
 )
 from stream_dp.kafka.topics import TopicSpec, ensure_topics
 from stream_dp.release.records import SCHEMA_VERSION
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import service_settings
 from tests.e2e.kafka_protocol_relay import (
     API_VERSIONS_TAG_DEFAULTS,
     KafkaProtocolRelay,
@@ -49,6 +47,8 @@ from tests.e2e.service_harness import (
     start_worker,
     wait_for_windows,
 )
+from tests.support.readings import synthetic_readings
+from tests.support.settings import service_settings
 
 LOOPBACK = "127.0.0.1"
 # Variables Tansu reads that must not leak in (as in EmbeddedBroker).

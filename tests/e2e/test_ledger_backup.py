@@ -16,8 +16,6 @@ import pytest
 
 from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.embedded_broker import EmbeddedBroker
-from stream_dp.testing.readings import START, synthetic_readings
-from stream_dp.testing.settings import service_settings
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.ledger_file import read_ledger_file
 from stream_dp.worker.release_log import ReleaseLogIndex
@@ -31,6 +29,8 @@ from tests.e2e.service_harness import (
     wait_for_windows,
 )
 from tests.e2e.waiting import PATIENCE_S
+from tests.support.readings import START, synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 REQUIRE = {"STREAM_DP_REQUIRE_EXISTING_LEDGER": "true"}

@@ -1,5 +1,6 @@
 """The wheel a user installs: small, with the licence, the sample week and its notice, and
-no plotting or 279 MB sample-data package among a worker's dependencies."""
+no plotting or 279 MB sample-data package among a worker's dependencies, and none of the
+tests' helpers (test oracles, ``NoNoise``)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,24 @@ def test_wheel_metadata_licence_pythons_and_slim_dependencies(wheel: Path) -> No
     assert not names & {"matplotlib", "tracktable-data", "pyyaml", "pytest"}
     extras = meta.get_all("Provides-Extra")
     assert {"plot", "experiments", "test"} <= set(extras)
+
+
+#: The test-only helpers (``tests/support/``): test oracles, reference transcriptions and
+#: ``NoNoise``, a noise that releases exact values; none of them may reach an installation.
+TEST_ONLY_MODULES = (
+    "clip_user_reference",
+    "clip_user_strategies",
+    "membership",
+    "noise_free",
+    "vehicle_budget_reference",
+)
+
+
+@pytest.mark.slow
+def test_wheel_carries_no_test_helpers(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        sources = {n: archive.read(n).decode() for n in names if n.endswith(".py")}
+    assert not [n for n in names if n.startswith(("stream_dp/testing/", "tests/"))], names
+    assert not {Path(n).stem for n in sources} & set(TEST_ONLY_MODULES)
+    assert not [n for n, text in sources.items() if "class NoNoise" in text]

@@ -13,10 +13,10 @@ import urllib.request
 import pytest
 
 from stream_dp.kafka.embedded_broker import free_loopback_port
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import service_settings
 from tests.e2e.service_harness import create_topics, produce, start_worker, wait_for_windows
 from tests.e2e.waiting import PATIENCE_S
+from tests.support.readings import synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from stream_dp import fault_injection
-from stream_dp.testing.readings import synthetic_readings
+from tests.support.readings import synthetic_readings
 
 HOURS = 4
 

@@ -19,8 +19,6 @@ import pytest
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.kafka.topics import faust_leader_topic
-from stream_dp.testing.readings import depot_readings, synthetic_readings
-from stream_dp.testing.settings import service_settings
 from stream_dp.windows.reject_reasons import RejectReason
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.release_snapshots import is_release_snapshot
@@ -40,6 +38,8 @@ from tests.e2e.service_harness import (
     wait_for_windows,
 )
 from tests.e2e.waiting import PATIENCE_S, wait_until
+from tests.support.readings import depot_readings, synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 SCHEMA = json.loads(

@@ -20,8 +20,6 @@ from stream_dp.commands.demo import replayed_readings
 from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.release import window as release_window_module
 from stream_dp.release.records import rfc3339
-from stream_dp.testing.readings import START, synthetic_readings
-from stream_dp.testing.settings import service_settings
 from stream_dp.wire import internal_records as rec
 from tests.e2e.service_harness import (
     create_topics,
@@ -34,6 +32,8 @@ from tests.e2e.service_harness import (
 from tests.e2e.span_stub import ENV, deferring
 from tests.e2e.test_service_e2e import stored_log
 from tests.e2e.waiting import PATIENCE_S
+from tests.support.readings import START, synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 HOUR = 3600

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from stream_dp.testing.settings import service_settings
+from tests.support.settings import service_settings
 
 ROLES = 7  # six service topics and Faust's leader topic
 

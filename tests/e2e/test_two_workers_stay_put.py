@@ -17,10 +17,10 @@ import time
 import pytest
 
 from stream_dp.producer import produce_readings
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import service_settings
 from tests.e2e.service_harness import Worker, create_topics, start_worker
 from tests.e2e.waiting import PATIENCE_S, wait_until
+from tests.support.readings import synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

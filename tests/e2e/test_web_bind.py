@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from stream_dp.testing.settings import service_settings
 from tests.e2e import service_harness
 from tests.e2e.service_harness import create_topics, start_worker
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

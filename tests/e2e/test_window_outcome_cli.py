@@ -13,7 +13,7 @@ import orjson
 
 from stream_dp import fault_injection
 from stream_dp.release.records import FAILED, RELEASED
-from stream_dp.testing.readings import depot_readings, synthetic_readings
+from tests.support.readings import depot_readings, synthetic_readings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json").read_text()

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import service_settings
 from tests.e2e.service_harness import create_topics, produce, start_worker, wait_for_windows
+from tests.support.readings import synthetic_readings
+from tests.support.settings import service_settings
 
 
 @pytest.mark.broker

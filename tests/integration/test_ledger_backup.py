@@ -9,7 +9,6 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from stream_dp.kafka.service_topics import ensure_service_topics
-from stream_dp.testing.settings import service_settings
 from stream_dp.worker.ledger_backup import (
     LedgerError,
     export_ledger,
@@ -19,6 +18,7 @@ from stream_dp.worker.ledger_backup import (
 )
 from stream_dp.worker.ledger_file import LedgerRecord
 from stream_dp.worker.release_snapshots import ReleaseSnapshot, is_release_snapshot
+from tests.support.settings import service_settings
 from tests.unit.worker.test_release_log import stored_copy
 
 RECORDS = [

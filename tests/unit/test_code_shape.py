@@ -63,7 +63,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         "__main__",
         "cli",
         "commands",
-        "worker experiments testing options",
+        "worker experiments options",
         "engine dashboard producer planning",
         "secret_routes",
         "release wire sources",
@@ -194,3 +194,44 @@ def test_the_unit_tests_mirror_the_package_folders() -> None:
     for folder in folders:
         assert (tests / folder / "__init__.py").exists(), folder
         assert list((tests / folder).glob("test_*.py")), f"tests/unit/{folder} holds no test"
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(root: Path = PACKAGE) -> list[list[str]]:
+    """Every set of the package's modules that import each other in a circle (any import
+    :func:`_imported_modules` sees, inside functions too), largest first. An import of a
+    package (its ``__init__``) is left out: a module imports its parents anyway."""
+    paths = {_module_name(path, root): path for path in root.rglob("*.py")}
+    packages = {_module_name(path, root) for path in root.rglob("__init__.py")}
+    graph = {
+        name: sorted(m for m in _imported_modules(path, root) if m in paths and m != name)
+        for name, path in paths.items()
+    }
+    graph = {name: [m for m in targets if m not in packages] for name, targets in graph.items()}
+    reach = {name: _reachable(graph, name) for name in graph}
+    cycles = {frozenset(m for m in reach[name] if name in reach[m]) for name in graph}
+    return sorted((sorted(c) for c in cycles if len(c) > 1), key=lambda c: (-len(c), c))
+
+
+def _reachable(graph: dict[str, list[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for target in graph[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_no_modules_of_the_package_import_each_other_in_a_circle() -> None:
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_sees_a_circle_through_a_function_level_import(tmp_path: Path) -> None:
+    root = _synthetic_package(tmp_path, "def f():\n    from stream_dp.low import other\n")
+    (root / "low" / "other.py").write_text("from stream_dp.low.mod import f\n")
+    assert import_cycles(root) == [["stream_dp.low.mod", "stream_dp.low.other"]]

@@ -19,8 +19,8 @@ from stream_dp.config import CONFIG_FILE_ENV, ConfigError, load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-from stream_dp.testing.readings import unclamped_readings
-from stream_dp.testing.settings import FIXED_EPSILON_MODE
+from tests.support.readings import unclamped_readings
+from tests.support.settings import FIXED_EPSILON_MODE
 from tests.unit.worker_pages import get, ready_gauge
 
 SCHEMA_PATH = Path(__file__).parents[2] / "stream_dp/schemas/release-record.schema.json"

@@ -299,14 +299,14 @@ def test_the_plan_without_compiled_kernels_is_the_plan_with_them(
 ) -> None:
     """A process without numba plans with the numpy forms (``plan`` never loads it): the same
     plan, to the last bit of every error, as with the compiled kernels."""
-    from stream_dp.dp import kernel_choice
+    from stream_dp.dp import kernels
 
     path = write_occupancy(tmp_path / "occupancy.csv")
     args = (str(path), "--epsilon", "0.8", *options)
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: True)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n_items: True)
     compiled = plan_json(capsys, *args)
     assert compiled["suppressed"] and compiled["K"] < compiled["G1"]
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n_items: False)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n_items: False)
     assert plan_json(capsys, *args) == compiled
 
 

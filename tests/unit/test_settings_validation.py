@@ -15,8 +15,8 @@ from stream_dp.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settin
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import FIXED_EPSILON_MODE, fixed_mode_settings
+from tests.support.readings import synthetic_readings
+from tests.support.settings import FIXED_EPSILON_MODE, fixed_mode_settings
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import pytest
 
 from stream_dp.cli import main
 from stream_dp.dashboard.colour_scale import OPACITY_CERTAIN, VIRIDIS_STOPS
-from stream_dp.testing.records import window_records
+from tests.support.records import window_records
 
 BACKGROUND = (0xF3, 0xF3, 0xEF)
 

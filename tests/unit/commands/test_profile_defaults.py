@@ -20,8 +20,8 @@ from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError
 from stream_dp.config import ConfigError, ReleaseSettings, Settings, load_settings
-from stream_dp.testing.readings import vehicle_readings
 from stream_dp.worker.metrics import ServiceMetrics
+from tests.support.readings import vehicle_readings
 
 ROOT = Path(__file__).resolve().parents[3]
 WEEK = 7 * 86400

@@ -16,8 +16,8 @@ import pytest
 from stream_dp import fault_injection
 from stream_dp.cli import build_parser, main
 from stream_dp.commands.release import rejects_path
-from stream_dp.testing.readings import synthetic_readings
 from stream_dp.windows.reject_reasons import DESCRIPTIONS, RejectReason
+from tests.support.readings import synthetic_readings
 
 HOURS = 4
 FIELDS = ("vehicle_id", "ts", "lat", "lon", "speed")

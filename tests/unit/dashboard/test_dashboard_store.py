@@ -12,8 +12,8 @@ from stream_dp.dashboard.colour_scale import (
 )
 from stream_dp.dashboard.span_text import span_text
 from stream_dp.dashboard.store import ReleaseStore, cell_boundary
-from stream_dp.testing.records import hour_stamp as _stamp
-from stream_dp.testing.records import window_records
+from tests.support.records import hour_stamp as _stamp
+from tests.support.records import window_records
 
 NYC = h3.latlng_to_cell(40.70, -74.00, 8)
 

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from stream_dp.dp import adaptive_cells as ac
-from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, aggregate_by_sort, choose_cells
+from stream_dp.dp.adaptive_cells import (
+    BudgetChoice,
+    UnitPrice,
+    aggregate_by_sort,
+    choose_cells,
+    weighted_quantile_by_sort,
+)
 from stream_dp.dp.adaptive_kernel import (
     aggregate_pairs,
     aggregate_selected_pairs,
@@ -205,6 +211,15 @@ def test_the_budget_choice_is_the_level_by_level_one(
         assert np.all(np.diff(memo["by_cell"][1][0]) >= 0)  # ordered by cell
 
 
+def _numpy_price(
+    price: UnitPrice, group: np.ndarray, vehicle: np.ndarray, count: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """:meth:`UnitPrice.pay` by the weighted quantile's numpy form, always (no shortcut)."""
+    order = price.order(group, vehicle, n_groups)
+    room = price.room[vehicle]
+    return weighted_quantile_by_sort(order, group, room, count, n_groups, float(price.quantile))
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_the_compiled_price_is_the_numpy_one(seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -214,7 +229,7 @@ def test_the_compiled_price_is_the_numpy_one(seed: int) -> None:
     group, vehicle = rng.integers(0, n_groups - 3, 200), rng.integers(0, 300, 200)
     count = rng.integers(1, 40, 200)
     got = price.pay(group, vehicle, count, n_groups)
-    want = price.pay_numpy(group, vehicle, count, n_groups)
+    want = _numpy_price(price, group, vehicle, count, n_groups)
     assert len(set(want.tolist())) > 2  # the groups' prices differ
     assert got.tobytes() == want.tobytes()
 
@@ -226,7 +241,7 @@ def test_the_compiled_price_takes_the_lower_room_at_an_exact_half() -> None:
     group, vehicle, count = np.array([0, 0, 1]), np.array([0, 1, 2]), np.array([2, 2, 5])
     order = price.order(group, vehicle, 2)
     got = weighted_quantile(order, group, price.room[vehicle], count, 2, 0.5)
-    assert got.tolist() == price.pay_numpy(group, vehicle, count, 2).tolist() == [1.0, 2.0]
+    assert got.tolist() == _numpy_price(price, group, vehicle, count, 2).tolist() == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("seed", [2, 4])
@@ -255,9 +270,9 @@ def test_moving_waiting_cells_straight_to_the_coarsest_level_keeps_the_remainder
     assert _fields(got) == _fields(level_by_level) == _fields(old)
 
 
-@pytest.mark.parametrize("kernels", [True, False])
+@pytest.mark.parametrize("compiled", [True, False])
 def test_one_room_for_every_vehicle_prices_each_unit_at_it(
-    kernels: bool, monkeypatch: pytest.MonkeyPatch
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A fresh ledger gives every vehicle the same room: the price skips the weighted median
     # (units without entries still pay 0).
@@ -265,7 +280,7 @@ def test_one_room_for_every_vehicle_prices_each_unit_at_it(
     price = UnitPrice(np.full(300, 7.0 / 3.0), 1.0, 7.0 / 3.0)
     group, vehicle = rng.integers(0, 27, 400), rng.integers(0, 300, 400)
     count = rng.integers(1, 40, 400)
-    monkeypatch.setattr(ac.kernel_choice, "use_kernels", lambda n: kernels)
+    monkeypatch.setattr(ac.kernels, "use_compiled", lambda n: compiled)
     called = {"median": 0}
     real_order = UnitPrice.order
 
@@ -276,7 +291,7 @@ def test_one_room_for_every_vehicle_prices_each_unit_at_it(
     monkeypatch.setattr(UnitPrice, "order", order)
     got = price.pay(group, vehicle, count, 30)
     assert called["median"] == 0
-    want = price.pay_numpy(group, vehicle, count, 30)
+    want = _numpy_price(price, group, vehicle, count, 30)
     assert called["median"] == 1
     assert got.tobytes() == want.tobytes() and want[27:].tolist() == [0.0] * 3
 

@@ -23,8 +23,8 @@ from stream_dp.dp.grid_error import (
 from stream_dp.dp.grid_error_kernel import compiled_cell_error
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.synthetic import city_occupancy
-from stream_dp.testing.clip_user_reference import reference_clip_user
-from stream_dp.testing.clip_user_strategies import STRATEGIES, clip_user_with
+from tests.support.clip_user_reference import reference_clip_user
+from tests.support.clip_user_strategies import STRATEGIES, clip_user_with
 
 # STRATEGIES: "compiled" (the package's numba kernel), then the uncompiled references.
 # Ids whose string order differs from their numeric order ("10" < "9").
@@ -341,7 +341,6 @@ def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int)
     occ = Occupancy(occ.cells, occ.vehicles, occ.cell_index, occ.vehicle_index,
                     occ.count * count_scale)  # fmt: skip
     run = ClipUserRun(occ, 65.0, 0.5, math.inf)
-    assert (run.slots is not None) == (count_scale == 1)
     n = occ.n_entries
     by_vehicle = np.argsort(occ.vehicle_index, kind="stable")
     by_cell = np.lexsort((-occ.count, occ.cell_index))
@@ -353,11 +352,10 @@ def test_suppressor_layout_is_the_sorted_definition(seed: int, count_scale: int)
     np.testing.assert_array_equal(run.vehicle_start, np.searchsorted(
         occ.vehicle_index[by_vehicle], np.arange(len(occ.vehicles) + 1)))  # fmt: skip
     np.testing.assert_array_equal(run.cell_end, np.cumsum(np.bincount(occ.cell_index)))
-    if run.slots is not None:
-        cells, counts, positions = run.slots
-        np.testing.assert_array_equal(cells, occ.cell_index[by_vehicle])
-        np.testing.assert_array_equal(counts, occ.count[by_vehicle])
-        np.testing.assert_array_equal(positions, run.position[by_vehicle])
+    cells, counts, positions = run.slots
+    np.testing.assert_array_equal(cells, occ.cell_index[by_vehicle])
+    np.testing.assert_array_equal(counts, occ.count[by_vehicle])
+    np.testing.assert_array_equal(positions, run.position[by_vehicle])
     bound = 3.0 * float(run.initial_error.max())  # the kernel over either layout
     compiled = clip_user(occ, 65.0, 0.5, bound)
     sequential = clip_user_with(occ, 65.0, 0.5, bound, strategy="sequential")

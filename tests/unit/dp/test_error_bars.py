@@ -14,8 +14,8 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.window import release_window
-from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
+from tests.support.settings import fixed_mode_settings
 
 U = 65.0
 CELLS = ["872a10701ffffff", "872a10703ffffff"]

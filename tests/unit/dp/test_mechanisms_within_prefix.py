@@ -35,8 +35,8 @@ from stream_dp.dp.randomness import RandomSource
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.stages import configured_mean_mechanism
 from stream_dp.release.window import release_window
-from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
+from tests.support.settings import fixed_mode_settings
 
 UPPER = 65.0
 EPSILON = 1.0

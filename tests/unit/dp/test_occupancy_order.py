@@ -13,7 +13,7 @@ from stream_dp.dp.budget_ledger import WindowLoss, limit_to_budget
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import pseudo_user_step
 from stream_dp.dp.synthetic import city_occupancy
-from stream_dp.testing.clip_user_strategies import Strategy, clip_user_with
+from tests.support.clip_user_strategies import Strategy, clip_user_with
 
 COUNTS = st.dictionaries(
     st.tuples(st.sampled_from("abcdef"), st.text(alphabet="0129", min_size=1, max_size=2)),

@@ -17,8 +17,8 @@ from stream_dp.dp.pld_accounting import DISCRETIZATION, PldAccountant, accountan
 from stream_dp.dp.randomness import RandomSource  # noqa: E402
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.window import release_window  # noqa: E402
-from stream_dp.testing.settings import fixed_mode_settings  # noqa: E402
 from stream_dp.windows.columns import WindowColumns
+from tests.support.settings import fixed_mode_settings  # noqa: E402
 
 DELTA = 1e-6
 

@@ -1,5 +1,5 @@
 """The vehicle budget's plan (docs/math.md §13.1) equals the whole-occupancy reference
-(``stream_dp.testing.vehicle_budget_reference``) exactly: kept entries, per-cell ε and caps,
+(``tests.support.vehicle_budget_reference``) exactly: kept entries, per-cell ε and caps,
 payments (bit for bit) and rounds, on random occupancies with sit-outs and dropped cells."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from stream_dp.dp import vehicle_budget
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
-from stream_dp.testing.vehicle_budget_reference import reference_plan_budget
+from tests.support.vehicle_budget_reference import reference_plan_budget
 
 U, T = 65.0, 10.0
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from stream_dp.dp import kernels
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.vehicle_budget import plan_budget
 from stream_dp.release.budget import check_plan
@@ -69,9 +70,7 @@ def test_a_room_of_another_length_fails_the_check(
 ) -> None:
     """The compiled pass reads each vehicle's sums by index: a room for fewer vehicles than
     the occupancy names must fail, not be read past its end."""
-    from stream_dp.release import budget
-
-    monkeypatch.setattr(budget, "COMPILED_PASSES", compiled)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: compiled)
     occ, room = _occupancy(), np.full(60, 3.0)
     plan = _plan(room)
     with pytest.raises(AssertionError, match="differ in length"):

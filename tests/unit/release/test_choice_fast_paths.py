@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from stream_dp.dp import adaptive_cells as ac
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.ordering import grouped, stable_order
 from stream_dp.release import adaptive, spans
@@ -25,12 +25,12 @@ from tests.unit.dp.test_adaptive_reuse import T, U, _fields, _occupancy, _old_ch
 from tests.unit.release.test_regroup_moves import CENTRE, HOUR, _bytes, _old_regroup
 
 
-@pytest.mark.parametrize("kernels", [True, False])
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("seed", range(5))
 def test_grouped_is_the_stable_order_and_its_gathers(
-    seed: int, kernels: bool, monkeypatch: pytest.MonkeyPatch
+    seed: int, compiled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: kernels)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: compiled)
     rng = np.random.default_rng(seed)
     n, n_keys = int(rng.integers(0, 5000)), int(rng.integers(1, 50))
     keys = rng.integers(0, n_keys, n)  # many ties: the order among them is the input's

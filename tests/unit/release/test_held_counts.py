@@ -18,9 +18,9 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.spans import pooled_with_own
 from stream_dp.release.window import release_window
 from stream_dp.sources.sample import load_sample
-from stream_dp.testing.membership import recording_members
-from stream_dp.testing.noise_free import NoNoise
-from stream_dp.testing.settings import FIXED_MODE
+from tests.support.membership import recording_members
+from tests.support.noise_free import NoNoise
+from tests.support.settings import FIXED_MODE
 from tests.unit.release.test_record_membership import Readings, _tagged
 from tests.unit.release.test_span_policy import _harbour, _waiting
 from tests.unit.release.test_span_policy import _params as _span_params

@@ -7,15 +7,23 @@ must give exactly what the old path gave, on data where the paths differ in work
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from stream_dp.dp import kernel_choice
-from stream_dp.release import adaptive, selection, statistics
+from stream_dp.dp import kernels
+from stream_dp.release import statistics
 from stream_dp.release.adaptive import PairMoves
 from stream_dp.release.selection import occupancy_of
 from stream_dp.release.statistics import kept_sums
 from stream_dp.windows.columns import WindowColumns
+
+
+def numpy_only(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The registry's kernel ``name`` runs its numpy form at every size (the others: as set)."""
+    kernel = getattr(kernels, name)
+    monkeypatch.setattr(kernels, name, replace(kernel, compiled_form=kernel.numpy_form))
 
 
 def _window(seed: int, limit: int = 64) -> WindowColumns:
@@ -43,7 +51,7 @@ def _occupancy_bytes(got: tuple) -> list[bytes | tuple]:
 def test_an_occupancy_grouped_in_one_pass_is_the_one_of_the_order_and_its_gathers(
     seed: int, case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: True)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: True)
     columns = _window(seed)
     rng = np.random.default_rng(seed + 100)
     n_cells = len(columns.cell_names)
@@ -54,7 +62,7 @@ def test_an_occupancy_grouped_in_one_pass_is_the_one_of_the_order_and_its_gather
     elif case == "usable pairs":
         usable = rng.random(len(columns)) < 0.6
     fast = occupancy_of(columns, chosen, usable)
-    monkeypatch.setattr(selection, "ONE_PASS", False)
+    numpy_only(monkeypatch, "ORDER_AND_GATHER")
     old = occupancy_of(columns, chosen, usable)
     # The pairs arrive unordered: grouping them by cell moved them (the paths differ).
     assert not np.array_equal(fast[1], np.arange(len(fast[1])))
@@ -111,7 +119,7 @@ def test_merged_pairs_grouped_in_one_call_are_the_pair_groups_ones(
 ) -> None:
     # Cells into 6 units (-1: withheld), some of several cells: their pairs of one vehicle
     # merge, in (unit, vehicle) order.
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: True)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: True)
     columns = _window(seed)
     rng = np.random.default_rng(seed + 300)
     unit_of_cell = rng.integers(-1, 6, len(columns.cell_names))
@@ -120,7 +128,7 @@ def test_merged_pairs_grouped_in_one_call_are_the_pair_groups_ones(
     names = tuple(f"u{u}" for u in range(6))
     fast = PairMoves.of(columns, names, unit, merged_unit)
     assert len(fast.merged) > len(np.unique(fast.group)) > 0  # some pairs merged
-    monkeypatch.setattr(adaptive, "MERGE_IN_ONE_CALL", False)
+    numpy_only(monkeypatch, "MERGED_GROUPS")
     old = PairMoves.of(columns, names, unit, merged_unit)
     assert _moves_fields(fast) == _moves_fields(old)
 
@@ -139,8 +147,8 @@ def test_pairs_split_without_branching_are_the_numpy_split(
     merged_unit = np.bincount(unit_of_cell[unit_of_cell >= 0], minlength=10) > 1
     assert merged_unit.any() and not merged_unit.all() and (unit < 0).any()
     names = tuple(f"u{u}" for u in range(10))
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: True)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: True)
     fast = PairMoves.of(columns, names, unit, merged_unit)
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: False)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: False)
     old = PairMoves.of(columns, names, unit, merged_unit)
     assert _moves_fields(fast) == _moves_fields(old)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from stream_dp.dp import kernels
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.plan_passes import read_payments
@@ -57,7 +58,7 @@ def test_the_planned_pairs_counted_in_one_pass_equal_the_numpy_forms(
     pairs = Contributions(np.arange(len(occ.cells)), occ, np.arange(occ.n_entries))
     params = _params(variance_share=0.25, prefix_limit=16)
     fast, fast_sat_out = budget.planned_pairs(pairs, plan, params)
-    monkeypatch.setattr(budget, "COMPILED_PASSES", False)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: False)
     slow, slow_sat_out = budget.planned_pairs(pairs, plan, params)
     assert fast_sat_out == slow_sat_out > 50
     assert fast.clip is not None and slow.clip is not None
@@ -74,7 +75,10 @@ def test_the_checks_compiled_sums_are_the_numpy_sums_bit_for_bit(seed: int) -> N
         occ.cell_start, occ.vehicle_index, plan.kept, every, plan.epsilon, len(room), False
     )
     assert unpriced == 0 and len(vehicle) == 0
-    assert paid.tobytes() == budget._kept_payments(occ, plan, len(room)).tobytes()
+    numpy_paid, numpy_unpriced = kernels.KEPT_PAYMENTS.numpy(
+        occ.cell_start, occ.vehicle_index, plan.kept, plan.epsilon, len(room)
+    )
+    assert paid.tobytes() == numpy_paid.tobytes() and numpy_unpriced == 0
     assert cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
     budget.check_plan(occ, plan, room)  # within every room
 
@@ -134,7 +138,7 @@ def test_a_budget_release_is_the_same_with_the_numpy_forms(
     windows = _roaming_windows(3, seed)
     monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")  # the same record ids
     fast = _release(windows, seed)
-    monkeypatch.setattr(budget, "COMPILED_PASSES", False)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: False)
     monkeypatch.setattr(stages, "COMPILED_LOSS", False)
     slow = _release(windows, seed)
     assert all(len(r.cells) > 5 for r in fast)

@@ -1,4 +1,4 @@
-"""Which readings each released record holds (``stream_dp.testing.membership``): the truth the
+"""Which readings each released record holds (``tests.support.membership``): the truth the
 usefulness benchmarks score ``mean_error`` against (docs/math.md §12.1, §13.3). Checked per
 record against what the release published: its ``n_readings`` (M), its vehicles, its kept
 count (S) and, without noise, its mean (the mean of each kept vehicle's first readings)."""
@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from stream_dp.release.accounting import PrivacyAccountant
-from stream_dp.testing.membership import (
+from tests.support.membership import (
     MemberPair,
     MembershipError,
     RecordMembers,
     member_readings,
     recording_members,
 )
-from stream_dp.testing.noise_free import NoNoise
+from tests.support.noise_free import NoNoise
 from tests.unit.release.test_span_policy import _harbour
 from tests.unit.release.test_span_policy import _params as _span_params
 from tests.unit.release.test_vehicle_budget import CELLS, HOUR, U, _window
@@ -201,7 +201,7 @@ def test_the_ais_week_s_records_hold_their_members() -> None:
     from stream_dp.config import load_settings
     from stream_dp.engine import OfflineEngine
     from stream_dp.sources.sample import load_sample
-    from stream_dp.testing.settings import FIXED_MODE
+    from tests.support.settings import FIXED_MODE
 
     settings = load_settings(app_id="t", upper=U, **{**FIXED_MODE, **BUDGET_PROFILE})
     engine = OfflineEngine(settings, NoNoise())

@@ -12,7 +12,7 @@ import h3
 import numpy as np
 import pytest
 
-from stream_dp.dp import kernel_choice
+from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import pair_groups
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
@@ -72,12 +72,12 @@ def _bytes(columns: WindowColumns) -> list[Any]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("kernels", [True, False])
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("seed", range(4))
 def test_moved_pairs_are_the_old_regrouping_to_the_bit(
-    seed: int, kernels: bool, monkeypatch: pytest.MonkeyPatch
+    seed: int, compiled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kernel_choice, "use_kernels", lambda n: kernels)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: compiled)
     rng = np.random.default_rng(seed)
     cells = sorted(h3.grid_disk(CENTRE, 2))  # 19 cells
     n = 3000

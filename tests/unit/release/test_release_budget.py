@@ -11,8 +11,8 @@ from stream_dp.dp.randomness import RandomSource
 from stream_dp.engine import OfflineEngine
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
-from stream_dp.testing.readings import HOUR, START, hourly_readings
-from stream_dp.testing.settings import fixed_mode_settings
+from tests.support.readings import HOUR, START, hourly_readings
+from tests.support.settings import fixed_mode_settings
 
 
 def readings(hours: int, n_vehicles: int = 20, per_hour: int = 300, seed: int = 5):

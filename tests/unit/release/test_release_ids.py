@@ -8,8 +8,8 @@ from stream_dp.config import load_settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.engine import OfflineEngine
 from stream_dp.release.records import RELEASE_NAMESPACE, release_id, release_ids
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import FIXED_EPSILON_MODE
+from tests.support.readings import synthetic_readings
+from tests.support.settings import FIXED_EPSILON_MODE
 
 
 def ids(records):

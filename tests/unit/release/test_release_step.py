@@ -22,9 +22,9 @@ from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import SCHEMA_VERSION
 from stream_dp.release.statistics import kept_sums
 from stream_dp.release.window import release_window
-from stream_dp.testing.readings import unclamped_readings
-from stream_dp.testing.settings import fixed_mode_settings
 from stream_dp.windows.columns import WindowColumns
+from tests.support.readings import unclamped_readings
+from tests.support.settings import fixed_mode_settings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json").read_text()

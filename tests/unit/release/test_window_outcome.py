@@ -21,8 +21,8 @@ from stream_dp.release import window as window_outcome
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import FAILED, RELEASED
 from stream_dp.release.window import release_window
-from stream_dp.testing.readings import HOUR, synthetic_readings
-from stream_dp.testing.settings import FIXED_EPSILON_MODE, fixed_mode_settings
+from tests.support.readings import HOUR, synthetic_readings
+from tests.support.settings import FIXED_EPSILON_MODE, fixed_mode_settings
 
 SCHEMA = json.loads(
     (Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json").read_text()

@@ -1,0 +1,54 @@
+"""A vehicle-budget plan's sums in numpy: the numpy forms of
+:data:`stream_dp.dp.kernels.KEPT_PAYMENTS` and :data:`~stream_dp.dp.kernels.PLANNED_COUNTS`,
+whose compiled forms are single passes of :mod:`stream_dp.dp.plan_passes` (the same integers
+and floats: each sum adds the entries in entry order). Entries are grouped by cell, cell
+``g``'s being ``cell_start[g]:cell_start[g + 1]`` (docs/math.md §13)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
+
+
+def _cell_of_entry(cell_start: IntArray) -> IntArray:
+    return np.repeat(np.arange(len(cell_start) - 1, dtype=np.int64), np.diff(cell_start))
+
+
+def kept_payments_by_bincount(
+    cell_start: IntArray,
+    vehicle_index: IntArray,
+    kept: BoolArray,
+    epsilon: FloatArray,
+    n_vehicles: int,
+) -> tuple[FloatArray, int]:
+    """Per vehicle the summed ``epsilon`` of the cells it is kept in, and how many kept
+    entries are in a cell whose ε is not finite (a plan that keeps them fails its check)."""
+    kept_epsilon = epsilon[_cell_of_entry(cell_start)[kept]]
+    paid = np.bincount(vehicle_index[kept], weights=kept_epsilon, minlength=n_vehicles)
+    return paid.astype(np.float64, copy=False), int(np.count_nonzero(~np.isfinite(kept_epsilon)))
+
+
+def planned_counts_by_bincount(
+    cell_start: IntArray,
+    vehicle_index: IntArray,
+    count: IntArray,
+    kept: BoolArray,
+    cap: IntArray,
+    epsilon: FloatArray,
+    n_vehicles: int,
+) -> tuple[IntArray, IntArray, IntArray, int, int]:
+    """``(kept_count, kept_sum, grids, g1, sat_out)``: per entry its readings kept under its
+    cell's ``cap`` (0 unkept), per cell their sum, per vehicle its kept entries; the most
+    entries of one vehicle; how many vehicles sit out a cell of finite ``epsilon``."""
+    cell_index = _cell_of_entry(cell_start)
+    kept_count = np.where(kept, np.minimum(count, cap[cell_index]), 0).astype(np.int64)
+    kept_sum = np.bincount(cell_index, weights=kept_count, minlength=len(cap)).astype(np.int64)
+    grids = np.bincount(vehicle_index[kept], minlength=n_vehicles).astype(np.int64)
+    entries = np.bincount(vehicle_index, minlength=n_vehicles)
+    sat_out = ~kept & np.isfinite(epsilon)[cell_index]
+    sat_out_vehicles = int(np.count_nonzero(np.bincount(vehicle_index[sat_out])))
+    return kept_count, kept_sum, grids, int(entries.max(initial=0)), sat_out_vehicles
