@@ -120,13 +120,14 @@ def first_window_of(
     """:func:`first_window` of ``columns`` at the state's window length, computed once per
     columns in a window's release (the regrouping and the carry both read the pooled one);
     if it was not, and only the ``wanted`` pairs' are read, theirs alone."""
-    memo = state.first_window_memo
-    if wanted is not None and (memo is None or memo[0] is not columns):
+    known = state.cache.first_window(columns)
+    if known is not None:
+        return known
+    if wanted is not None:
         return first_window(columns, state.params.window_seconds, wanted)
-    if memo is None or memo[0] is not columns:
-        memo = (columns, first_window(columns, state.params.window_seconds))
-        state.first_window_memo = memo
-    return memo[1]
+    first = first_window(columns, state.params.window_seconds)
+    state.cache.keep_first_window(columns, first)
+    return first
 
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
@@ -217,18 +218,18 @@ def span_starts(state: WindowState) -> np.ndarray:
 
     pairs = state.pairs
     assert pairs is not None
-    memo = state.span_start_memo
-    if memo is not None and memo[0] is pairs.occupancy:
-        return memo[1].copy()
-    start = _cell_span_starts(state.columns, pairs.entry_of, pairs.occupancy.cell_index,
-                              len(pairs.occupancy.cells), state.window_start,
-                              state.params.window_seconds)  # fmt: skip
-    if start is None:  # a time that is not finite: per pair, as first_window leaves it out
-        first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
-        start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
-        minimum_at(start, pairs.occupancy.cell_index, first)
-    state.span_start_memo = (pairs.occupancy, start.copy())
-    return start
+    occupancy, columns, seconds = pairs.occupancy, state.columns, state.params.window_seconds
+
+    def compute() -> np.ndarray:
+        start = _cell_span_starts(columns, pairs.entry_of, occupancy.cell_index,
+                                  len(occupancy.cells), state.window_start, seconds)  # fmt: skip
+        if start is None:  # a time that is not finite: per pair, as first_window leaves it out
+            first = first_window(columns, seconds)[pairs.entry_of]
+            start = np.full(len(occupancy.cells), state.window_start, dtype=np.int64)
+            minimum_at(start, occupancy.cell_index, first)
+        return start
+
+    return state.cache.span_starts(occupancy, compute)
 
 
 def _cell_span_starts(
