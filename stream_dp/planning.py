@@ -27,7 +27,7 @@ from stream_dp.release.bounding import Contributions
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import capped_error
 from stream_dp.release.stages import pipelines_of
-from stream_dp.release.state import WindowState
+from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -151,8 +151,8 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
     """Run the release's stages up to the error bars on ``occupancy`` and tabulate them."""
     if params.target_mean_error is not None:
         _check_h3_cells(occupancy, params.resolution)
-    state = WindowState(0, occupancy_columns(occupancy), params)
-    state.last = True  # the occupancy is the whole input: no cell waits for a longer span
+    # the occupancy is the whole input (last): no cell waits for a longer span
+    state = WindowState(WindowInput(0, occupancy_columns(occupancy), params, last=True))
     pipelines_of(params).plan().run(state)
     if state.empty:
         raise PlanInputError("no cell of the occupancy is chosen with these settings")

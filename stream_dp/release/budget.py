@@ -14,6 +14,7 @@ from stream_dp.dp.adaptive_cells import UnitPrice
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import variance_sensitivity
 from stream_dp.dp.occupancy import Occupancy
+from stream_dp.dp.plan_passes import planned_counts, read_payments
 from stream_dp.dp.pseudo_user import PseudoUserResult
 from stream_dp.dp.release_price import release_price
 from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
@@ -156,8 +157,6 @@ def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None
     ):
         raise AssertionError("vehicle budget plan, room and occupancy differ in length")
     if COMPILED_PASSES:
-        from stream_dp.dp.plan_passes import read_payments
-
         every_cell = np.ones(len(plan.epsilon), dtype=np.bool_)
         _, paid, unpriced, _, _ = read_payments(
             occupancy.cell_start, occupancy.vehicle_index, plan.kept, every_cell, plan.epsilon,
@@ -190,8 +189,6 @@ def planned_bound(
     sit out some cell the plan did not drop."""
     upper = params.upper
     if COMPILED_PASSES:
-        from stream_dp.dp.plan_passes import planned_counts
-
         kept_count, kept_sum, grids, g1, sat_out = planned_counts(
             occupancy.cell_start, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
             plan.epsilon, len(occupancy.vehicles),

@@ -39,7 +39,7 @@ from stream_dp.release.stages import (
     Summary,
     Withhold,
 )
-from stream_dp.release.state import WindowState
+from stream_dp.release.state import Pooled, WindowState
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
@@ -57,17 +57,17 @@ class Pool(Stage):
 
     def run(self, state: WindowState) -> None:
         params, columns = state.params, state.columns
-        carry, stale = fresh_carry(state.carry_in, state.window_start, params)
+        carry, stale = fresh_carry(state.input.carry, state.window_start, params)
         choice = choose_pooling(columns, carry, params, regroup_epsilon(params))
-        carry, state.due = choice.carry, choice.due
         aside = choice.aside  # this window's own pairs: young enough to wait one more
         if state.last and aside is not None:  # the input ends: no later window to release them
             stale += int(aside.count.sum())
             aside = None
-        state.columns, state.pooled_own = pooled_with_own(choice.window, carry, params.prefix_limit)
-        state.report.readings_withheld = state.withheld_unpooled = stale + choice.withheld
-        state.pooled, state.aside = state.columns, aside
-        state.carry_in = carry
+        pooled, own = pooled_with_own(choice.window, choice.carry, params.prefix_limit)
+        withheld = stale + choice.withheld
+        state.pooled = Pooled(pooled, own, aside, choice.due, withheld)
+        state.columns = pooled
+        state.report.readings_withheld = withheld
 
 
 class BudgetRegroup(Stage):
@@ -134,25 +134,23 @@ class Defer(Stage):
     name = "defer"
 
     def run(self, state: WindowState) -> None:
-        params, pooled_columns, own = state.params, state.pooled, state.pooled_own
-        if pooled_columns is None:
-            return
-        carried = (
-            np.zeros(0, dtype=np.int64) if state.last else deferred_pairs(state, pooled_columns)
-        )
-        out = take_pairs(pooled_columns, carried) if len(carried) else None
-        state.carry_out = None if state.last else with_aside(out, state.aside, params.prefix_limit)
-        if state.adaptive is None or own is None:
+        params, pooled = state.params, state.pooled
+        assert pooled is not None, "the pool stage runs first"
+        columns, last = pooled.columns, state.last
+        carried = np.zeros(0, dtype=np.int64) if last else deferred_pairs(state, columns)
+        out = take_pairs(columns, carried) if len(carried) else None
+        state.carry_out = None if last else with_aside(out, pooled.aside, params.prefix_limit)
+        if state.adaptive is None:
             return  # no regrouping (no T): nothing is carried
-        aside = 0 if state.aside is None or state.last else int(state.aside.count.sum())
+        aside = 0 if pooled.aside is None or last else int(pooled.aside.count.sum())
         counts = held_counts(
-            pooled_columns, state.aside, state.carry_out, state.adaptive, _released_cells(state),
-            int(own[carried].sum()) + aside,
+            columns, pooled.aside, state.carry_out, state.adaptive, _released_cells(state),
+            int(pooled.own[carried].sum()) + aside,
         )  # fmt: skip
         report = state.report
         report.cells_held, report.readings_held = counts.cells_held, counts.readings_held
         report.cells_withheld = counts.cells_withheld
-        report.readings_withheld = state.withheld_unpooled + counts.readings_withheld
+        report.readings_withheld = pooled.withheld + counts.readings_withheld
 
 
 def _released_cells(state: WindowState) -> ReleasedCells | None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from stream_dp.dp.budget_ledger import take_names
 from stream_dp.dp.occupancy import factorize
+from stream_dp.dp.span_kernels import earliest_of_groups, minimum_at, take_readings
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
@@ -95,8 +96,6 @@ def first_window(
     with no reading logged (``plan``'s occupancy of counts alone) has no earlier window: the
     largest int64, so it counts as the current window's. With ``wanted`` (a bool per pair),
     only those pairs' (the others' read as unlogged)."""
-    from stream_dp.dp.span_kernels import earliest_of_groups, minimum_at  # numba: on first use
-
     if wanted is not None:  # the wanted pairs' minima alone: in cache, and no NaN to carry
         group = np.where(wanted, np.arange(len(columns)), -1)
         first, finite = earliest_of_groups(
@@ -143,8 +142,6 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
 
 def _taken(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """:func:`take_pairs` by renumbering the names, pairs and reading log."""
-    from stream_dp.dp.span_kernels import take_readings  # numba: imported on first use
-
     cells_used = _used(columns.cell_code[pairs], len(columns.cell_names))
     vehicles_used = _used(columns.vehicle_code[pairs], len(columns.vehicle_names))
     cell_map = np.full(len(columns.cell_names), -1, dtype=np.int64)
@@ -214,8 +211,6 @@ def deferred_pairs(state: WindowState, pooled_columns: WindowColumns) -> np.ndar
 def span_starts(state: WindowState) -> np.ndarray:
     """Per cell of the occupancy, the start of its span: the first window of its pairs
     (computed once per occupancy: the held cells and the records both read it)."""
-    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
-
     pairs = state.pairs
     assert pairs is not None
     occupancy, columns, seconds = pairs.occupancy, state.columns, state.params.window_seconds
@@ -244,8 +239,6 @@ def _cell_span_starts(
     reading, in one pass over the log into ``n_cells`` minima instead of one per pair; the
     same values as the per-pair minima (``floor(t / w) w`` does not decrease with ``t``).
     None if a logged time is not finite."""
-    from stream_dp.dp.span_kernels import earliest_of_groups
-
     if LOG_IN_WINDOW and _log_in_window(columns.reading_ts, window_start, window_seconds):
         return np.full(n_cells, window_start, dtype=np.int64)  # no cell's span began earlier
     cell_of_pair = np.full(len(columns), -1, dtype=np.int64)

@@ -247,7 +247,7 @@ class Records(Stage):
         params = state.params
         self._ids = background.submit(
             release_ids, params.app_id, state.window_start, params.resolution,
-            list(_pairs(state).occupancy.cells), state.nonce,
+            list(_pairs(state).occupancy.cells), state.input.nonce,
         )  # fmt: skip
 
     def run(self, state: WindowState) -> None:
@@ -306,7 +306,8 @@ def summary_of(state: WindowState, error: BaseException | None = None) -> dict[s
     accountant = state.accountant or PrivacyAccountant(state.params)
     return window_summary(
         accountant, state.window_start, state.report, state.observed,
-        state.late_readings, state.nonce, len(state.cells), error, state.loss, state.released,
+        state.input.late_readings, state.input.nonce, len(state.cells), error, state.loss,
+        state.released,
     )  # fmt: skip
 
 

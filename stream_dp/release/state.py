@@ -83,20 +83,46 @@ class WindowCache:
         return self._rooms[1]
 
 
-@dataclass
-class WindowState:
-    """One window on its way through the stages: its inputs, what each stage made of it, and
-    the report. ``observed``: every reading of the window (the summary counts them all);
-    ``columns``: what the stages read (regrouped into adaptive cells, with a target)."""
+@dataclass(frozen=True)
+class WindowInput:
+    """What a window's release starts from, fixed for the whole release: its start, every
+    reading of the window (``observed``: the summary counts them all; None only for a failed
+    window whose partials could not be merged), the parameters, the ledger (public: the
+    rooms and the cap read it), the late readings, the release event's ``nonce`` (every
+    record id derives from it), the ``carry`` earlier windows deferred (spans, §13.3) and
+    whether the input ends with this window (``last``: no cell is held for a longer span)."""
 
     window_start: int
-    #: None only for a failed window whose partials could not be merged.
     observed: WindowColumns | None
     params: ReleaseParams
     ledger: BudgetLedger | None = None
     late_readings: int = 0
-    #: One per release event: every record id derives from it.
     nonce: str = ""
+    carry: WindowColumns | None = None
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """What the pool stage made of the window and its carry (§13.3): the pooled ``columns``
+    the later stages read, per pooled pair its readings of this window (``own``), the
+    window's pairs set ``aside`` to wait, the ``due`` units (released now rather than held)
+    and the carried readings ``withheld`` before pooling."""
+
+    columns: WindowColumns
+    own: np.ndarray
+    aside: WindowColumns | None
+    due: tuple[str, ...]
+    withheld: int
+
+
+@dataclass
+class WindowState:
+    """One window on its way through the stages: its :class:`WindowInput`, what each stage
+    made of it, and the report. ``columns``: what the stages read (pooled with the carry,
+    regrouped into adaptive cells)."""
+
+    input: WindowInput
     columns: WindowColumns = field(init=False)
     report: WindowReport = field(default_factory=WindowReport)
     #: Built once: at the start with ε for every cell, or by the vehicle budget's plan with
@@ -122,24 +148,38 @@ class WindowState:
     #: With a ledger: what the release charges each vehicle, and its reads (per-cell ε).
     loss: WindowLoss | None = None
     reads: Reads | None = None
-    #: Entries deferred by earlier windows (spans, §13), and those this release defers.
-    carry_in: WindowColumns | None = None
+    #: With spans: what the pool stage made (§13.3), and the entries this release defers.
+    pooled: Pooled | None = None
     carry_out: WindowColumns | None = None
-    #: With spans: what the stages read (the window's pairs pooled with the carry) and per
-    #: pooled pair its readings of this window, the window's pairs set aside to wait
-    #: (§13.3), and the carried readings withheld before pooling.
-    pooled: WindowColumns | None = None
-    pooled_own: np.ndarray | None = None
-    aside: WindowColumns | None = None
-    withheld_unpooled: int = 0
-    #: The input ends with this window: no cell is held for a longer span (§13.3).
-    last: bool = False
-    #: Units pooling would push past T, released now rather than held (§13.3).
-    due: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.observed is not None:
-            self.columns = self.observed
+        if self.input.observed is not None:
+            self.columns = self.input.observed
+
+    @property
+    def window_start(self) -> int:
+        return self.input.window_start
+
+    @property
+    def observed(self) -> WindowColumns | None:
+        return self.input.observed
+
+    @property
+    def params(self) -> ReleaseParams:
+        return self.input.params
+
+    @property
+    def ledger(self) -> BudgetLedger | None:
+        return self.input.ledger
+
+    @property
+    def last(self) -> bool:
+        return self.input.last
+
+    @property
+    def due(self) -> tuple[str, ...]:
+        """Units pooling would push past T, released now rather than held (§13.3)."""
+        return () if self.pooled is None else self.pooled.due
 
     @property
     def empty(self) -> bool:

@@ -47,7 +47,7 @@ from stream_dp.release.stages import (
     pipelines_of,
     summary_of,
 )
-from stream_dp.release.state import WindowState
+from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.state import PartialColumns
@@ -78,8 +78,7 @@ def release_window(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        state = _state(window_start, columns, params, ledger, late_readings)
-        state.last, state.carry_in = last, carry
+        state = _state(window_start, columns, params, ledger, late_readings, carry, last)
         release_pipeline(params, noise).run(state)
     finally:
         if collecting:
@@ -102,9 +101,13 @@ def _state(
     params: ReleaseParams,
     ledger: BudgetLedger | None,
     late_readings: int = 0,
+    carry: WindowColumns | None = None,
+    last: bool = False,
 ) -> WindowState:
     nonce = new_release_nonce()  # one per release event: every record id derives from it
-    return WindowState(window_start, columns, params, ledger, late_readings, nonce)
+    return WindowState(
+        WindowInput(window_start, columns, params, ledger, late_readings, nonce, carry, last)
+    )
 
 
 def release_ready_window(

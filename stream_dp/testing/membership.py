@@ -66,7 +66,7 @@ class _RecordingPipeline(Pipeline):
 
     def run(self, state: WindowState) -> WindowState:
         super().run(state)
-        pooled = state.pooled if state.pooled is not None else state.observed
+        pooled = state.pooled.columns if state.pooled is not None else state.observed
         assert pooled is not None
         self.sink.extend(_members(state, pooled))
         return state
