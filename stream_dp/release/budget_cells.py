@@ -67,7 +67,8 @@ LAZY_READINGS = True
 
 def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     """Regroup ``state.columns`` into adaptive cells its vehicles can pay for (module
-    docstring); returns the (cells, readings) withheld by the choice."""
+    docstring) and choose the pairs to release of them (the last choice's, §9.1); returns the
+    (cells, readings) withheld by the choice."""
     params = state.params
     columns, price = state.columns, unit_price(state)
     coarsest = params.coarsest
@@ -100,7 +101,10 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     if lazy and moves is not None:  # the kept choice's pairs, with their reading logs
         counted, state.columns = state.columns, moves.columns(params.prefix_limit)
         state.cache.move_choice(counted, state.columns)  # the same pairs
-    state.pairs = None
+    state.pairs = state.cache.chosen_pairs(state.columns)
+    if state.pairs is None:  # no choice kept of these columns (none chose a cell)
+        cells = select_cells(state.columns, params.min_vehicles, params.top_cells)
+        state.pairs = Contributions(cells, *occupancy_of(state.columns, cells))
     if withheld[1] and log.isEnabledFor(logging.INFO):
         log.info("%s", unsupported_line(columns, adaptive, params))
     return withheld

@@ -33,7 +33,6 @@ from stream_dp.release.stages import (
     Noise,
     Pipeline,
     Records,
-    Select,
     Stage,
     Statistics,
     Summary,
@@ -71,7 +70,7 @@ class Pool(Stage):
 
 
 class BudgetRegroup(Stage):
-    """The adaptive cells the vehicles' rooms can pay for, and their plan
+    """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan
     (:func:`~stream_dp.release.budget_cells.budget_regroup`, §13.1)."""
 
     name = "regroup"
@@ -170,7 +169,7 @@ class BudgetPipelines:
 
     def _choice(self, pool: bool) -> list[Stage]:
         pooling: list[Stage] = [Pool()] if pool else []
-        return [*pooling, BudgetRegroup(), Select(), Plan(), Account()]
+        return [*pooling, BudgetRegroup(), Plan(), Account()]
 
     def release(self, noise: LaplaceNoise) -> Pipeline:
         after = [Statistics(prefix_sums=False), Withhold(), Noise(noise), Records(), SpanRecords()]

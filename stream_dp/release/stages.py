@@ -12,7 +12,7 @@ cells, §12) → select (§9.1) → mask (the ledger's cap, §8.4) → CLIP-USER
 summary and charge (§9.5, §8.2).
 
 Vehicle budget (:class:`~stream_dp.release.modes.VehicleBudget`, §13): pool (the carry,
-§13.3) → budget regroup (§13.1) → select → plan (per-cell ε, caps and sit-outs) →
+§13.3) → budget regroup and select (§13.1, §9.1) → plan (per-cell ε, caps and sit-outs) →
 accountant → statistics → error bars and withhold → noise → records → span records (each
 record's ε and span) → defer (spans, §13.3) → summary and charge.
 
@@ -104,12 +104,7 @@ class Select(Stage):
 
     def run(self, state: WindowState) -> None:
         params, columns = state.params, state.columns
-        chosen_pairs = state.cache.chosen_pairs(columns)
-        if chosen_pairs is not None:  # the regrouping chose them already
-            state.chosen, state.pairs = chosen_pairs.chosen, chosen_pairs
-            return
         chosen = select_cells(columns, params.min_vehicles, params.top_cells)
-        state.chosen = chosen
         state.pairs = Contributions(chosen, *occupancy_of(columns, chosen))
 
 

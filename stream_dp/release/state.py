@@ -50,7 +50,7 @@ class WindowCache:
             self._choice = (columns, self._choice[1], self._choice[2])
 
     def chosen_pairs(self, columns: WindowColumns) -> Contributions | None:
-        """The pairs the regrouping chose of these ``columns``, if it did."""
+        """The pairs the last choice kept chose of these ``columns``, if it was of them."""
         choice = self._choice
         return choice[1] if choice is not None and choice[0] is columns else None
 
@@ -130,7 +130,6 @@ class WindowState:
     accountant: PrivacyAccountant | None = None
     cache: WindowCache = field(default_factory=WindowCache)
     adaptive: AdaptiveCells | None = None
-    chosen: np.ndarray | None = None
     pairs: Contributions | None = None
     #: With a vehicle budget: the cells' ε, caps and sit-outs (§13), and the cells' ε the
     #: accountant is built with (+inf: a dropped cell).

@@ -79,7 +79,7 @@ def test_each_mode_lists_its_own_stages() -> None:
 
     spans = _params(vehicle_budget=6.0, max_span_hours=3)
     assert isinstance(spans.mode, VehicleBudget) and spans.mode.spans
-    choice = ["regroup", "select", "plan", "accountant"]
+    choice = ["regroup", "plan", "accountant"]
     after = ["statistics", "error-bars", "noise", "records", "span-records"]
     assert _names(pipelines_of(spans).release(LaplaceNoise())) == (
         ["pool", *choice], after, ["defer", "summary"],
