@@ -130,7 +130,12 @@ def epsilon_ceiling(
     params, mode = state.params, budget_mode(state.params)
     if state.adaptive is None or not mode.spans or state.last:
         return None
-    start = span_starts(state) if span_start is None else span_start
+    if span_start is None:
+        assert state.pairs is not None, "the plan prices the chosen pairs"
+        seconds = params.window_seconds
+        start = span_starts(state.cache, state.columns, state.pairs, state.window_start, seconds)
+    else:
+        start = span_start
     windows = (state.window_start - start) // params.window_seconds + 1
     burst, budget = mode.burst, mode.budget
     pace = budget * params.window_seconds / params.ledger_period_seconds

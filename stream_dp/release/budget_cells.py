@@ -152,7 +152,8 @@ def observed_span_starts(state: WindowState) -> np.ndarray | None:
     if not budget_mode(params).spans or state.last:
         return None
     start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
-    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
+    first = first_window_of(state.cache, columns, params.window_seconds)
+    np.minimum.at(start, columns.cell_code, first)
     return start
 
 

@@ -118,7 +118,9 @@ class SpanRecords(Stage):
         assert pairs is not None and released is not None and accountant is not None
         occupancy = pairs.occupancy
         epsilons = accountant.cell_epsilons(len(occupancy.cells)).tolist()
-        starts = span_starts(state).tolist()
+        seconds = state.params.window_seconds
+        starts = span_starts(state.cache, state.columns, pairs, state.window_start, seconds)
+        starts = starts.tolist()
         stamps = {start: rfc3339(start) for start in set(starts)}  # a few spans' starts
         for record, g in zip(state.cells, np.flatnonzero(released).tolist(), strict=True):
             record["epsilon"] = epsilons[g]
@@ -136,10 +138,17 @@ class Defer(Stage):
         params, pooled = state.params, state.pooled
         assert pooled is not None, "the pool stage runs first"
         columns, last = pooled.columns, state.last
-        carried = np.zeros(0, dtype=np.int64) if last else deferred_pairs(state, columns)
+        adaptive = state.adaptive
+        carried = np.zeros(0, dtype=np.int64)
+        if not last and adaptive is not None:  # no regrouping (no T): nothing is deferred
+            released = _released_cells(state)
+            names = [] if released is None else released.released_names
+            carried = deferred_pairs(
+                columns, adaptive, names, state.window_start, params, state.cache
+            )
         out = take_pairs(columns, carried) if len(carried) else None
         state.carry_out = None if last else with_aside(out, pooled.aside, params.prefix_limit)
-        if state.adaptive is None:
+        if adaptive is None:
             return  # no regrouping (no T): nothing is carried
         aside = 0 if pooled.aside is None or last else int(pooled.aside.count.sum())
         counts = held_counts(
