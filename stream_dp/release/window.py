@@ -1,7 +1,8 @@
 """Release a window, and release the ready windows: the one entry of the offline engine and
 the service releaser (docs/math.md §9, issue 21).
 
-:func:`release_window` runs the stages of :mod:`stream_dp.release.stages` on one window. A
+:func:`release_window` runs the pipeline of the parameters' mode
+(:func:`~stream_dp.release.stages.pipelines_of`) on one window. A
 release that raises (a bug in a stage, a mechanism's corner case) must not stop the stream:
 the caller gets a :class:`~stream_dp.release.records.WindowRelease` with no cells whose
 summary says ``"status": "failed"`` and names the exception's class (never its message,
@@ -21,7 +22,9 @@ every cell it occupies in any partition's partial (an over-count, never an under
 Under a vehicle budget (docs/math.md §13) the failed window first pools its whole carry (its
 release would have pooled it, or set parts of it aside, §13.3), and is charged its plan; the
 partials' fallback charges each vehicle its room (capped at its pairs × the burst), the most
-any release could have charged it, so a failure never takes a vehicle past B.
+any release could have charged it, so a failure never takes a vehicle past B. The failed
+window runs its mode's choice and every charge is the accountant's
+(:meth:`~stream_dp.release.accounting.PrivacyAccountant.charge`).
 Pure apart from the fault point (tests only).
 """
 
@@ -194,8 +197,9 @@ def failed_release(
     state = _state(window_start, columns, params, ledger, late_readings)
     if ledger is not None:
         reads = _failed_reads(state, pipelines, partials, carried)
-        accountant = state.accountant or PrivacyAccountant(params)
-        state.loss, _ = accountant.charge(window_start, reads, ledger)
+        if state.accountant is None:  # the choice failed before building it
+            state.accountant = PrivacyAccountant(params)
+        state.loss, _ = state.accountant.charge(window_start, reads, ledger)
     most_cells = int(state.loss.cells.max(initial=0)) if state.loss is not None else 0
     state.report.g1 = state.report.k = most_cells
     summary = summary_of(state, error)
