@@ -1,6 +1,7 @@
 """Offline planning on a public occupancy array: what the release would do to one window.
 
-``build_plan`` runs the release's own stages (:func:`stream_dp.release.stages.plan_stages`:
+``build_plan`` runs the release's own stages (the ``plan`` pipeline of
+:func:`stream_dp.release.stages.pipelines_of`:
 adaptive regrouping, selection, CLIP-USER, the cap, the error bars and the withholding,
 docs/math.md §9) without noise on an occupancy (read by :mod:`stream_dp.sources.occupancy_csv`),
 so it shows the K and the error bars ``release`` gives that window; ``plan_to_json`` and
@@ -21,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.accounting import WindowReads
+from stream_dp.release.bounding import Contributions
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import capped_error
-from stream_dp.release.stages import Pipeline, plan_stages
-from stream_dp.release.state import WindowState
+from stream_dp.release.stages import pipelines_of
+from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 
 
@@ -149,28 +151,28 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
     """Run the release's stages up to the error bars on ``occupancy`` and tabulate them."""
     if params.target_mean_error is not None:
         _check_h3_cells(occupancy, params.resolution)
-    state = WindowState(0, occupancy_columns(occupancy), params, PrivacyAccountant(params))
-    state.last = True  # the occupancy is the whole input: no cell waits for a longer span
-    Pipeline(plan_stages()).run(state)
+    # the occupancy is the whole input (last): no cell waits for a longer span
+    state = WindowState(WindowInput(0, occupancy_columns(occupancy), params, last=True))
+    pipelines_of(params).plan().run(state)
     if state.empty:
         raise PlanInputError("no cell of the occupancy is chosen with these settings")
-    pairs, report, bars = state.pairs, state.report, state.bars
-    assert pairs is not None and pairs.clip is not None and pairs.capped is not None
+    pairs, report, bars, accountant = state.pairs, state.report, state.bars, state.accountant
+    assert pairs is not None and pairs.bounded is not None and accountant is not None
     assert bars is not None and state.released is not None
-    clip, capped, chosen = pairs.clip, pairs.capped, pairs.occupancy
+    bounded, capped, chosen = pairs.bounded, pairs.bounded.capped, pairs.occupancy
     n_cells = len(chosen.cells)
     vehicles = np.bincount(chosen.cell_index, minlength=n_cells)
     kept = np.bincount(
-        chosen.cell_index, weights=np.asarray(clip.kept, dtype=np.int64), minlength=n_cells
+        chosen.cell_index, weights=np.asarray(bounded.kept, dtype=np.int64), minlength=n_cells
     )
     readings = chosen.total_per_cell()
     budget = _budget_view(state)
     epsilons = budget.epsilons if budget else [params.epsilon] * n_cells
     sat_out = budget.sat_out if budget else [0] * n_cells
-    suppressed = clip.suppressed if budget is None else tuple(budget.sat_out_pairs)
+    suppressed = tuple(budget.sat_out_pairs) if budget else _suppressed(pairs)
     columns = (  # per cell, as Python numbers (indexing numpy arrays cell by cell is slower)
-        chosen.cells, vehicles.tolist(), readings.tolist(), clip.initial_error.tolist(),
-        clip.error.tolist(), kept.astype(np.int64).tolist(), capped.cap.tolist(),
+        chosen.cells, vehicles.tolist(), readings.tolist(), bounded.initial_error.tolist(),
+        bounded.error.tolist(), kept.astype(np.int64).tolist(), capped.cap.tolist(),
         capped.error.tolist(), bars.mean.tolist(), state.released.tolist(), epsilons, sat_out,
     )  # fmt: skip
     grids = tuple(
@@ -193,7 +195,6 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
             error_after_cap, mean_bar, released, cell_epsilon, cell_sat_out,
         ) in zip(*columns, strict=True)
     )  # fmt: skip
-    accountant = state.accountant
     before, after = (
         budget.losses
         if budget
@@ -233,11 +234,17 @@ class _BudgetView:
     losses: tuple[float, float]
 
 
+def _suppressed(pairs: Contributions) -> tuple[tuple[str, str], ...]:
+    """CLIP-USER's suppressed (cell, vehicle) pairs, in suppression order."""
+    assert pairs.clip is not None, "CLIP-USER bounded the pairs"
+    return pairs.clip.suppressed
+
+
 def _budget_view(state: WindowState) -> _BudgetView | None:
     """The budget's per-cell ε, sit-outs and per-vehicle losses (the release's own figures:
-    :meth:`~stream_dp.release.accounting.PrivacyAccountant.released_loss`); None without."""
-    plan, pairs, released = state.budget, state.pairs, state.released
-    if plan is None or pairs is None or released is None:
+    :meth:`~stream_dp.release.accounting.PrivacyAccountant.charge`); None without."""
+    plan, pairs, released = state.budget_plan, state.pairs, state.released
+    if plan is None or pairs is None or released is None or pairs.bounded is None:
         return None
     occupancy = pairs.occupancy
     given = np.isfinite(plan.epsilon)
@@ -254,10 +261,10 @@ def _budget_view(state: WindowState) -> _BudgetView | None:
     ]
     in_released = released[occupancy.cell_index]
     accountant = state.accountant
-    every = accountant.released_loss(0, occupancy, None, in_released)[0].max_loss
-    shares = accountant.own_shares(pairs.capped)  # as charged (§13.1, the loss)
-    read = accountant.released_loss(0, occupancy, None, plan.kept & in_released, shares)[0]
-    read = read.max_loss
+    assert accountant is not None
+    every = accountant.charge(0, WindowReads(occupancy, in_released))[0].max_loss
+    as_read = WindowReads(occupancy, plan.kept, released, capped=pairs.bounded.capped)
+    read = accountant.charge(0, as_read)[0].max_loss  # as charged (§13.1, the loss)
     return _BudgetView(epsilons, sat_out.tolist(), pairs_out, (every, read))
 
 

@@ -11,7 +11,7 @@ plus the rounding ``R`` covers. On the exact sampler's grid (§4.2: values round
 is then at most ``exp(ε_μ (k / c + slack))`` with
 ``slack = 2^-40 + (c + 8) S / c · 2^-51`` (:func:`~stream_dp.dp.float_mean.share_slack`). The
 variance's share ``ε s`` is charged whole (the release charges shares only with ``s = 0``:
-``PrivacyAccountant.own_shares``).
+``PrivacyAccountant.charge``).
 
 So vehicle ``l`` loses ``ε_μ (k / c + slack) + ε s``, rounded *up* to the ε grid
 (``EPSILON_STEP``: ledger sums stay exact) and at most the cell's ε; a vehicle at the cap

@@ -2,22 +2,27 @@
 ``PrivacyAccountant``: everything the release, the failed outcome and the worker's metrics
 say about the budget is asked of it, and computed nowhere else.
 
-It owns each released cell's ε and δ (an array per cell: all equal today), their split
-between mean and variance, a window's per-vehicle losses and K·ε, the PLD figure (None where
-the PLD accountant does not compose the mechanism), the budget mask's view of the ledger
-(the cells each vehicle may still be read in) and a failed window's charge.
+It owns each released cell's ε and δ (fixed: all equal; under a vehicle budget each cell's
+own, fixed when the accountant is built), their split between mean and variance, K·ε, the
+PLD figure (None where the PLD accountant does not compose the mechanism), the budget mask's
+view of the ledger (the cells each vehicle may still be read in), and every vehicle's charge
+for a window, released, empty or failed: :meth:`PrivacyAccountant.charge` of a
+:class:`WindowReads`, the one place a vehicle is charged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
+from stream_dp.dp.budget_ledger import CAP_RTOL, BudgetLedger, WindowLoss
 from stream_dp.dp.grid_error import ErrorModel
+from stream_dp.dp.individual_loss import entry_epsilons
 from stream_dp.dp.occupancy import IntArray, Occupancy
+from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 
 if TYPE_CHECKING:
@@ -28,6 +33,31 @@ if TYPE_CHECKING:
 Reads = tuple[tuple[str, ...], np.ndarray, np.ndarray]
 #: Per occupancy entry its kept readings, per cell its cap (the CLIP mean's ``top``, §13.1).
 Shares = tuple[np.ndarray, np.ndarray]
+
+#: Whether a per-cell-ε release is charged in compiled passes
+#: (:func:`~stream_dp.dp.plan_passes.read_payments`); the tests switch it off to compare with
+#: the numpy form.
+COMPILED_LOSS = True
+
+
+@dataclass(frozen=True)
+class WindowReads:
+    """What a window read, the one description its charge is computed from (§8.2, §13).
+
+    ``occupancy``: the chosen pairs (None: no cell chosen); ``kept``: per entry, kept by the
+    bound (None: every entry); ``released``: per cell, released (None: a failed window, charged
+    every cell it chose, each at its whole ε); ``grids``: per vehicle its released cells when
+    the release counted them (CLIP-USER's G_l over the released cells); ``capped``: the cap's
+    result, so that under per-cell ε each vehicle pays its own share (§13.1, "The loss").
+    ``counted``: a failed window whose chosen cells could not be computed: per vehicle (names)
+    the cells it occupies in any partial (an over-count)."""
+
+    occupancy: Occupancy | None = None
+    kept: np.ndarray | None = None
+    released: np.ndarray | None = None
+    grids: IntArray | None = None
+    capped: PseudoUserResult | None = None
+    counted: tuple[Sequence[str], Sequence[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -41,12 +71,12 @@ class PrivacyAccountant:
     """
 
     params: ReleaseParams
-    #: With a vehicle budget, each cell's own ε (§13; +inf: a dropped cell); else None.
+    #: With a vehicle budget's plan, each cell's own ε (§13; +inf: a dropped cell); else None.
     per_cell: np.ndarray | None = field(default=None, compare=False)
 
-    def with_cell_epsilons(self, epsilons: np.ndarray) -> PrivacyAccountant:
-        """This accountant with each cell's own ε (the vehicle budget's plan, §13)."""
-        return replace(self, per_cell=np.asarray(epsilons, dtype=np.float64))
+    def __post_init__(self) -> None:
+        if self.per_cell is not None:
+            object.__setattr__(self, "per_cell", np.asarray(self.per_cell, dtype=np.float64))
 
     # --- one cell ---------------------------------------------------------------------
     @property
@@ -66,13 +96,8 @@ class PrivacyAccountant:
 
     @property
     def regroup_epsilon(self) -> float:
-        """The mean's ε adaptive cells are chosen at (§12): ε, at most the vehicle budget's
-        burst (no cell costs more, §13)."""
-        params = self.params
-        epsilon = params.epsilon
-        if params.vehicle_budget is not None:
-            epsilon = min(epsilon, params.vehicle_burst)
-        return epsilon * (1.0 - params.variance_share)
+        """:func:`regroup_epsilon` of the parameters."""
+        return regroup_epsilon(self.params)
 
     @property
     def cell_delta(self) -> float:
@@ -110,17 +135,17 @@ class PrivacyAccountant:
         """The summary's ``epsilon``: ε of every cell; with a vehicle budget (§13) the largest
         ε of the ``released`` cells, or with none released (a failed window) the burst, the
         most any cell of the window could have taken."""
-        params = self.params
-        if params.vehicle_budget is None:
-            return params.epsilon
+        mode = self.params.mode
+        if not isinstance(mode, VehicleBudget):
+            return self.params.epsilon
         if self.per_cell is None or released is None or not released.any():
-            return params.vehicle_burst
+            return mode.burst
         return float(self.cell_epsilons(len(self.per_cell))[released].max())
 
     def window_privacy_loss(self, k: int, loss: WindowLoss | None) -> float:
         """The summary's ``privacy_loss``: K·ε (Prop. V.1); with per-cell ε (§13), where K·ε
         does not hold, the largest per-vehicle loss the ledger is charged (``loss``)."""
-        if self.params.vehicle_budget is not None and loss is not None:
+        if isinstance(self.params.mode, VehicleBudget) and loss is not None:
             return loss.max_loss
         return self.privacy_loss(k)
 
@@ -136,44 +161,87 @@ class PrivacyAccountant:
             cells_per_vehicle, self.epsilon, self.variance_share, params.accounting_delta
         )
 
-    def loss(
-        self, window_start: int, occupancy: Occupancy | None, cells: IntArray | None
-    ) -> WindowLoss:
-        """Per vehicle of ``occupancy``, its cells read (``cells``: G_l); none without."""
+    def charge(
+        self, window_start: int, reads: WindowReads, ledger: BudgetLedger | None = None
+    ) -> tuple[WindowLoss, Reads | None]:
+        """What the window charges each vehicle (§8.2), and with per-cell ε the reads (the run's
+        PLD, §13.4): the one place a vehicle's charge is computed. Released: per vehicle its
+        released cells × ε, or with per-cell ε the summed ε (each its own share) of the cells
+        it is read in. Failed (``reads.released`` None): each chosen cell it is kept in, at its
+        whole ε (CLIP-USER only removes cells; a release charges at most that). Failed before
+        the cells were chosen (``reads.counted``): the cells counted per vehicle, and under a
+        vehicle budget each vehicle at most its room in the ``ledger`` (never past B)."""
+        if reads.counted is not None:
+            return self._counted_charge(window_start, *reads.counted, ledger), None
+        occupancy = reads.occupancy
         if occupancy is None:
-            return WindowLoss.from_counts(window_start, self.epsilon, [], [])
-        return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, cells)
+            return WindowLoss.from_counts(window_start, self.epsilon, [], []), None
+        read = reads.kept if reads.kept is not None else np.ones(occupancy.n_entries, bool)
+        if reads.released is None:  # failed: every chosen cell kept, at its whole ε
+            if self.per_cell is None:
+                cells = np.bincount(
+                    occupancy.vehicle_index[read], minlength=len(occupancy.vehicles)
+                )
+                return WindowLoss.of_occupancy(
+                    window_start, self.epsilon, occupancy, None, cells
+                ), None
+            eps = self._entry_epsilons(occupancy, read, None)
+            return _summed_loss(window_start, occupancy, read, eps), None
+        if self.per_cell is None:
+            grids = reads.grids
+            if grids is None:
+                grids = occupancy.grids_per_vehicle(read & reads.released[occupancy.cell_index])
+            return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, grids), None
+        shares = self._own_shares(reads.capped)
+        if COMPILED_LOSS:
+            return self._read_loss(window_start, occupancy, read, reads.released, shares)
+        return self._released_loss(
+            window_start, occupancy, read & reads.released[occupancy.cell_index], shares
+        )
 
-    def released_loss(
+    def _counted_charge(
         self,
         window_start: int,
-        occupancy: Occupancy | None,
-        grids: IntArray | None,
-        read: np.ndarray | None,
-        shares: Shares | None = None,
-    ) -> tuple[WindowLoss, Reads | None]:
-        """What a released window charges each vehicle (§8.2): with per-cell ε, the summed ε
-        of the cells it is ``read`` in (:meth:`budget_loss`, with ``shares`` each vehicle's
-        own share) and those reads; else its released cells (``grids``) × ε (:meth:`loss`)."""
-        if self.per_cell is None or occupancy is None or read is None:
-            return self.loss(window_start, occupancy, grids), None
+        vehicles: Sequence[str],
+        cells: Sequence[int],
+        ledger: BudgetLedger | None,
+    ) -> WindowLoss:
+        """:meth:`charge` of cells counted per vehicle: ε each; under a vehicle budget (§13)
+        each vehicle at most its room (capped at its cells × the burst: the most any release
+        could have charged it); a vehicle with no room pays nothing."""
+        mode = self.params.mode
+        if not isinstance(mode, VehicleBudget):
+            return WindowLoss.from_counts(window_start, self.epsilon, list(vehicles), list(cells))
+        per_vehicle = dict(zip(vehicles, cells, strict=True))
+        names = sorted(name for name, n in per_vehicle.items() if n > 0)
+        counts = np.array([per_vehicle[name] for name in names], dtype=np.int64)
+        room = vehicle_room(mode, ledger, names, window_start)
+        room = np.maximum(room - CAP_RTOL * float(mode.budget), 0.0)  # no slack
+        charge = np.minimum(room, counts * mode.burst)
+        counts = np.where(charge > 0, counts, 0)
+        return WindowLoss.of_losses(window_start, names, counts, charge)
+
+    def _released_loss(
+        self, window_start: int, occupancy: Occupancy, read: np.ndarray, shares: Shares | None
+    ) -> tuple[WindowLoss, Reads]:
+        """Per-cell ε: per vehicle the summed ε of the entries ``read`` (each its own share
+        with ``shares``, :meth:`_entry_epsilons`), and those reads (numpy)."""
         eps = self._entry_epsilons(occupancy, read, shares)
         reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps[read])
         return _summed_loss(window_start, occupancy, read, eps), reads
 
-    def read_loss(
+    def _read_loss(
         self,
         window_start: int,
         occupancy: Occupancy,
         kept: np.ndarray,
         released: np.ndarray,
-        shares: Shares | None = None,
+        shares: Shares | None,
     ) -> tuple[WindowLoss, Reads]:
-        """:meth:`released_loss` with per-cell ε of the entries ``kept`` in a ``released``
-        cell (a budget plan's release), in one compiled pass over the entries
-        (:mod:`stream_dp.dp.plan_passes`): the same loss and reads as :meth:`budget_loss`
-        with the same ``shares``."""
-        from stream_dp.dp.plan_passes import read_payments
+        """:meth:`_released_loss` of the entries ``kept`` in a ``released`` cell, in one
+        compiled pass over the entries (:mod:`stream_dp.dp.plan_passes`): the same loss and
+        reads."""
+        from stream_dp.dp.plan_passes import read_payments  # numba: a budget release's only
 
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")
@@ -188,7 +256,7 @@ class PrivacyAccountant:
         loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
         return loss, (occupancy.vehicles, vehicle, read_eps)
 
-    def own_shares(self, capped: PseudoUserResult | None) -> Shares | None:
+    def _own_shares(self, capped: PseudoUserResult | None) -> Shares | None:
         """What a budget release charges each vehicle by (§13.1, the loss): per entry its kept
         readings and per cell its cap (``capped``: the CLIP mean's), so each vehicle pays its
         own share of a cell's ε; None (the whole ε) without them, or with a variance share
@@ -197,22 +265,6 @@ class PrivacyAccountant:
         if capped is None or self.variance_share > 0:
             return None
         return capped.kept_count, capped.cap
-
-    def budget_loss(
-        self,
-        window_start: int,
-        occupancy: Occupancy,
-        read: np.ndarray,
-        shares: Shares | None = None,
-    ) -> WindowLoss:
-        """With per-cell ε (§13): per vehicle, the summed ε of the cells it is ``read`` in
-        (per occupancy entry: kept and in a released cell; Thm II.3). With ``shares`` (per
-        entry its kept readings, per cell its cap: the CLIP mean's), each entry costs its
-        vehicle only its own share of the cell's ε (§13.1, "The loss"); without, the whole ε
-        (an upper bound: a failed window's charge)."""
-        return _summed_loss(
-            window_start, occupancy, read, self._entry_epsilons(occupancy, read, shares)
-        )
 
     def _entry_epsilons(
         self, occupancy: Occupancy, read: np.ndarray, shares: Shares | None
@@ -224,25 +276,11 @@ class PrivacyAccountant:
         eps = self.cell_epsilons(len(occupancy.cells))[occupancy.cell_index]
         if shares is None:
             return eps
-        from stream_dp.dp.individual_loss import entry_epsilons
-
         kept_count, cap = _checked_shares(occupancy, shares)
         cell = occupancy.cell_index
         cell_kept = np.bincount(cell, weights=kept_count, minlength=len(occupancy.cells))
         return entry_epsilons(np.where(read, eps, 0.0), kept_count, cap[cell], cell_kept[cell],
                               1.0 - self.variance_share)  # fmt: skip
-
-    def failed_charge(self, window_start: int, occupancy: Occupancy) -> WindowLoss:
-        """A failed window's charge: every vehicle pays each cell of ``occupancy`` it is in
-        (the cells the release could have read: CLIP-USER only removes cells)."""
-        cells = np.bincount(occupancy.vehicle_index, minlength=len(occupancy.vehicles))
-        return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, cells=cells)
-
-    def failed_charge_of_counts(
-        self, window_start: int, vehicles: list[str], cells: list[int]
-    ) -> WindowLoss:
-        """A failed window's coarser charge, from cells counted per vehicle elsewhere."""
-        return WindowLoss.from_counts(window_start, self.epsilon, vehicles, cells)
 
     # --- the ledger -------------------------------------------------------------------
     def new_ledger(self) -> BudgetLedger:
@@ -277,9 +315,30 @@ class PrivacyAccountant:
         """The PLD ε of a vehicle's summed ε over the period (None where PLD does not apply).
         With a vehicle budget the cells' ε differ and the ledger keeps their sum only: that sum,
         an upper bound of the PLD figure (the run's exact figure: ``stream-dp release``, §13.4)."""
-        if self.params.vehicle_budget is not None:
+        if isinstance(self.params.mode, VehicleBudget):
             return epsilon_loss if self.params.mechanism.pld_composes else None
         return self.pld_loss(round(epsilon_loss / self.epsilon))
+
+
+def regroup_epsilon(params: ReleaseParams) -> float:
+    """The mean's ε adaptive cells are chosen at (§12): ε, at most the vehicle budget's burst
+    (no cell costs more, §13)."""
+    epsilon = params.epsilon
+    if isinstance(params.mode, VehicleBudget):
+        epsilon = min(epsilon, params.mode.burst)
+    return epsilon * (1.0 - params.variance_share)
+
+
+def vehicle_room(
+    mode: VehicleBudget, ledger: BudgetLedger | None, vehicles: Sequence[str], at: int
+) -> np.ndarray:
+    """What each of ``vehicles`` may spend in the window at ``at`` under ``mode`` (§13.1): the
+    ledger's rolling budget and pacing
+    (:meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`); with no ledger
+    (``plan``), the burst."""
+    if ledger is None:
+        return np.full(len(vehicles), min(mode.budget, mode.burst))
+    return ledger.budget_room(vehicles, at, mode.budget, mode.burst)
 
 
 def _summed_loss(

@@ -17,7 +17,6 @@ from stream_dp.dp.adaptive_cells import (
     BudgetChoice,
     choose_cells,
 )
-from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.params import ReleaseParams
 from stream_dp.windows.columns import WindowColumns
@@ -205,20 +204,21 @@ def cell_shapes(
 def released_cells(
     target: float | None,
     mean_errors: np.ndarray,
-    clip: ClipUserResult,
+    kept: np.ndarray,
+    grids: np.ndarray,
     occupancy: Occupancy,
     n_readings: np.ndarray,
     cells_withheld: tuple[int, int],
 ) -> tuple[np.ndarray, np.ndarray, int, tuple[int, int]]:
     """Which cells are released (those whose mean_error meets T; all without T), the cells
     each vehicle is read in over them (CLIP-USER's G_l: the cap never empties a kept entry),
-    their maximum K, and the (cells, readings) withheld so far plus these."""
+    their maximum K, and the (cells, readings) withheld so far plus these. ``kept``: per
+    entry, kept by the bound; ``grids``: per vehicle, its kept cells."""
     n_cells = len(occupancy.cells)
     released = np.ones(n_cells, dtype=bool) if target is None else mean_errors <= target
-    grids = clip.grids_per_vehicle()
     if not released.all():
         in_released = released[occupancy.cell_index]
-        grids = occupancy.grids_per_vehicle(clip.kept & in_released)
+        grids = occupancy.grids_per_vehicle(kept & in_released)
         more = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
         cells_withheld = (cells_withheld[0] + more[0], cells_withheld[1] + more[1])
     return released, grids, int(grids.max(initial=0)), cells_withheld

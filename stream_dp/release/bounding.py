@@ -30,16 +30,37 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class BoundedPairs:
+    """What bounding each vehicle's contribution leaves for the later stages, whichever bound
+    made it (CLIP-USER and the cap, §5-§6, or the vehicle budget's plan, §13): per occupancy
+    entry whether it is ``kept``, per vehicle its kept cells ``grids`` (G_l), per cell its
+    mean's error before and after the bound, and the cap's result (``capped.kept_count``: the
+    readings each entry contributes; ``capped.cap``: per cell c_g)."""
+
+    kept: np.ndarray
+    grids: np.ndarray
+    initial_error: np.ndarray
+    error: np.ndarray
+    capped: PseudoUserResult
+
+    @classmethod
+    def of_clip_user(cls, clip: ClipUserResult, capped: PseudoUserResult) -> BoundedPairs:
+        """CLIP-USER's kept entries and errors, and the cap's result."""
+        grids = clip.grids_per_vehicle()
+        return cls(clip.kept, grids, clip.initial_error, clip.error, capped)
+
+
+@dataclass(frozen=True)
 class Contributions:
     """The pairs a window's release reads: the chosen cells (codes), their occupancy array,
-    each occupancy entry's index into the columns, and after CLIP-USER and the cap their
-    results (``capped.kept_count``: the readings each entry contributes)."""
+    each occupancy entry's index into the columns, CLIP-USER's result on the fixed-ε path
+    (the cap's input), and once each vehicle is bounded what the bound kept."""
 
     chosen: np.ndarray
     occupancy: Occupancy
     entry_of: np.ndarray
     clip: ClipUserResult | None = None
-    capped: PseudoUserResult | None = None
+    bounded: BoundedPairs | None = None
 
 
 class ContributionBound(Protocol):
@@ -115,4 +136,4 @@ class ReadingCap:
         else:
             capped = no_pseudo_user(pairs.clip)
         report.max_error = float(np.max(capped.error))
-        return replace(pairs, capped=capped)
+        return replace(pairs, bounded=BoundedPairs.of_clip_user(pairs.clip, capped))

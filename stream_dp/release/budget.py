@@ -1,31 +1,31 @@
 """The vehicle-budget stage's glue (docs/math.md §13): each vehicle's room from the ledger,
-the plan of :mod:`stream_dp.dp.vehicle_budget`, and the pairs it leaves in the shape CLIP-USER
-and the cap give them (kept entries, per-cell caps), so the later stages run unchanged."""
+the plan of :mod:`stream_dp.dp.vehicle_budget`, and what it bounds each vehicle to (kept
+entries, per-cell caps: a :class:`~stream_dp.release.bounding.BoundedPairs`, as CLIP-USER
+and the cap make on the fixed-ε path)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import UnitPrice
-from stream_dp.dp.clip_user import ClipUserResult
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import variance_sensitivity
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult
 from stream_dp.dp.release_price import release_price
 from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
-from stream_dp.release.bounding import Contributions
+from stream_dp.release.accounting import vehicle_room as room_of
+from stream_dp.release.bounding import BoundedPairs
+from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.span_policy import due_cells
 from stream_dp.release.spans import span_starts
 
 if TYPE_CHECKING:
-    from stream_dp.dp.budget_ledger import BudgetLedger
     from stream_dp.release.state import WindowState
 
 #: Whether the release price's re-plans (:func:`budget_plan`) run in one compiled call
@@ -35,42 +35,33 @@ PLAN_IN_ONE_CALL = True
 
 
 def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
-    """What each vehicle of ``occupancy`` may spend in this window: the ledger's rolling
-    budget and pacing (:meth:`~stream_dp.dp.budget_ledger.BudgetLedger.budget_room`); with
-    no ledger (``plan``), the burst."""
+    """What each vehicle of ``occupancy`` may spend in this window
+    (:func:`~stream_dp.release.accounting.vehicle_room`)."""
     return _rooms(state, occupancy.vehicles)
 
 
 def _rooms(state: WindowState, vehicles: Sequence[str]) -> np.ndarray:
-    """:func:`room_of` ``vehicles`` in ``state``'s window, once per window for the same names
+    """The rooms of ``vehicles`` in ``state``'s window, once per window for the same names
     (the regrouping's price, each plan and the check read the same 10^5 vehicles' rooms)."""
-    memo = state.room_memo
-    if memo is not None and memo[0] is vehicles:
-        return memo[1]
-    room = room_of(state.params, state.ledger, vehicles, state.window_start)
-    room.flags.writeable = False  # shared by the price, every plan and the check
-    state.room_memo = (vehicles, room)
-    return room
+    mode = budget_mode(state.params)
+    return state.cache.rooms(
+        vehicles, lambda: room_of(mode, state.ledger, vehicles, state.window_start)
+    )
 
 
-def room_of(
-    params: ReleaseParams, ledger: BudgetLedger | None, vehicles: Sequence[str], at: int
-) -> np.ndarray:
-    """:func:`vehicle_room` of ``vehicles`` at window ``at`` (also a failed window's charge)."""
-    budget, burst = float(params.vehicle_budget or 0.0), params.vehicle_burst
-    if ledger is None:
-        return np.full(len(vehicles), min(budget, burst))
-    return ledger.budget_room(vehicles, at, budget, burst)
+def budget_mode(params: ReleaseParams) -> VehicleBudget:
+    """The vehicle budget these parameters release under (the budget pipeline's only)."""
+    mode = params.mode
+    assert isinstance(mode, VehicleBudget), "the budget pipeline runs under a vehicle budget"
+    return mode
 
 
-def unit_price(state: WindowState) -> UnitPrice | None:
-    """Under a vehicle budget, the adaptive cells' budget-aware pass test (§13.1): a unit
-    passes when its vehicles' rooms (of ``state.columns``' vehicles) can pay the ε it needs."""
-    params = state.params
-    if params.vehicle_budget is None:
-        return None
+def unit_price(state: WindowState) -> UnitPrice:
+    """The adaptive cells' budget-aware pass test (§13.1): a unit passes when its vehicles'
+    rooms (of ``state.columns``' vehicles) can pay the ε it needs."""
     room = _rooms(state, state.columns.vehicle_names)
-    return UnitPrice(room, 1.0 - params.variance_share, params.vehicle_burst)
+    burst = budget_mode(state.params).burst
+    return UnitPrice(room, 1.0 - state.params.variance_share, burst)
 
 
 #: A due cell (§13.3: pooling would push it past T) may take at most this share of the burst,
@@ -112,7 +103,7 @@ def _plan(
     params = state.params
     return plan_budget(
         occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
-        variance_share=params.variance_share, max_cell_epsilon=params.vehicle_burst,
+        variance_share=params.variance_share, max_cell_epsilon=budget_mode(params).burst,
         min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
         pseudo_user=params.pseudo_user, held=held, ceiling=ceiling,
@@ -133,20 +124,25 @@ def epsilon_ceiling(
     least :data:`SHORT_SPAN_SHARE`. None (the burst for every cell) without spans or at the
     input's last window (no later release to wait for). ``span_start``: per cell the start of
     its span (default: :func:`~stream_dp.release.spans.span_starts` from the reading log)."""
-    params = state.params
-    if state.adaptive is None or params.max_span_hours < 2 or state.last:
+    params, mode = state.params, budget_mode(state.params)
+    if state.adaptive is None or not mode.spans or state.last:
         return None
-    start = span_starts(state) if span_start is None else span_start
+    if span_start is None:
+        assert state.pairs is not None, "the plan prices the chosen pairs"
+        seconds = params.window_seconds
+        start = span_starts(state.cache, state.columns, state.pairs, state.window_start, seconds)
+    else:
+        start = span_start
     windows = (state.window_start - start) // params.window_seconds + 1
-    burst, budget = params.vehicle_burst, float(params.vehicle_budget or 0.0)
+    burst, budget = mode.burst, mode.budget
     pace = budget * params.window_seconds / params.ledger_period_seconds
     median_room = UnitPrice(vehicle_room(state, occupancy), 1.0, burst).pay(
         occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells)
     )
-    ceiling = release_price(windows, params.max_span_hours, burst, pace, median_room)
+    ceiling = release_price(windows, mode.max_span_hours, burst, pace, median_room)
     if state.due:
         due = due_cells(occupancy.cells, state.due)
-        share = np.clip(windows / params.max_span_hours, SHORT_SPAN_SHARE, 1.0)
+        share = np.clip(windows / mode.max_span_hours, SHORT_SPAN_SHARE, 1.0)
         ceiling[due] = burst * share[due]
     return ceiling
 
@@ -171,12 +167,13 @@ def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None
         raise AssertionError("vehicle budget plan pays past a vehicle's room")
 
 
-def planned_pairs(
-    pairs: Contributions, plan: BudgetPlan, params: ReleaseParams
-) -> tuple[Contributions, int]:
-    """``pairs`` with the plan's kept entries (as CLIP-USER's result) and caps (as the cap's),
-    and how many vehicles sit out some cell the plan did not drop."""
-    occupancy, upper = pairs.occupancy, params.upper
+def planned_bound(
+    occupancy: Occupancy, plan: BudgetPlan, params: ReleaseParams
+) -> tuple[BoundedPairs, int, int]:
+    """What the plan bounds each vehicle to (its kept entries and per-cell caps, §13), the
+    largest number of cells a vehicle is in before its sit-outs (G1), and how many vehicles
+    sit out some cell the plan did not drop."""
+    upper = params.upper
     kept_count, kept_sum, grids, g1, sat_out = kernels.PLANNED_COUNTS.pick(occupancy.n_entries)(
         occupancy.cell_start, occupancy.vehicle_index, occupancy.count, plan.kept, plan.cap,
         plan.epsilon, len(occupancy.vehicles),
@@ -188,11 +185,5 @@ def planned_pairs(
     error = np.where(np.isfinite(plan.epsilon), error, np.inf)
     safe = np.where(kept_sum > 0, kept_sum, 1)
     var_sens = np.where(kept_sum > 0, variance_sensitivity(upper, plan.cap, safe), np.inf)
-    clip = ClipUserResult(
-        occupancy=occupancy, upper=upper, epsilon=float(epsilon.max(initial=1.0)),
-        kept=plan.kept, g1=int(g1), k=int(grids.max(initial=0)),
-        error_bound=float(params.target_mean_error or 0.0), initial_error=error, error=error,
-        suppressed_entries=np.flatnonzero(~plan.kept).astype(np.int64), grids=grids,
-    )  # fmt: skip
     capped = PseudoUserResult(plan.cap, kept_count, error, var_sens)
-    return replace(pairs, clip=clip, capped=capped), int(sat_out)
+    return BoundedPairs(plan.kept, grids, error, error, capped), int(g1), int(sat_out)

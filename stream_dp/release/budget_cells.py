@@ -29,7 +29,7 @@ from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice
 from stream_dp.dp.unsupported import release_needs
 from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
-from stream_dp.release.budget import budget_plan, unit_price
+from stream_dp.release.budget import budget_mode, budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.spans import first_window_of
 
@@ -67,10 +67,10 @@ LAZY_READINGS = True
 
 def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
     """Regroup ``state.columns`` into adaptive cells its vehicles can pay for (module
-    docstring); returns the (cells, readings) withheld by the choice."""
+    docstring) and choose the pairs to release of them (the last choice's, §9.1); returns the
+    (cells, readings) withheld by the choice."""
     params = state.params
     columns, price = state.columns, unit_price(state)
-    assert price is not None, "budget_regroup runs under a vehicle budget"
     coarsest = params.coarsest
     # The release price reads each chosen cell's span start from its observed cells' (below),
     # not from the reading log: a choice's regrouped pairs get theirs only when it is kept.
@@ -94,15 +94,17 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
         plan = budget_plan(state, occupancy, _unit_starts(adaptive, observed_start, chosen))
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
-        state.choice_memo = (state.columns, state.pairs, plan)  # the select stage's, unchanged
+        state.cache.keep_choice(state.columns, state.pairs, plan)  # the select stage's
         if not len(drop) or _too_few_to_choose_again(occupancy, drop):
             break
         refused.update(occupancy.cells[g] for g in drop.tolist())
     if lazy and moves is not None:  # the kept choice's pairs, with their reading logs
         counted, state.columns = state.columns, moves.columns(params.prefix_limit)
-        if state.choice_memo is not None and state.choice_memo[0] is counted:  # same pairs
-            state.choice_memo = (state.columns, state.choice_memo[1], state.choice_memo[2])
-    state.pairs = None
+        state.cache.move_choice(counted, state.columns)  # the same pairs
+    state.pairs = state.cache.chosen_pairs(state.columns)
+    if state.pairs is None:  # no choice kept of these columns (none chose a cell)
+        cells = select_cells(state.columns, params.min_vehicles, params.top_cells)
+        state.pairs = Contributions(cells, *occupancy_of(state.columns, cells))
     if withheld[1] and log.isEnabledFor(logging.INFO):
         log.info("%s", unsupported_line(columns, adaptive, params))
     return withheld
@@ -126,10 +128,11 @@ def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: Rele
     mine = pair_unit == largest  # its vehicles' counts: one entry per (cell, vehicle) pair
     per_vehicle = np.bincount(columns.vehicle_code[mine], weights=columns.count[mine])
     per_vehicle = per_vehicle[per_vehicle > 0].astype(np.int64)
-    budget, target = float(params.vehicle_budget or 0.0), float(params.target_mean_error or 0.0)
+    mode = budget_mode(params)
+    budget, target = mode.budget, float(params.target_mean_error or 0.0)
     needs = release_needs(
         np.zeros(len(per_vehicle), dtype=np.int64), per_vehicle, 1, upper=params.upper,
-        target=target, budget=budget, burst=params.vehicle_burst,
+        target=target, budget=budget, burst=mode.burst,
         mean_share=1.0 - params.variance_share,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
     )  # fmt: skip
@@ -146,10 +149,11 @@ def observed_span_starts(state: WindowState) -> np.ndarray | None:
     start of its span: the earlier of this window and its pairs' first windows (None without
     spans, where no release price reads it)."""
     params, columns = state.params, state.columns
-    if params.max_span_hours < 2 or state.last:
+    if not budget_mode(params).spans or state.last:
         return None
     start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
-    np.minimum.at(start, columns.cell_code, first_window_of(state, columns))
+    first = first_window_of(state.cache, columns, params.window_seconds)
+    np.minimum.at(start, columns.cell_code, first)
     return start
 
 

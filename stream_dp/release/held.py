@@ -32,6 +32,11 @@ class ReleasedCells:
     def released_readings(self) -> int:
         return int(self.n_readings[self.released].sum())
 
+    @property
+    def released_names(self) -> list[str]:
+        """The names of the cells released, in occupancy order."""
+        return [self.names[g] for g in np.flatnonzero(self.released).tolist()]
+
 
 @dataclass(frozen=True)
 class HeldCounts:

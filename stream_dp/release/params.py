@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from stream_dp.config import (
@@ -23,6 +23,7 @@ from stream_dp.config import (
     label,
 )
 from stream_dp.dp.mechanism_specs import DEFAULT_MEAN_MECHANISM, MeanMechanismSpec, mechanism_spec
+from stream_dp.release.modes import FixedEpsilon, ReleaseMode, VehicleBudget
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class ReleaseParams:
     max_span_hours: int = DEFAULT_MAX_SPAN_HOURS
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"
+    #: The mode, built from the fields above (:mod:`stream_dp.release.modes`): the release
+    #: reads the vehicle budget's fields off it, never off the flat settings.
+    mode: ReleaseMode = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """ValueError naming the field of an inconsistent combination."""
@@ -73,6 +77,7 @@ class ReleaseParams:
                 "fixed epsilon per cell"
             )
         self._check_vehicle_budget()
+        object.__setattr__(self, "mode", self._mode())
         if spec.needs_delta and self.delta is None:
             raise ValueError(f"delta: required by mean_mechanism {self.mean_mechanism!r}")
         if self.target_mean_error is not None and not spec.window_combiner:
@@ -105,6 +110,15 @@ class ReleaseParams:
         if self.vehicle_burst > self.vehicle_budget:
             raise ValueError("vehicle_budget_burst: must be <= vehicle_budget")
 
+    def _mode(self) -> ReleaseMode:
+        """The mode these fields choose (checked by :meth:`_check_vehicle_budget`)."""
+        if self.vehicle_budget is None:
+            return FixedEpsilon()
+        return VehicleBudget(
+            float(self.vehicle_budget), self.vehicle_burst, self.max_span_hours,
+            self.budget_period_seconds,
+        )  # fmt: skip
+
     @property
     def vehicle_burst(self) -> float:
         """Pacing's burst (token bucket capacity): ``vehicle_budget_burst``, else B/4."""
@@ -126,7 +140,7 @@ class ReleaseParams:
     @classmethod
     def from_settings(cls, settings: Settings) -> ReleaseParams:
         """The DP fields of ``settings`` (the one place that reads them for the release)."""
-        values = {f.name: getattr(settings, f.name) for f in fields(cls)}
+        values = {f.name: getattr(settings, f.name) for f in fields(cls) if f.init}
         return cls(**_fixed_cells_unless_asked(values, settings.model_fields_set))
 
     @property
@@ -148,7 +162,7 @@ def checked_settings(settings: Settings, flags: Collection[str] = ()) -> Setting
     cells instead of a refusal of a value the user never set (in the settings returned too,
     so a worker started from them runs the same release); under the default vehicle budget,
     which needs the CLIP mean, it is refused until ``--fixed-epsilon`` drops the budget."""
-    values = {f.name: getattr(settings, f.name) for f in fields(ReleaseParams)}
+    values = {f.name: getattr(settings, f.name) for f in fields(ReleaseParams) if f.init}
     fixed = _fixed_cells_unless_asked(values, settings.model_fields_set)
     try:
         ReleaseParams(**fixed)

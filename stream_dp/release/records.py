@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 
 if TYPE_CHECKING:
@@ -232,7 +233,7 @@ def window_summary(
         "accounting_delta": params.accounting_delta,
         "target_mean_error": params.target_mean_error,
         "privacy_loss_pld": (
-            None if params.vehicle_budget is not None else accountant.pld_loss(report.k)
+            None if isinstance(params.mode, VehicleBudget) else accountant.pld_loss(report.k)
         ),
         "vehicle_budget": params.vehicle_budget,
         "max_vehicle_loss": None if loss is None else loss.max_loss,

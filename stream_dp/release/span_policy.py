@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import h3
 import numpy as np
 
 from stream_dp.release.adaptive import adaptive_choice
@@ -114,8 +115,6 @@ def _under(columns: WindowColumns, units: set[str], coarsest: int) -> np.ndarray
 
 def _unit_of(cells: tuple[str, ...], units: list[str], coarsest: int) -> np.ndarray:
     """Per (finest) cell, the index of the finest of ``units`` holding it, -1 for none."""
-    import h3
-
     index = {name: u for u, name in enumerate(units)}
     levels = sorted({h3.get_resolution(u) for u in units}, reverse=True)
     out = np.full(len(cells), -1, dtype=np.int64)
@@ -132,8 +131,6 @@ def _unit_of(cells: tuple[str, ...], units: list[str], coarsest: int) -> np.ndar
 
 def _overlaps(cell: str, units: set[str]) -> bool:
     """Whether H3 ``cell`` contains, or lies under, one of ``units``."""
-    import h3
-
     if not units:
         return False
     res = h3.get_resolution(cell)

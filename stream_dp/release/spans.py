@@ -25,11 +25,16 @@ import numpy as np
 
 from stream_dp.dp.budget_ledger import take_names
 from stream_dp.dp.occupancy import factorize
+from stream_dp.dp.span_kernels import earliest_of_groups, minimum_at, take_readings
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from stream_dp.dp.adaptive_cells import AdaptiveCells
+    from stream_dp.release.bounding import Contributions
     from stream_dp.release.params import ReleaseParams
-    from stream_dp.release.state import WindowState
+    from stream_dp.release.state import WindowCache
 
 
 def pooled(columns: WindowColumns, carry: WindowColumns | None, prefix_limit: int) -> WindowColumns:
@@ -95,8 +100,6 @@ def first_window(
     with no reading logged (``plan``'s occupancy of counts alone) has no earlier window: the
     largest int64, so it counts as the current window's. With ``wanted`` (a bool per pair),
     only those pairs' (the others' read as unlogged)."""
-    from stream_dp.dp.span_kernels import earliest_of_groups, minimum_at  # numba: on first use
-
     if wanted is not None:  # the wanted pairs' minima alone: in cache, and no NaN to carry
         group = np.where(wanted, np.arange(len(columns)), -1)
         first, finite = earliest_of_groups(
@@ -115,18 +118,22 @@ def first_window(
 
 
 def first_window_of(
-    state: WindowState, columns: WindowColumns, wanted: np.ndarray | None = None
+    cache: WindowCache,
+    columns: WindowColumns,
+    window_seconds: int,
+    wanted: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`first_window` of ``columns`` at the state's window length, computed once per
-    columns in a window's release (the regrouping and the carry both read the pooled one);
-    if it was not, and only the ``wanted`` pairs' are read, theirs alone."""
-    memo = state.first_window_memo
-    if wanted is not None and (memo is None or memo[0] is not columns):
-        return first_window(columns, state.params.window_seconds, wanted)
-    if memo is None or memo[0] is not columns:
-        memo = (columns, first_window(columns, state.params.window_seconds))
-        state.first_window_memo = memo
-    return memo[1]
+    """:func:`first_window` of ``columns``, computed once per columns in a window's release
+    (``cache``: the regrouping and the carry both read the pooled one); if it was not, and
+    only the ``wanted`` pairs' are read, theirs alone."""
+    known = cache.first_window(columns)
+    if known is not None:
+        return known
+    if wanted is not None:
+        return first_window(columns, window_seconds, wanted)
+    first = first_window(columns, window_seconds)
+    cache.keep_first_window(columns, first)
+    return first
 
 
 def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
@@ -142,8 +149,6 @@ def take_pairs(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
 
 def _taken(columns: WindowColumns, pairs: np.ndarray) -> WindowColumns:
     """:func:`take_pairs` by renumbering the names, pairs and reading log."""
-    from stream_dp.dp.span_kernels import take_readings  # numba: imported on first use
-
     cells_used = _used(columns.cell_code[pairs], len(columns.cell_names))
     vehicles_used = _used(columns.vehicle_code[pairs], len(columns.vehicle_names))
     cell_map = np.full(len(columns.cell_names), -1, dtype=np.int64)
@@ -190,45 +195,54 @@ def _used(codes: np.ndarray, n_names: int) -> np.ndarray:
     return np.flatnonzero(np.bincount(codes, minlength=n_names))
 
 
-def deferred_pairs(state: WindowState, pooled_columns: WindowColumns) -> np.ndarray:
+def deferred_pairs(
+    pooled_columns: WindowColumns,
+    adaptive: AdaptiveCells,
+    released_cells: Sequence[str],
+    window_start: int,
+    params: ReleaseParams,
+    cache: WindowCache,
+) -> np.ndarray:
     """The indices of the pairs of ``pooled_columns`` (this window's, carry included) that no
-    released record covers and whose span may still grow (module docstring)."""
-    params, adaptive = state.params, state.adaptive
-    if adaptive is None or not len(pooled_columns):
+    released record covers (``released_cells``: the regrouped cells released, names of
+    ``adaptive``) and whose span may still grow (module docstring)."""
+    if not len(pooled_columns):
         return np.zeros(0, dtype=np.int64)
     unit = adaptive.unit_of_cell[pooled_columns.cell_code]
     covered = np.zeros(len(adaptive.names) + 1, dtype=bool)  # last: unit -1
-    if state.pairs is not None and state.released is not None and not state.empty:
+    if len(released_cells):
         index = {name: u for u, name in enumerate(adaptive.names)}
-        cells = state.pairs.occupancy.cells
-        for g in np.flatnonzero(state.released).tolist():
-            covered[index[cells[g]]] = True
+        for name in released_cells:
+            covered[index[name]] = True
     open_pairs = ~covered[unit]
-    oldest_next = state.window_start - (params.max_span_hours - 1) * params.window_seconds
-    first = first_window_of(state, pooled_columns, open_pairs)
+    oldest_next = window_start - (params.max_span_hours - 1) * params.window_seconds
+    first = first_window_of(cache, pooled_columns, params.window_seconds, open_pairs)
     young = first >= oldest_next + params.window_seconds
     return np.flatnonzero(open_pairs & young)
 
 
-def span_starts(state: WindowState) -> np.ndarray:
-    """Per cell of the occupancy, the start of its span: the first window of its pairs
-    (computed once per occupancy: the held cells and the records both read it)."""
-    from stream_dp.dp.span_kernels import minimum_at  # numba: imported on first use
+def span_starts(
+    cache: WindowCache,
+    columns: WindowColumns,
+    pairs: Contributions,
+    window_start: int,
+    window_seconds: int,
+) -> np.ndarray:
+    """Per cell of the ``pairs``' occupancy (of ``columns``), the start of its span: the
+    first window of its pairs, at the latest ``window_start`` (computed once per occupancy,
+    ``cache``: the held cells and the records both read it)."""
+    occupancy = pairs.occupancy
 
-    pairs = state.pairs
-    assert pairs is not None
-    memo = state.span_start_memo
-    if memo is not None and memo[0] is pairs.occupancy:
-        return memo[1].copy()
-    start = _cell_span_starts(state.columns, pairs.entry_of, pairs.occupancy.cell_index,
-                              len(pairs.occupancy.cells), state.window_start,
-                              state.params.window_seconds)  # fmt: skip
-    if start is None:  # a time that is not finite: per pair, as first_window leaves it out
-        first = first_window(state.columns, state.params.window_seconds)[pairs.entry_of]
-        start = np.full(len(pairs.occupancy.cells), state.window_start, dtype=np.int64)
-        minimum_at(start, pairs.occupancy.cell_index, first)
-    state.span_start_memo = (pairs.occupancy, start.copy())
-    return start
+    def compute() -> np.ndarray:
+        start = _cell_span_starts(columns, pairs.entry_of, occupancy.cell_index,
+                                  len(occupancy.cells), window_start, window_seconds)  # fmt: skip
+        if start is None:  # a time that is not finite: per pair, as first_window leaves it out
+            first = first_window(columns, window_seconds)[pairs.entry_of]
+            start = np.full(len(occupancy.cells), window_start, dtype=np.int64)
+            minimum_at(start, occupancy.cell_index, first)
+        return start
+
+    return cache.span_starts(occupancy, compute)
 
 
 def _cell_span_starts(
@@ -243,8 +257,6 @@ def _cell_span_starts(
     reading, in one pass over the log into ``n_cells`` minima instead of one per pair; the
     same values as the per-pair minima (``floor(t / w) w`` does not decrease with ``t``).
     None if a logged time is not finite."""
-    from stream_dp.dp.span_kernels import earliest_of_groups
-
     if LOG_IN_WINDOW and _log_in_window(columns.reading_ts, window_start, window_seconds):
         return np.full(n_cells, window_start, dtype=np.int64)  # no cell's span began earlier
     cell_of_pair = np.full(len(columns), -1, dtype=np.int64)

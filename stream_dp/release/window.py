@@ -1,7 +1,8 @@
 """Release a window, and release the ready windows: the one entry of the offline engine and
 the service releaser (docs/math.md §9, issue 21).
 
-:func:`release_window` runs the stages of :mod:`stream_dp.release.stages` on one window. A
+:func:`release_window` runs the pipeline of the parameters' mode
+(:func:`~stream_dp.release.stages.pipelines_of`) on one window. A
 release that raises (a bug in a stage, a mechanism's corner case) must not stop the stream:
 the caller gets a :class:`~stream_dp.release.records.WindowRelease` with no cells whose
 summary says ``"status": "failed"`` and names the exception's class (never its message,
@@ -21,7 +22,9 @@ every cell it occupies in any partition's partial (an over-count, never an under
 Under a vehicle budget (docs/math.md §13) the failed window first pools its whole carry (its
 release would have pooled it, or set parts of it aside, §13.3), and is charged its plan; the
 partials' fallback charges each vehicle its room (capped at its pairs × the burst), the most
-any release could have charged it, so a failure never takes a vehicle past B.
+any release could have charged it, so a failure never takes a vehicle past B. The failed
+window runs its mode's choice and every charge is the accountant's
+(:meth:`~stream_dp.release.accounting.PrivacyAccountant.charge`).
 Pure apart from the fault point (tests only).
 """
 
@@ -34,17 +37,20 @@ from pathlib import Path
 
 import numpy as np
 
-from stream_dp.dp.budget_ledger import CAP_RTOL, BudgetLedger, WindowLoss
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import error_point_counted
-from stream_dp.release.accounting import PrivacyAccountant
-from stream_dp.release.budget import room_of
+from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.span_policy import choose_pooling
-from stream_dp.release.spans import fresh_carry, pooled, pooled_with_own
-from stream_dp.release.stages import Pipeline, release_pipeline, summary_of
-from stream_dp.release.state import WindowState
+from stream_dp.release.stages import (
+    ModePipelines,
+    Pipeline,
+    chosen_reads,
+    pipelines_of,
+    summary_of,
+)
+from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.windows.state import PartialColumns
@@ -75,26 +81,8 @@ def release_window(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        state = _state(window_start, columns, params, ledger, late_readings)
-        state.last = last
-        aside = None
-        if params.vehicle_budget is not None:  # spans (§13.3)
-            carry, stale = fresh_carry(carry, window_start, params)
-            choice = choose_pooling(columns, carry, params, state.accountant.regroup_epsilon)
-            carry, state.due = choice.carry, choice.due
-            aside = choice.aside  # this window's own pairs: young enough to wait one more
-            if last and aside is not None:  # the input ends: no later window to release them
-                stale += int(aside.count.sum())
-                aside = None
-            state.columns, state.pooled_own = pooled_with_own(
-                choice.window, carry, params.prefix_limit
-            )
-            # a stale carry, the carried pairs a window-alone cell leaves (and, at the input's
-            # end, the pairs set aside) are withheld
-            state.report.readings_withheld = state.withheld_unpooled = stale + choice.withheld
-            state.pooled, state.aside = state.columns, aside
-        state.carry_in = carry
-        release_pipeline(noise).run(state)  # its Defer stage sets state.carry_out
+        state = _state(window_start, columns, params, ledger, late_readings, carry, last)
+        release_pipeline(params, noise).run(state)
     finally:
         if collecting:
             gc.enable()
@@ -104,16 +92,25 @@ def release_window(
     )  # fmt: skip
 
 
+def release_pipeline(params: ReleaseParams, noise: LaplaceNoise) -> Pipeline:
+    """The release of a window in the parameters' mode
+    (:func:`~stream_dp.release.stages.pipelines_of`)."""
+    return pipelines_of(params).release(noise)
+
+
 def _state(
     window_start: int,
     columns: WindowColumns | None,
     params: ReleaseParams,
     ledger: BudgetLedger | None,
     late_readings: int = 0,
+    carry: WindowColumns | None = None,
+    last: bool = False,
 ) -> WindowState:
-    accountant = PrivacyAccountant(params)
     nonce = new_release_nonce()  # one per release event: every record id derives from it
-    return WindowState(window_start, columns, params, accountant, ledger, late_readings, nonce)
+    return WindowState(
+        WindowInput(window_start, columns, params, ledger, late_readings, nonce, carry, last)
+    )
 
 
 def release_ready_window(
@@ -195,37 +192,32 @@ def failed_release(
     """The failed outcome of a window: no cells, the summary of a release (same fields)
     without data, the accountant's charge (module docstring). Under a vehicle budget the
     ``carry`` is pooled first, as the release would have (§13.3): its pairs are charged too."""
-    carried: WindowColumns | None = None
-    if params.vehicle_budget is not None:
-        carried, _ = fresh_carry(carry, window_start, params)
-        if columns is not None:
-            columns = pooled(columns, carried, params.prefix_limit)
+    pipelines = pipelines_of(params)
+    columns, carried = pipelines.failed_input(columns, carry, window_start)
     state = _state(window_start, columns, params, ledger, late_readings)
     if ledger is not None:
-        state.loss = _charged_loss(state, columns is not None, partials, carried)
+        reads = _failed_reads(state, pipelines, partials, carried)
+        if state.accountant is None:  # the choice failed before building it
+            state.accountant = PrivacyAccountant(params)
+        state.loss, _ = state.accountant.charge(window_start, reads, ledger)
     most_cells = int(state.loss.cells.max(initial=0)) if state.loss is not None else 0
     state.report.g1 = state.report.k = most_cells
     summary = summary_of(state, error)
     return WindowRelease(window_start, [], summary, state.loss, error_site=_site(error))
 
 
-def _charged_loss(
+def _failed_reads(
     state: WindowState,
-    merged: bool,
+    pipelines: ModePipelines,
     partials: list[PartialColumns],
     carry: WindowColumns | None = None,
-) -> WindowLoss:
-    """Per vehicle, the chosen cells it occupies before CLIP-USER (module docstring)."""
-    if merged:
+) -> WindowReads:
+    """What a failed window is charged for (module docstring): the pairs its choice kept, or
+    if even the choice fails, the cells each vehicle occupies in any partial (and the carry)."""
+    if state.observed is not None:
         try:
-            Pipeline().run(state)
-            assert state.pairs is not None
-            if state.budget is not None:  # what its plan would have charged (§13), <= room
-                occupancy = state.pairs.occupancy
-                return state.accountant.budget_loss(
-                    state.window_start, occupancy, state.budget.kept
-                )
-            return state.accountant.failed_charge(state.window_start, state.pairs.occupancy)
+            pipelines.choice().run(state)
+            return chosen_reads(state)
         except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
             pass
     per_vehicle: dict[str, int] = {}
@@ -236,18 +228,7 @@ def _charged_loss(
         cells = np.bincount(pair_vehicle, minlength=len(names))
         for name, count in zip(list(names), cells.tolist(), strict=True):
             per_vehicle[name] = per_vehicle.get(name, 0) + count
-    params = state.params
-    if params.vehicle_budget is not None:  # §13: each vehicle at most its room, never past B
-        names = sorted(name for name, n in per_vehicle.items() if n > 0)
-        counts = np.array([per_vehicle[name] for name in names], dtype=np.int64)
-        room = room_of(params, state.ledger, names, state.window_start)
-        room = np.maximum(room - CAP_RTOL * float(params.vehicle_budget), 0.0)  # no slack
-        charge = np.minimum(room, counts * params.vehicle_burst)
-        counts = np.where(charge > 0, counts, 0)  # a vehicle with no room pays nothing
-        return WindowLoss.of_losses(state.window_start, names, counts, charge)
-    return state.accountant.failed_charge_of_counts(
-        state.window_start, list(per_vehicle), list(per_vehicle.values())
-    )
+    return WindowReads(counted=(list(per_vehicle), list(per_vehicle.values())))
 
 
 def _site(error: BaseException) -> str:

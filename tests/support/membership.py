@@ -65,8 +65,9 @@ class _RecordingPipeline(Pipeline):
     sink: list[RecordMembers]
 
     def run(self, state: WindowState) -> WindowState:
-        pooled = state.columns
         super().run(state)
+        pooled = state.pooled.columns if state.pooled is not None else state.observed
+        assert pooled is not None
         self.sink.extend(_members(state, pooled))
         return state
 
@@ -79,8 +80,8 @@ def recording_members() -> Iterator[list[RecordMembers]]:
     sink: list[RecordMembers] = []
     original = release_window_module.release_pipeline
 
-    def recording(noise: Any) -> Pipeline:
-        base = original(noise)
+    def recording(params: Any, noise: Any) -> Pipeline:
+        base = original(params, noise)
         pipeline = _RecordingPipeline(base.after_choice, base.choice, base.closing)
         pipeline.sink = sink
         return pipeline
@@ -108,7 +109,7 @@ def _members(state: WindowState, pooled: WindowColumns) -> list[RecordMembers]:
     order = np.argsort(unit, kind="stable")
     bounds = np.searchsorted(unit[order], np.arange(len(names) + 1))
     first = first_window(pooled, state.params.window_seconds)
-    capped = pairs.capped
+    capped = None if pairs.bounded is None else pairs.bounded.capped
     kept_count = occupancy.count if capped is None else capped.kept_count
     vehicles, vehicle_index = occupancy.vehicles, occupancy.vehicle_index
     out = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.release import budget, budget_cells, stages
+from stream_dp.release import budget, budget_cells, budget_stages, stages
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.window import release_window
 from tests.unit.release.test_vehicle_budget import _busy_windows, _params, _window
@@ -16,7 +16,7 @@ def test_the_statistics_start_before_the_vehicle_budget_stage_which_reuses_the_l
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     events: list[str] = []
-    begin, plan, stage = stages.Statistics.begin, budget.budget_plan, stages.VehicleBudget.run
+    begin, plan, stage = stages.Statistics.begin, budget.budget_plan, budget_stages.Plan.run
 
     def recording_begin(self: stages.Statistics, state: stages.WindowState) -> None:
         events.append("statistics begin")
@@ -26,13 +26,13 @@ def test_the_statistics_start_before_the_vehicle_budget_stage_which_reuses_the_l
         events.append("plan")
         return plan(state, occupancy, *span)  # type: ignore[arg-type]
 
-    def recording_stage(self: stages.VehicleBudget, state: stages.WindowState) -> None:
+    def recording_stage(self: budget_stages.Plan, state: stages.WindowState) -> None:
         events.append("vehicle budget stage")
         stage(self, state)
 
     monkeypatch.setattr(stages.Statistics, "begin", recording_begin)
-    monkeypatch.setattr(stages.VehicleBudget, "run", recording_stage)
-    monkeypatch.setattr(budget, "budget_plan", recording_plan)  # the stage imports it late
+    monkeypatch.setattr(budget_stages.Plan, "run", recording_stage)
+    monkeypatch.setattr(budget_stages, "budget_plan", recording_plan)
     monkeypatch.setattr(budget_cells, "budget_plan", recording_plan)
     params = _params(max_span_hours=1, vehicle_budget=60.0)
     readings = _busy_windows(1, 3)[0]

@@ -17,10 +17,10 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.plan_passes import read_payments
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
-from stream_dp.release import budget, stages, window
-from stream_dp.release.accounting import PrivacyAccountant
-from stream_dp.release.bounding import Contributions
+from stream_dp.release import accounting, budget, budget_stages, window
+from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.state import WindowCache
 from stream_dp.release.window import release_window
 from tests.unit.dp.test_vehicle_budget_plan import T, U, random_occupancy
 from tests.unit.release.test_budget_fast_paths import _roaming_occupancy
@@ -55,16 +55,13 @@ def test_the_planned_pairs_counted_in_one_pass_equal_the_numpy_forms(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     occ, plan, _ = _tight_plan(seed)
-    pairs = Contributions(np.arange(len(occ.cells)), occ, np.arange(occ.n_entries))
     params = _params(variance_share=0.25, prefix_limit=16)
-    fast, fast_sat_out = budget.planned_pairs(pairs, plan, params)
+    fast, fast_g1, fast_sat_out = budget.planned_bound(occ, plan, params)
     monkeypatch.setattr(kernels, "use_compiled", lambda n: False)
-    slow, slow_sat_out = budget.planned_pairs(pairs, plan, params)
+    slow, slow_g1, slow_sat_out = budget.planned_bound(occ, plan, params)
     assert fast_sat_out == slow_sat_out > 50
-    assert fast.clip is not None and slow.clip is not None
-    assert fast.clip.k < fast.clip.g1  # the sit-outs lower some vehicle's cells
-    assert _arrays(fast.clip) == _arrays(slow.clip)
-    assert _arrays(fast.capped) == _arrays(slow.capped)
+    assert int(fast.grids.max()) < fast_g1 == slow_g1  # the sit-outs lower some vehicle's cells
+    assert _arrays(fast) == _arrays(slow)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -84,17 +81,22 @@ def test_the_checks_compiled_sums_are_the_numpy_sums_bit_for_bit(seed: int) -> N
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_charge_in_compiled_passes_equals_the_numpy_charge(seed: int) -> None:
+def test_the_charge_in_compiled_passes_equals_the_numpy_charge(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Entries kept in a released cell only: some cells the plan priced are not released."""
     occ, plan, _ = _tight_plan(seed)
-    accountant = PrivacyAccountant(_params()).with_cell_epsilons(plan.epsilon)
+    accountant = PrivacyAccountant(_params(), plan.epsilon)
     rng = np.random.default_rng(seed)
     released = np.isfinite(plan.epsilon) & (rng.random(len(occ.cells)) < 0.7)
     assert (np.isfinite(plan.epsilon) & ~released).any()
-    fast, fast_reads = accountant.read_loss(3600, occ, plan.kept, released)
-    read = plan.kept & released[occ.cell_index]
-    slow, slow_reads = accountant.released_loss(3600, occ, None, read)
-    assert slow_reads is not None and len(slow.vehicles) < len(occ.vehicles)  # some unread
+    reads = WindowReads(occ, plan.kept, released)
+    fast, fast_reads = accountant.charge(3600, reads)
+    monkeypatch.setattr(accounting, "COMPILED_LOSS", False)
+    slow, slow_reads = accountant.charge(3600, reads)
+    assert (
+        fast_reads is not None and slow_reads is not None and len(slow.vehicles) < len(occ.vehicles)
+    )  # some unread
     assert fast == slow and fast.epsilon == slow.epsilon
     assert _arrays(fast.cells) == _arrays(slow.cells) and _arrays(fast.losses) == _arrays(
         slow.losses
@@ -139,7 +141,7 @@ def test_a_budget_release_is_the_same_with_the_numpy_forms(
     monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")  # the same record ids
     fast = _release(windows, seed)
     monkeypatch.setattr(kernels, "use_compiled", lambda n: False)
-    monkeypatch.setattr(stages, "COMPILED_LOSS", False)
+    monkeypatch.setattr(accounting, "COMPILED_LOSS", False)
     slow = _release(windows, seed)
     assert all(len(r.cells) > 5 for r in fast)
     assert all(r.summary["vehicles_budget_limited"] > 0 for r in fast)
@@ -167,13 +169,13 @@ def test_the_release_checks_the_plan_it_keeps_once(monkeypatch: pytest.MonkeyPat
     checks the one it releases, and a plan that fails the check is not released (the
     release raises: its caller's failed outcome, ``release_ready_window``)."""
     checked: list[BudgetPlan] = []
-    check = budget.check_plan
+    check = budget_stages.check_plan
 
     def recording(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
         checked.append(plan)
         check(occupancy, plan, room)
 
-    monkeypatch.setattr(budget, "check_plan", recording)
+    monkeypatch.setattr(budget_stages, "check_plan", recording)
     (release,) = _release(_roaming_windows(1, 3), 3)
     assert len(checked) == 1 and release.cells
     assert {r["epsilon"] for r in release.cells} <= set(checked[0].epsilon.tolist())
@@ -181,7 +183,7 @@ def test_the_release_checks_the_plan_it_keeps_once(monkeypatch: pytest.MonkeyPat
     def failing(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
         raise AssertionError("vehicle budget plan pays past a vehicle's room")
 
-    monkeypatch.setattr(budget, "check_plan", failing)
+    monkeypatch.setattr(budget_stages, "check_plan", failing)
     with pytest.raises(AssertionError, match="past a vehicle's room"):
         _release(_roaming_windows(1, 3), 3)
 
@@ -197,15 +199,15 @@ def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
     asked: list[int] = []
     room_of = budget.room_of
 
-    def counting(params: object, ledger: object, vehicles: tuple[str, ...], at: int) -> object:
+    def counting(mode: object, ledger: object, vehicles: tuple[str, ...], at: int) -> object:
         asked.append(len(vehicles))
-        return room_of(params, ledger, vehicles, at)  # type: ignore[arg-type]
+        return room_of(mode, ledger, vehicles, at)  # type: ignore[arg-type]
 
     monkeypatch.setattr(budget, "room_of", counting)
     once = _release(windows, 4)
     assert len(asked) == 3 and once[-1].summary["vehicles_budget_limited"] > 0
     monkeypatch.setattr(budget, "_rooms", lambda state, vehicles: counting(
-        state.params, state.ledger, vehicles, state.window_start
+        state.params.mode, state.ledger, vehicles, state.window_start
     ))  # fmt: skip
     asked.clear()
     every_time = _release(windows, 4)
@@ -214,18 +216,19 @@ def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
         assert a.cells == b.cells and a.summary == b.summary and a.loss == b.loss
 
 
-def test_the_room_memo_serves_the_same_names_only() -> None:
+def test_the_room_cache_serves_the_same_names_only() -> None:
     params = _params(vehicle_budget=6.0)
     ledger = PrivacyAccountant(params).new_ledger()
-    state = SimpleNamespace(params=params, ledger=ledger, window_start=7200, room_memo=None)
+    state = SimpleNamespace(params=params, ledger=ledger, window_start=7200, cache=WindowCache())
     names, others = ("v1", "v2"), ("v1", "v3", "v4")
     first = budget._rooms(state, names)  # type: ignore[arg-type]
     assert budget._rooms(state, names) is first  # type: ignore[arg-type]
     other = budget._rooms(state, others)  # type: ignore[arg-type]
-    assert len(other) == 3 and state.room_memo[0] is others
+    assert len(other) == 3 and budget._rooms(state, others) is other  # type: ignore[arg-type]
+    assert budget._rooms(state, names) is not first  # type: ignore[arg-type]
 
 
-def test_the_room_memo_tells_names_of_one_length_apart() -> None:
+def test_the_room_cache_tells_names_of_one_length_apart() -> None:
     """Two vehicle lists of the same length, one naming a vehicle with less room: each gets
     its own rooms (a memo keyed on the length would serve the first list's), read-only."""
     rooms = {"v1": 2.0, "v2": 2.0, "v3": 0.5}
@@ -233,7 +236,7 @@ def test_the_room_memo_tells_names_of_one_length_apart() -> None:
         budget_room=lambda vehicles, at, b, burst: np.array([rooms[v] for v in vehicles])
     )
     state = SimpleNamespace(params=_params(vehicle_budget=6.0), ledger=ledger,
-                            window_start=7200, room_memo=None)  # fmt: skip
+                            window_start=7200, cache=WindowCache())  # fmt: skip
     first = budget._rooms(state, ("v1", "v2"))  # type: ignore[arg-type]
     second = budget._rooms(state, ("v1", "v3"))  # type: ignore[arg-type]
     assert first.tolist() == [2.0, 2.0] and second.tolist() == [2.0, 0.5]

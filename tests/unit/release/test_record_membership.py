@@ -95,10 +95,11 @@ def _release_harbour(
     """The windows released without noise as the offline engine releases them (an empty
     window is no window: the carry crosses it), with the members recorded and the span
     policy's actions counted."""
+    import stream_dp.release.budget_stages as stages_module
     import stream_dp.release.window as window_module
 
     seen: Counter[str] = Counter()
-    pooling, fresh = window_module.choose_pooling, window_module.fresh_carry
+    pooling, fresh = stages_module.choose_pooling, stages_module.fresh_carry
 
     def counting_pooling(*args: Any) -> Any:
         choice = pooling(*args)
@@ -112,8 +113,8 @@ def _release_harbour(
         seen["cut"] += stale
         return carry, stale
 
-    monkeypatch.setattr(window_module, "choose_pooling", counting_pooling)
-    monkeypatch.setattr(window_module, "fresh_carry", counting_fresh)
+    monkeypatch.setattr(stages_module, "choose_pooling", counting_pooling)
+    monkeypatch.setattr(stages_module, "fresh_carry", counting_fresh)
     p = _span_params(**params)
     ledger, carry, records = PrivacyAccountant(p).new_ledger(), None, []
     with recording_members() as members:

@@ -160,10 +160,10 @@ def _harbour(hours: int, seed: int) -> list[list[tuple[int, int, float]]]:
 
 def test_the_harbour_data_exercises_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The property below runs where the policy acts: cells due and carried readings withheld."""
-    import stream_dp.release.window as window_module
+    import stream_dp.release.budget_stages as stages_module
 
     seen = {"due": 0, "withheld": 0}
-    original = window_module.choose_pooling
+    original = stages_module.choose_pooling
 
     def counting(*args: Any) -> Any:
         choice = original(*args)
@@ -171,7 +171,7 @@ def test_the_harbour_data_exercises_the_policy(monkeypatch: pytest.MonkeyPatch) 
         seen["withheld"] += choice.withheld
         return choice
 
-    monkeypatch.setattr(window_module, "choose_pooling", counting)
+    monkeypatch.setattr(stages_module, "choose_pooling", counting)
     releases, _ = _run(_params(max_span_hours=4), _harbour(12, 0))
     assert seen["due"] > 0 and seen["withheld"] > 0
     assert sum(len(r.cells) for r in releases) >= 5
@@ -276,8 +276,8 @@ def test_each_tagged_reading_is_released_at_most_once_and_never_also_carried(
     states: list[Any] = []
     original = window_module.release_pipeline
 
-    def capturing(noise: Any) -> Any:
-        pipeline = original(noise)
+    def capturing(params: Any, noise: Any) -> Any:
+        pipeline = original(params, noise)
         run = pipeline.run
 
         def run_and_keep(state: Any) -> Any:

@@ -10,11 +10,9 @@ import pytest
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.stages import release_pipeline
-from stream_dp.release.state import WindowState
-from stream_dp.release.window import failed_release, release_window
+from stream_dp.release.state import WindowInput, WindowState
+from stream_dp.release.window import failed_release, release_pipeline, release_window
 from tests.unit.release.test_vehicle_budget import HOUR, _params, _window
 
 
@@ -32,10 +30,8 @@ def _noise() -> LaplaceNoise:
 def test_the_release_pipeline_alone_states_the_budget_fields() -> None:
     params = _params(vehicle_budget=12.0, epsilon=2.0, coarsest_resolution=8, max_span_hours=1)
     ledger = BudgetLedger(params.ledger_period_seconds, None)
-    state = WindowState(
-        0, _window(0, _two_cells()), params, PrivacyAccountant(params), ledger, nonce="n"
-    )
-    release_pipeline(_noise()).run(state)
+    state = WindowState(WindowInput(0, _window(0, _two_cells()), params, ledger, nonce="n"))
+    release_pipeline(params, _noise()).run(state)
     cells, summary, loss = state.cells, state.summary, state.loss
     assert loss is not None and len(cells) == 2
     epsilons = sorted(c["epsilon"] for c in cells)

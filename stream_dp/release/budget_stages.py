@@ -1,0 +1,202 @@
+"""The vehicle budget's own stages and its pipelines (docs/math.md §13): pool the carry
+(§13.3), regroup into the cells the vehicles can pay for (§13.1), plan each cell's ε, caps and
+sit-outs, stamp each record with its ε and span, and defer what may still wait. The stages
+they share with the fixed-ε release are :mod:`stream_dp.release.stages`'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stream_dp.release.accounting import regroup_epsilon
+from stream_dp.release.bounding import Contributions
+from stream_dp.release.budget import budget_plan, check_plan, planned_bound, vehicle_room
+from stream_dp.release.budget_cells import budget_regroup
+from stream_dp.release.held import ReleasedCells, held_counts
+from stream_dp.release.modes import VehicleBudget
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.records import rfc3339
+from stream_dp.release.span_policy import choose_pooling, with_aside
+from stream_dp.release.spans import (
+    deferred_pairs,
+    fresh_carry,
+    pooled,
+    pooled_with_own,
+    span_starts,
+    take_pairs,
+)
+from stream_dp.release.stages import (
+    Account,
+    CountStatistics,
+    Noise,
+    Pipeline,
+    Records,
+    Stage,
+    Statistics,
+    Summary,
+    Withhold,
+)
+from stream_dp.release.state import Pooled, WindowState
+from stream_dp.windows.columns import WindowColumns
+
+if TYPE_CHECKING:
+    from stream_dp.dp.noise import LaplaceNoise
+
+
+class Pool(Stage):
+    """Spans (§13.3): the carry cut to the pairs young enough to pool
+    (:func:`~stream_dp.release.spans.fresh_carry`), the pooling choice
+    (:func:`~stream_dp.release.span_policy.choose_pooling`), and the window's pairs pooled
+    with it; a stale carry, the carried pairs a window-alone cell leaves and, at the input's
+    end, the pairs set aside are withheld."""
+
+    name = "pool"
+
+    def run(self, state: WindowState) -> None:
+        params, columns = state.params, state.columns
+        carry, stale = fresh_carry(state.input.carry, state.window_start, params)
+        choice = choose_pooling(columns, carry, params, regroup_epsilon(params))
+        aside = choice.aside  # this window's own pairs: young enough to wait one more
+        if state.last and aside is not None:  # the input ends: no later window to release them
+            stale += int(aside.count.sum())
+            aside = None
+        pooled, own = pooled_with_own(choice.window, choice.carry, params.prefix_limit)
+        withheld = stale + choice.withheld
+        state.pooled = Pooled(pooled, own, aside, choice.due, withheld)
+        state.columns = pooled
+        state.report.readings_withheld = withheld
+
+
+class BudgetRegroup(Stage):
+    """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan
+    (:func:`~stream_dp.release.budget_cells.budget_regroup`, §13.1)."""
+
+    name = "regroup"
+
+    def run(self, state: WindowState) -> None:
+        withheld = budget_regroup(state, regroup_epsilon(state.params))
+        state.report.cells_withheld += withheld[0]  # after a stale carry's (§13.3)
+        state.report.readings_withheld += withheld[1]
+
+
+class Plan(Stage):
+    """Per-cell ε, caps and sit-outs from the occupancy and each vehicle's room in the ledger
+    (§13, :mod:`stream_dp.dp.vehicle_budget`), checked apart from the plan's own sums; what
+    it keeps bounds each vehicle (as CLIP-USER and the cap do at a fixed ε)."""
+
+    name = "plan"
+    pairs_final = True
+
+    def run(self, state: WindowState) -> None:
+        pairs = state.pairs
+        assert pairs is not None, "the select stage runs first"
+        if not len(pairs.chosen):
+            return
+        plan = state.cache.plan_of(pairs)  # planned by the regrouping (same inputs)
+        if plan is None:
+            plan = budget_plan(state, pairs.occupancy)
+        check_plan(pairs.occupancy, plan, vehicle_room(state, pairs.occupancy))  # the one kept
+        bounded, g1, sat_out = planned_bound(pairs.occupancy, plan, state.params)
+        state.pairs = Contributions(pairs.chosen, pairs.occupancy, pairs.entry_of, None, bounded)
+        report = state.report  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
+        report.vehicles_budget_limited = sat_out
+        report.g1, report.k = g1, int(bounded.grids.max(initial=0))
+        report.error_bound = float(state.params.target_mean_error or 0.0)
+        report.suppressed_pairs = int(np.count_nonzero(~plan.kept))
+        state.budget_plan, state.cell_epsilons = plan, plan.epsilon
+
+
+class SpanRecords(Stage):
+    """Each record states its own ε and the start of its span (§13, §13.3)."""
+
+    name = "span-records"
+
+    def run(self, state: WindowState) -> None:
+        pairs, released, accountant = state.pairs, state.released, state.accountant
+        assert pairs is not None and released is not None and accountant is not None
+        occupancy = pairs.occupancy
+        epsilons = accountant.cell_epsilons(len(occupancy.cells)).tolist()
+        seconds = state.params.window_seconds
+        starts = span_starts(state.cache, state.columns, pairs, state.window_start, seconds)
+        starts = starts.tolist()
+        stamps = {start: rfc3339(start) for start in set(starts)}  # a few spans' starts
+        for record, g in zip(state.cells, np.flatnonzero(released).tolist(), strict=True):
+            record["epsilon"] = epsilons[g]
+            record["window_start"] = stamps[starts[g]]
+
+
+class Defer(Stage):
+    """Spans (§13.3): the pairs no released record covers that may still wait, and the ones
+    set aside, are carried on (none after the input's last window: withheld); what the
+    release leaves is then counted held or withheld (:mod:`stream_dp.release.held`)."""
+
+    name = "defer"
+
+    def run(self, state: WindowState) -> None:
+        params, pooled = state.params, state.pooled
+        assert pooled is not None, "the pool stage runs first"
+        columns, last = pooled.columns, state.last
+        adaptive = state.adaptive
+        carried = np.zeros(0, dtype=np.int64)
+        if not last and adaptive is not None:  # no regrouping (no T): nothing is deferred
+            released = _released_cells(state)
+            names = [] if released is None else released.released_names
+            carried = deferred_pairs(
+                columns, adaptive, names, state.window_start, params, state.cache
+            )
+        out = take_pairs(columns, carried) if len(carried) else None
+        state.carry_out = None if last else with_aside(out, pooled.aside, params.prefix_limit)
+        if adaptive is None:
+            return  # no regrouping (no T): nothing is carried
+        aside = 0 if pooled.aside is None or last else int(pooled.aside.count.sum())
+        counts = held_counts(
+            columns, pooled.aside, state.carry_out, state.adaptive, _released_cells(state),
+            int(pooled.own[carried].sum()) + aside,
+        )  # fmt: skip
+        report = state.report
+        report.cells_held, report.readings_held = counts.cells_held, counts.readings_held
+        report.cells_withheld = counts.cells_withheld
+        report.readings_withheld = pooled.withheld + counts.readings_withheld
+
+
+def _released_cells(state: WindowState) -> ReleasedCells | None:
+    """The regrouped cells the release chose and which it released; None if none."""
+    if state.empty or state.pairs is None or state.released is None or state.stats is None:
+        return None
+    return ReleasedCells(state.pairs.occupancy.cells, state.released, state.stats.n_readings)
+
+
+@dataclass(frozen=True)
+class BudgetPipelines:
+    """:class:`~stream_dp.release.modes.VehicleBudget`'s stages (module docstring of
+    :mod:`stream_dp.release.stages`)."""
+
+    params: ReleaseParams
+    mode: VehicleBudget
+
+    def _choice(self, pool: bool) -> list[Stage]:
+        pooling: list[Stage] = [Pool()] if pool else []
+        return [*pooling, BudgetRegroup(), Plan(), Account()]
+
+    def release(self, noise: LaplaceNoise) -> Pipeline:
+        after = [Statistics(prefix_sums=False), Withhold(), Noise(noise), Records(), SpanRecords()]
+        deferring: list[Stage] = [Defer()] if self.mode.spans else []
+        return Pipeline(after, self._choice(pool=True), [*deferring, Summary()])
+
+    def choice(self) -> Pipeline:
+        return Pipeline((), self._choice(pool=False))
+
+    def plan(self) -> Pipeline:
+        return Pipeline([CountStatistics(), Withhold()], self._choice(pool=False))
+
+    def failed_input(
+        self, columns: WindowColumns | None, carry: WindowColumns | None, window_start: int
+    ) -> tuple[WindowColumns | None, WindowColumns | None]:
+        """The failed window pools its whole carry (its release would have pooled it, or set
+        parts of it aside, §13.3)."""
+        carried, _ = fresh_carry(carry, window_start, self.params)
+        if columns is not None:
+            columns = pooled(columns, carried, self.params.prefix_limit)
+        return columns, carried
