@@ -60,6 +60,18 @@ def _load(path: str) -> Callable[..., Any]:
     return function
 
 
+def compiled_step(path: str) -> Callable[..., Any]:
+    """A compiled step that has no numpy form, named by ``"module:function"`` and imported
+    at its first call: a module declares it at its top and still loads no numba on import
+    (``stream-dp plan``, the fixed-ε mode's start-up)."""
+
+    def step(*args: Any) -> Any:
+        return _load(path)(*args)
+
+    step.__name__ = step.__qualname__ = path.partition(":")[2]
+    return step
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A hot step: its ``numpy`` and ``compiled`` forms, as ``"module:function"``."""

@@ -18,15 +18,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.dp import pld_accounting
 from stream_dp.dp.budget_ledger import CAP_RTOL, BudgetLedger, WindowLoss
 from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.individual_loss import entry_epsilons
+from stream_dp.dp.kernels import compiled_step
 from stream_dp.dp.occupancy import IntArray, Occupancy
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 
 if TYPE_CHECKING:
     from stream_dp.dp.pseudo_user import PseudoUserResult
+
+#: One compiled pass over a budget release's entries (its only numba use here): imported at
+#: its first call, so a fixed-ε plan loads no numba.
+_read_payments = compiled_step("stream_dp.dp.plan_passes:read_payments")
 
 #: Per (vehicle, cell) pair read under per-cell ε: the occupancy's vehicle names, each read
 #: pair's vehicle index and what it lost there (the run's PLD per vehicle; never published).
@@ -154,10 +160,8 @@ class PrivacyAccountant:
         mechanism (e.g. an (ε, δ) mean) or without dp-accounting."""
         if not self.params.mechanism.pld_composes:
             return None
-        from stream_dp.dp.pld_accounting import pld_loss
-
         params = self.params
-        return pld_loss(
+        return pld_accounting.pld_loss(
             cells_per_vehicle, self.epsilon, self.variance_share, params.accounting_delta
         )
 
@@ -241,15 +245,13 @@ class PrivacyAccountant:
         """:meth:`_released_loss` of the entries ``kept`` in a ``released`` cell, in one
         compiled pass over the entries (:mod:`stream_dp.dp.plan_passes`): the same loss and
         reads."""
-        from stream_dp.dp.plan_passes import read_payments  # numba: a budget release's only
-
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")
         own = None
         if shares is not None:
             kept_count, cap = _checked_shares(occupancy, shares)
             own = (kept_count, cap, 1.0 - self.variance_share)
-        cells, losses, _, vehicle, read_eps = read_payments(
+        cells, losses, _, vehicle, read_eps = _read_payments(
             occupancy.cell_start, occupancy.vehicle_index, kept, released,
             self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True, own,
         )  # fmt: skip
@@ -295,10 +297,8 @@ class PrivacyAccountant:
         in, its remaining budget over ε (basic), or what keeps its PLD ε within the cap."""
         params = self.params
         if params.accounting == "pld":
-            from stream_dp.dp.pld_accounting import pld_allowed_cells
-
             spent = ledger.spent(vehicles, window_start)
-            return pld_allowed_cells(
+            return pld_accounting.pld_allowed_cells(
                 spent, self.epsilon, self.variance_share, params.accounting_delta, ledger.cap
             )
         return ledger.allowed_cells(vehicles, window_start, self.epsilon)

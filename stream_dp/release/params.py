@@ -23,6 +23,7 @@ from stream_dp.config import (
     label,
 )
 from stream_dp.dp.mechanism_specs import DEFAULT_MEAN_MECHANISM, MeanMechanismSpec, mechanism_spec
+from stream_dp.dp.pld_accounting import check_composable
 from stream_dp.release.modes import FixedEpsilon, ReleaseMode, VehicleBudget
 
 
@@ -87,8 +88,6 @@ class ReleaseParams:
                 "(--fixed-cells) for fixed cells"
             )
         if self.accounting == "pld":
-            from stream_dp.dp.pld_accounting import check_composable
-
             try:
                 check_composable(self.mean_mechanism)
             except ValueError as exc:

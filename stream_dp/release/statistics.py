@@ -11,9 +11,19 @@ import numpy as np
 
 from stream_dp.dp.clip_mean import clipped_means
 from stream_dp.dp.float_variance import clipped_variances
+from stream_dp.dp.kernels import compiled_step
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.windows import background
 from stream_dp.windows.columns import WindowColumns
+
+# Compiled steps, imported at their first call (a plan of counts alone loads no numba).
+_gather_pair_totals = compiled_step("stream_dp.dp.array_kernels:gather_pair_totals")
+_grouped_sums = compiled_step("stream_dp.dp.accurate_sum:grouped_sums")
+_kept_cell_totals = compiled_step("stream_dp.dp.array_kernels:kept_cell_totals")
+_kept_entry_sums = compiled_step("stream_dp.dp.array_kernels:kept_entry_sums")
+_kept_entry_sums_of_log = compiled_step("stream_dp.dp.array_kernels:kept_entry_sums_of_log")
+_pair_prefix_sums = compiled_step("stream_dp.dp.array_kernels:pair_prefix_sums")
+_wanted_prefix_sums = compiled_step("stream_dp.dp.array_kernels:wanted_prefix_sums")
 
 
 def kept_sums(
@@ -31,7 +41,6 @@ def kept_sums(
     ``prefix_sums``, the running sums of the partly kept entries' pairs alone are computed
     here, :func:`cut_prefix_sums`); ``count``: ``columns.count[entries]``, if at hand (the
     occupancy's counts)."""
-    from stream_dp.dp.array_kernels import kept_entry_sums
 
     entries = entries.astype(np.int64, copy=False)
     kept_count = kept_count.astype(np.int64, copy=False)
@@ -41,12 +50,11 @@ def kept_sums(
     if prefix_sums is None and CUTS_FROM_LOG and cut.any():
         # Performance (issue 25): the few cut entries' sums straight from the log, without
         # the running sums laid out per pair of the window (:func:`cut_prefix_sums`).
-        from stream_dp.dp.array_kernels import kept_entry_sums_of_log
 
         entry_total, entry_total_sq = (
             entry_totals or start_entry_totals(columns, entries)
         ).result()
-        total, total_sq, beyond = kept_entry_sums_of_log(
+        total, total_sq, beyond = _kept_entry_sums_of_log(
             entries, kept_count, count, entry_total, entry_total_sq,
             columns.reading_pair.astype(np.int64, copy=False),
             columns.reading_ts.astype(np.float64, copy=False),
@@ -63,7 +71,7 @@ def kept_sums(
         start = np.zeros(1, dtype=np.int64)
         sums = sums_sq = np.zeros(0, dtype=np.float64)
     entry_total, entry_total_sq = (entry_totals or start_entry_totals(columns, entries)).result()
-    total, total_sq, beyond = kept_entry_sums(
+    total, total_sq, beyond = _kept_entry_sums(
         entries, kept_count, count, entry_total, entry_total_sq, start, sums, sums_sq
     )
     if beyond >= 0:
@@ -82,10 +90,9 @@ def start_entry_totals(
 ) -> Future[tuple[np.ndarray, np.ndarray]]:
     """Start gathering the chosen entries' totals and totals of squares (in entry order) on the
     background thread: random reads over the window's pairs, done while CLIP-USER runs."""
-    from stream_dp.dp.array_kernels import gather_pair_totals
 
     return background.submit(
-        gather_pair_totals,
+        _gather_pair_totals,
         entries.astype(np.int64, copy=False),
         columns.total.astype(np.float64, copy=False),
         columns.total_sq.astype(np.float64, copy=False),
@@ -99,11 +106,10 @@ def cut_prefix_sums(
     cuts) alone, in its layout and with its floats: under a vehicle budget they are a few
     percent of the window's pairs, and a pass over the reading log that sorts only theirs
     costs a fraction of the whole log's (benchmarks/release.py)."""
-    from stream_dp.dp.array_kernels import wanted_prefix_sums
 
     wanted = np.zeros(len(columns), dtype=bool)
     wanted[pairs[pairs < len(wanted)]] = True  # a pair past the columns: kept_sums refuses it
-    return wanted_prefix_sums(
+    return _wanted_prefix_sums(
         columns.reading_pair.astype(np.int64, copy=False),
         columns.reading_ts.astype(np.float64, copy=False),
         columns.reading_value.astype(np.float64, copy=False),
@@ -114,10 +120,9 @@ def cut_prefix_sums(
 def start_prefix_sums(columns: WindowColumns) -> Future[tuple[np.ndarray, ...]]:
     """Start :func:`~stream_dp.dp.array_kernels.pair_prefix_sums` of the window's reading log
     on the background thread (the compiled kernel releases the GIL, so it runs beside CLIP-USER)."""
-    from stream_dp.dp.array_kernels import pair_prefix_sums
 
     return background.submit(
-        pair_prefix_sums,
+        _pair_prefix_sums,
         columns.reading_pair.astype(np.int64, copy=False),
         columns.reading_ts.astype(np.float64, copy=False),
         columns.reading_value.astype(np.float64, copy=False),
@@ -151,19 +156,17 @@ def cell_statistics(
     cell's kept sum and sum of squares are the accurate sums (:mod:`stream_dp.dp.accurate_sum`)
     of its entries' float sums, which the CLIP mean's and the variance's sampler sensitivities
     assume (docs/math.md §4.2, "Float inputs")."""
-    from stream_dp.dp.accurate_sum import grouped_sums
-    from stream_dp.dp.array_kernels import kept_cell_totals
 
     total, total_sq = kept_sums(
         columns, entry_of, kept_count, prefix_sums, occupancy.count, entry_totals
     )
-    kept_readings, n_kept_vehicles = kept_cell_totals(
+    kept_readings, n_kept_vehicles = _kept_cell_totals(
         occupancy.cell_index, len(occupancy.cells), kept_count
     )
-    cell_sum = grouped_sums(occupancy.cell_start, total)
+    cell_sum = _grouped_sums(occupancy.cell_start, total)
     means = clipped_means(cell_sum, kept_readings)
     variances = clipped_variances(
-        grouped_sums(occupancy.cell_start, total_sq), means, kept_readings
+        _grouped_sums(occupancy.cell_start, total_sq), means, kept_readings
     )
     return CellStatistics(
         kept_readings,
