@@ -19,7 +19,8 @@ from one noise-free release (the plan, spans and losses do not depend on the noi
   its pairs aged out or were withheld).
 
 Beside them, two counts read off the release itself: the carried readings the span policy
-withheld (``release/span_policy.py``, rule 2: a unit formed from its window's own pairs), and
+withheld (``release/vehicle_budget/pooling.py``, rule 2: a unit formed from its window's own
+pairs), and
 the readings inside released records that the record did not read (sat out or over the cap).
 
 Run: ``python benchmarks/coverage_breakdown.py [--budget 14] [--set key=json ...]

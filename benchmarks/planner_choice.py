@@ -59,10 +59,10 @@ from stream_dp.dp.release_candidates import (  # noqa: E402
     with_exclusions,
 )
 from stream_dp.dp.release_choice import Candidates, choose_releases  # noqa: E402
-from stream_dp.release import budget_cells  # noqa: E402
 from stream_dp.release.accounting import PrivacyAccountant  # noqa: E402
-from stream_dp.release.budget import room_of  # noqa: E402
 from stream_dp.release.params import ReleaseParams  # noqa: E402
+from stream_dp.release.vehicle_budget import cells as budget_cells  # noqa: E402
+from stream_dp.release.vehicle_budget.plan import room_of  # noqa: E402
 from stream_dp.release.window import release_window  # noqa: E402
 from tests.support.noise_free import NoNoise  # noqa: E402
 

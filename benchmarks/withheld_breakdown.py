@@ -44,7 +44,7 @@ from expected_usefulness import B14  # noqa: E402
 
 from stream_dp.release import stages as stages_module  # noqa: E402
 from stream_dp.release import window as window_module  # noqa: E402
-from stream_dp.release.spans import first_window  # noqa: E402
+from stream_dp.release.vehicle_budget.spans import first_window  # noqa: E402
 from tests.support.noise_free import NoNoise  # noqa: E402
 
 HOUR = 3600

@@ -1,7 +1,7 @@
 """Offline planning on a public occupancy array: what the release would do to one window.
 
 ``build_plan`` runs the release's own stages (the ``plan`` pipeline of
-:func:`stream_dp.release.stages.pipelines_of`:
+:func:`stream_dp.release.pipelines.pipelines_of`:
 adaptive regrouping, selection, CLIP-USER, the cap, the error bars and the withholding,
 docs/math.md §9) without noise on an occupancy (read by :mod:`stream_dp.sources.occupancy_csv`),
 so it shows the K and the error bars ``release`` gives that window; ``plan_to_json`` and
@@ -25,8 +25,8 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.accounting import WindowReads
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.pipelines import pipelines_of
 from stream_dp.release.records import capped_error
-from stream_dp.release.stages import pipelines_of
 from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from stream_dp.dp import kernels
+from stream_dp.dp.epsilon_grid import EPSILON_STEP
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 from stream_dp.dp.ordering import counting_sort_fits, grouped, order_by_pair
 
@@ -148,7 +149,7 @@ class UnitPrice:
     """The budget-aware pass test (docs/math.md §13.1): under a per-vehicle budget a unit
     passes when it meets T at the ε its vehicles can pay: the reading-weighted ``quantile`` of
     their ``room`` (indexed by vehicle), at most ``max_epsilon``, on the per-cell ε grid
-    (:data:`~stream_dp.dp.vehicle_budget.EPSILON_STEP`), ``share`` of it on the mean.
+    (:data:`~stream_dp.dp.epsilon_grid.EPSILON_STEP`), ``share`` of it on the mean.
     Public: counts, configuration and the ledger's rooms only."""
 
     room: FloatArray
@@ -161,8 +162,6 @@ class UnitPrice:
     ) -> tuple[FloatArray, NDArray[np.bool_]]:
         """Predicted error (at the price) and pass flag per group (entries unique per
         (group, vehicle))."""
-        from stream_dp.dp.vehicle_budget import EPSILON_STEP
-
         ceiling = np.minimum(self.pay(group, vehicle, count, n_groups), self.max_epsilon)
         ceiling = np.floor(ceiling / EPSILON_STEP + 1e-9) * EPSILON_STEP
         mean_eps = np.maximum(ceiling * self.share, 1e-300)  # no room: an error of +inf

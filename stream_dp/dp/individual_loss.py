@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.epsilon_grid import round_up
 from stream_dp.dp.float_mean import share_slack
-from stream_dp.dp.vehicle_budget import round_up
 
 
 def entry_epsilons(

@@ -96,6 +96,7 @@ class Kernel:
 
 
 _DP = "stream_dp.dp"
+_BUDGET = "stream_dp.release.vehicle_budget"
 
 #: The stable order of small integer keys (``np.argsort(kind="stable")``; a counting sort).
 STABLE_ORDER = Kernel(
@@ -161,14 +162,14 @@ TAKE_READINGS = Kernel(
 #: Per vehicle the summed ε of the cells a budget plan keeps it in (its check, §13).
 KEPT_PAYMENTS = Kernel(
     "kept_payments",
-    f"{_DP}.plan_sums:kept_payments_by_bincount",
-    f"{_DP}.plan_passes:kept_payments",
+    f"{_BUDGET}.plan_sums:kept_payments_by_bincount",
+    f"{_BUDGET}.plan_passes:kept_payments",
 )
 #: A budget plan's kept counts per entry and cell, cells per vehicle and sit-outs (§13).
 PLANNED_COUNTS = Kernel(
     "planned_counts",
-    f"{_DP}.plan_sums:planned_counts_by_bincount",
-    f"{_DP}.plan_passes:planned_counts",
+    f"{_BUDGET}.plan_sums:planned_counts_by_bincount",
+    f"{_BUDGET}.plan_passes:planned_counts",
 )
 
 #: Every kernel, for the test that runs both forms of each.

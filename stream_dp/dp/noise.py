@@ -224,7 +224,8 @@ class LaplaceNoise:
         batch whatever the mix of ε: bit for bit ``release(values[i], sensitivities[i],
         epsilons[i])`` for the entries in turn on the same random bits, compiled wherever the
         entry's integers fit in 64 bits (every ε of the dyadic per-cell grid,
-        :data:`~stream_dp.dp.vehicle_budget.EPSILON_STEP`, also times 0.25, 0.5 or 0.75; not
+        :data:`~stream_dp.dp.epsilon_grid.EPSILON_STEP`, also times 0.25, 0.5 or
+        0.75; not
         times a share such as 0.3, drawn by the exact Python path). Entries of non-finite value,
         sensitivity or ε are not released (NaN: a cell with nothing kept, withheld anyway)."""
         vals = np.asarray(values, dtype=np.float64)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.epsilon_grid import round_up
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 from stream_dp.dp.individual_loss import entry_epsilons
 from stream_dp.dp.release_choice import Candidates
-from stream_dp.dp.vehicle_budget import round_up
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: One compiled pass over a budget release's entries (its only numba use here): imported at
 #: its first call, so a fixed-ε plan loads no numba.
-_read_payments = compiled_step("stream_dp.dp.plan_passes:read_payments")
+_read_payments = compiled_step("stream_dp.release.vehicle_budget.plan_passes:read_payments")
 
 #: Per (vehicle, cell) pair read under per-cell ε: the occupancy's vehicle names, each read
 #: pair's vehicle index and what it lost there (the run's PLD per vehicle; never published).
@@ -41,7 +41,8 @@ Reads = tuple[tuple[str, ...], np.ndarray, np.ndarray]
 Shares = tuple[np.ndarray, np.ndarray]
 
 #: Whether a per-cell-ε release is charged in compiled passes
-#: (:func:`~stream_dp.dp.plan_passes.read_payments`); the tests switch it off to compare with
+#: (:func:`~stream_dp.release.vehicle_budget.plan_passes.read_payments`); the tests switch it off
+#: to compare with
 #: the numpy form.
 COMPILED_LOSS = True
 
@@ -243,7 +244,8 @@ class PrivacyAccountant:
         shares: Shares | None,
     ) -> tuple[WindowLoss, Reads]:
         """:meth:`_released_loss` of the entries ``kept`` in a ``released`` cell, in one
-        compiled pass over the entries (:mod:`stream_dp.dp.plan_passes`): the same loss and
+        compiled pass over the entries (:mod:`stream_dp.release.vehicle_budget.plan_passes`): the
+        same loss and
         reads."""
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stream_dp.dp.epsilon_grid import EPSILON_STEP
 from stream_dp.dp.pld_accounting import mixed_pld_loss
-from stream_dp.dp.vehicle_budget import EPSILON_STEP
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
 

@@ -1,5 +1,6 @@
 """The release of one window as a pipeline of named stages (docs/math.md §9), one pipeline per
-mode (:mod:`stream_dp.release.modes`), chosen once by :func:`pipelines_of`.
+mode (:mod:`stream_dp.release.modes`), chosen once by
+:func:`~stream_dp.release.pipelines.pipelines_of`.
 
 Each stage reads the :class:`~stream_dp.release.state.WindowState`, adds what it makes and
 writes its own lines of the report; no stage asks which mode runs. A stage may also
@@ -34,7 +35,6 @@ from stream_dp.dp.error_bars import LN20
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads, regroup_epsilon
 from stream_dp.release.adaptive import adaptive_columns, cell_shapes, released_cells
 from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions, ReadingCap
-from stream_dp.release.modes import FixedEpsilon, ReleaseMode, VehicleBudget
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
@@ -50,7 +50,7 @@ from stream_dp.windows import background
 from stream_dp.windows.columns import WindowColumns
 
 # The noise's module (it loads numba for its sampler) is imported where its stage needs it,
-# and the vehicle budget's stages (:mod:`stream_dp.release.budget_stages`) when that mode is
+# and the vehicle budget's stages (:mod:`stream_dp.release.vehicle_budget.stages`) when that mode is
 # chosen: a plan draws no noise and, without a vehicle budget, plans none (start-up,
 # benchmarks/plan_startup.py).
 if TYPE_CHECKING:
@@ -399,16 +399,3 @@ class FixedPipelines:
         self, columns: WindowColumns | None, carry: WindowColumns | None, window_start: int
     ) -> tuple[WindowColumns | None, WindowColumns | None]:
         return columns, None
-
-
-def pipelines_of(params: ReleaseParams) -> ModePipelines:
-    """The pipelines of the parameters' mode: the one place the mode is chosen."""
-    mode: ReleaseMode = params.mode
-    match mode:
-        case FixedEpsilon():
-            return FixedPipelines()
-        case VehicleBudget():
-            from stream_dp.release.budget_stages import BudgetPipelines  # numba: only here
-
-            return BudgetPipelines(params, mode)
-    raise AssertionError(f"no pipeline for mode {mode!r}")

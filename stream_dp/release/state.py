@@ -18,10 +18,10 @@ from stream_dp.windows.columns import WindowColumns
 if TYPE_CHECKING:
     from stream_dp.dp.adaptive_cells import AdaptiveCells
     from stream_dp.dp.occupancy import Occupancy
-    from stream_dp.dp.vehicle_budget import BudgetPlan
     from stream_dp.release.bounding import Contributions
     from stream_dp.release.noisy import ErrorBars, NoisyCells
     from stream_dp.release.statistics import CellStatistics
+    from stream_dp.release.vehicle_budget.planner import BudgetPlan
 
 
 class WindowCache:

@@ -2,7 +2,7 @@
 the service releaser (docs/math.md §9, issue 21).
 
 :func:`release_window` runs the pipeline of the parameters' mode
-(:func:`~stream_dp.release.stages.pipelines_of`) on one window. A
+(:func:`~stream_dp.release.pipelines.pipelines_of`) on one window. A
 release that raises (a bug in a stage, a mechanism's corner case) must not stop the stream:
 the caller gets a :class:`~stream_dp.release.records.WindowRelease` with no cells whose
 summary says ``"status": "failed"`` and names the exception's class (never its message,
@@ -42,14 +42,9 @@ from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.pipelines import pipelines_of
 from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.stages import (
-    ModePipelines,
-    Pipeline,
-    chosen_reads,
-    pipelines_of,
-    summary_of,
-)
+from stream_dp.release.stages import ModePipelines, Pipeline, chosen_reads, summary_of
 from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -94,7 +89,7 @@ def release_window(
 
 def release_pipeline(params: ReleaseParams, noise: LaplaceNoise) -> Pipeline:
     """The release of a window in the parameters' mode
-    (:func:`~stream_dp.release.stages.pipelines_of`)."""
+    (:func:`~stream_dp.release.pipelines.pipelines_of`)."""
     return pipelines_of(params).release(noise)
 
 

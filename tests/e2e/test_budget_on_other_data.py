@@ -21,8 +21,8 @@ import pytest
 
 from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.config import DEFAULT_BURST_SHARE
+from stream_dp.dp.epsilon_grid import EPSILON_STEP
 from stream_dp.dp.error_bars import mean_error
-from stream_dp.dp.vehicle_budget import EPSILON_STEP
 
 EXCERPT = Path(__file__).parents[1] / "data" / "us_coastal_2020-06-30_ny_excerpt.traj.gz"
 #: New York Harbor, 8 December 2020 (the day after the tuning week; ``tests/data/NOTICE.md``).

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stream_dp.release import window as release_window_module
-from stream_dp.release.spans import first_window
 from stream_dp.release.stages import Pipeline
+from stream_dp.release.vehicle_budget.spans import first_window
 
 if TYPE_CHECKING:
     from stream_dp.release.state import WindowState

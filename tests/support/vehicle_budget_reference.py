@@ -1,21 +1,22 @@
 """The vehicle budget's plan as first written: every round re-costs the changed cells, then
 re-derives the kept counts, the drops and every vehicle's payment from the whole occupancy
 (docs/math.md §13.1). Slow (each of its ~20 rounds touches every entry) but plain; used as
-the oracle for :func:`stream_dp.dp.vehicle_budget.plan_budget`, which must return exactly
+the oracle for :func:`stream_dp.release.vehicle_budget.planner.plan_budget`, which must return
+exactly
 the same plan (kept entries, per-cell ε and caps, payments and rounds)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from stream_dp.dp.epsilon_grid import round_up
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import (
+from stream_dp.release.vehicle_budget.planner import (
     _FACTOR,
     BoolArray,
     BudgetPlan,
     FloatArray,
     IntArray,
-    round_up,
 )
 
 
@@ -32,7 +33,8 @@ def reference_plan_budget(
     pseudo_user: bool = True,
     held: BoolArray | None = None,
 ) -> BudgetPlan:
-    """The plan of :func:`~stream_dp.dp.vehicle_budget.plan_budget`, each round over all
+    """The plan of :func:`~stream_dp.release.vehicle_budget.planner.plan_budget`, each round over
+    all
     entries."""
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
     cell, vehicle = occupancy.cell_index, occupancy.vehicle_index

@@ -11,10 +11,10 @@ import pytest
 
 from stream_dp.dp.accurate_sum import grouped_sums
 from stream_dp.dp.clip_mean import ClipMeanCombiner, ClippedSums, clipped_means
+from stream_dp.dp.epsilon_grid import EPSILON_STEP
 from stream_dp.dp.float_mean import sampler_sensitivity
 from stream_dp.dp.individual_loss import entry_epsilons
 from stream_dp.dp.noise import _plan, _round_to_grid
-from stream_dp.dp.vehicle_budget import EPSILON_STEP
 
 U = 65.0
 

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dp.dp import laplace_kernel as lk
+from stream_dp.dp.epsilon_grid import EPSILON_STEP, round_up
 from stream_dp.dp.noise import GRID_BITS, LaplaceNoise, _grid_to_float, _plan, _round_to_grid
 from stream_dp.dp.randomness import RandomSource, _twister_words, _WordBits
-from stream_dp.dp.vehicle_budget import EPSILON_STEP, round_up
 
 TOP = 2**63  # int64 holds [-TOP, TOP)
 

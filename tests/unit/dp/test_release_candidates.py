@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from stream_dp.dp.epsilon_grid import round_up
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL, mean_error
 from stream_dp.dp.float_mean import share_slack
 from stream_dp.dp.occupancy import Occupancy
@@ -19,7 +20,7 @@ from stream_dp.dp.release_candidates import (
     with_exclusions,
 )
 from stream_dp.dp.release_choice import Candidates, choose_releases
-from stream_dp.dp.vehicle_budget import plan_budget, round_up
+from stream_dp.release.vehicle_budget.planner import plan_budget
 
 
 def _random_cells(

@@ -12,8 +12,8 @@ import pytest
 
 from stream_dp.dp.adaptive_cells import best_cap_mean_error
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.dp.unsupported import release_needs
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.vehicle_budget.unsupported import release_needs
 from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 
@@ -56,7 +56,7 @@ def test_the_line_names_a_target_and_a_budget_that_do_release(
     base = dict(epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
                 variance_share=0.0, vehicle_budget=2.0, budget_period_seconds=86400,
                 max_span_hours=1, app_id="test")  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="stream_dp.release.budget_cells"):
+    with caplog.at_level(logging.INFO, logger="stream_dp.release.vehicle_budget.cells"):
         assert _sparse_window(ReleaseParams(**base)) == []
     (line,) = [r.getMessage() for r in caplog.records if "cannot meet T" in r.getMessage()]
     assert line.startswith("6 readings in 1 resolution-7 cells cannot meet T 10")

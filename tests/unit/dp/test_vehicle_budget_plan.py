@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.dp import vehicle_budget
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
+from stream_dp.release.vehicle_budget import planner as vehicle_budget
+from stream_dp.release.vehicle_budget.planner import BudgetPlan, plan_budget
 from tests.support.vehicle_budget_reference import reference_plan_budget
 
 U, T = 65.0, 10.0
@@ -167,7 +167,7 @@ def test_a_cells_runs_by_histogram_are_its_sorted_distinct_counts() -> None:
     """The plan's layout: each cell's distinct counts ascending with how many entries have
     each, the same by histogram as by sorting; each vehicle's slots are its entries in entry
     order, each naming its entry and that entry's run."""
-    from stream_dp.dp.vehicle_budget_kernel import layout
+    from stream_dp.release.vehicle_budget.planner_kernel import layout
 
     rng = np.random.default_rng(4)
     occ = random_occupancy(rng, 40, 500)

@@ -13,10 +13,10 @@ import pytest
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.release import budget_cells
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.vehicle_budget import cells as budget_cells
 from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 

@@ -13,15 +13,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dp.dp import vehicle_budget
+from stream_dp.dp import epsilon_grid
 from stream_dp.dp.array_kernels import pair_prefix_sums, wanted_prefix_sums
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import BudgetPlan
-from stream_dp.release import budget
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.spans import _cell_span_starts, _taken, first_window, take_pairs
 from stream_dp.release.statistics import kept_sums
+from stream_dp.release.vehicle_budget import plan as budget
+from stream_dp.release.vehicle_budget import planner as vehicle_budget
+from stream_dp.release.vehicle_budget.planner import BudgetPlan
+from stream_dp.release.vehicle_budget.spans import (
+    _cell_span_starts,
+    _taken,
+    first_window,
+    take_pairs,
+)
 from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_vehicle_budget_plan import T, U, assert_same, both
 
@@ -128,7 +134,8 @@ def test_payments_on_a_grid_whose_sums_are_not_exact_are_summed_again(
     """Moving payments by each change is exact only on a power-of-two ε grid: on another
     grid the plan must re-sum them (the guard), and equal the reference bit for bit."""
     monkeypatch.setattr(vehicle_budget, "UPDATE_PAYMENTS", True)
-    monkeypatch.setattr(vehicle_budget, "EPSILON_STEP", step)
+    monkeypatch.setattr(vehicle_budget, "EPSILON_STEP", step)  # the planner's grid
+    monkeypatch.setattr(epsilon_grid, "EPSILON_STEP", step)  # the reference's round_up
     occ, plan, reference = _roaming_plans()
     assert plan.rounds >= 4
     assert_same(plan, reference)
@@ -279,7 +286,8 @@ def test_each_record_carries_its_own_cells_span_start() -> None:
 def _priced_plan(
     occ: Occupancy, room: np.ndarray, ceiling: np.ndarray, one_call: bool, mp: pytest.MonkeyPatch
 ) -> tuple[BudgetPlan, int]:
-    """:func:`~stream_dp.release.budget.budget_plan` under the release price ``ceiling``, in
+    """:func:`~stream_dp.release.vehicle_budget.plan.budget_plan` under the release price
+    ``ceiling``, in
     one call or one plan per round (``PLAN_IN_ONE_CALL``), and how many plans it asked for."""
     params = ReleaseParams(
         upper=U, target_mean_error=T, variance_share=0.0, vehicle_budget=6.0,

@@ -1,4 +1,5 @@
-"""The release's own check of a vehicle-budget plan (release/budget.py ``check_plan``): it
+"""The release's own check of a vehicle-budget plan (release/vehicle_budget/plan.py
+``check_plan``): it
 sums what each vehicle pays from the plan's kept entries and cells' ε, apart from the plan's
 kernel, so a plan that would release past a vehicle's room, or a dropped cell's readings, fails
 the window instead."""
@@ -12,8 +13,8 @@ import pytest
 
 from stream_dp.dp import kernels
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import plan_budget
-from stream_dp.release.budget import check_plan
+from stream_dp.release.vehicle_budget.plan import check_plan
+from stream_dp.release.vehicle_budget.planner import plan_budget
 
 U, T = 65.0, 30.0
 

@@ -18,8 +18,9 @@ from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.ordering import grouped, stable_order
-from stream_dp.release import adaptive, spans
+from stream_dp.release import adaptive
 from stream_dp.release.adaptive import PairMoves
+from stream_dp.release.vehicle_budget import spans
 from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_adaptive_reuse import T, U, _fields, _occupancy, _old_choose_remainder
 from tests.unit.release.test_regroup_moves import CENTRE, HOUR, _bytes, _old_regroup

@@ -15,7 +15,7 @@ from stream_dp.commands.profile import BUDGET_PROFILE
 from stream_dp.config import load_settings
 from stream_dp.engine import OfflineEngine
 from stream_dp.release.accounting import PrivacyAccountant
-from stream_dp.release.spans import pooled_with_own
+from stream_dp.release.vehicle_budget.spans import pooled_with_own
 from stream_dp.release.window import release_window
 from stream_dp.sources.sample import load_sample
 from tests.support.membership import recording_members

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from stream_dp.config import load_settings
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.dp.release_price import SHARE_EXPONENT, release_price
 from stream_dp.engine import OfflineEngine
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.vehicle_budget.price import SHARE_EXPONENT, release_price
 from tests.unit.release.test_budget_cells import _run as run_hours
 
 U, T, HOUR = 65.0, 10.0, 3600

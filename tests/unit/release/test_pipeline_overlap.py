@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 
 from stream_dp.dp.noise import LaplaceNoise
-from stream_dp.release import budget, budget_cells, budget_stages, stages
+from stream_dp.release import stages
 from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.vehicle_budget import cells as budget_cells
+from stream_dp.release.vehicle_budget import plan as budget
+from stream_dp.release.vehicle_budget import stages as budget_stages
 from stream_dp.release.window import release_window
 from tests.unit.release.test_vehicle_budget import _busy_windows, _params, _window
 

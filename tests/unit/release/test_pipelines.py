@@ -15,7 +15,8 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release import accounting
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.modes import FixedEpsilon, VehicleBudget
-from stream_dp.release.stages import Pipeline, pipelines_of
+from stream_dp.release.pipelines import pipelines_of
+from stream_dp.release.stages import Pipeline
 from stream_dp.release.window import release_window
 from tests.unit.release.charge_cases import charge_digests
 from tests.unit.release.test_vehicle_budget import _busy_windows, _params, _window
@@ -30,7 +31,7 @@ MODE_CLASSES = {"FixedEpsilon", "VehicleBudget", "ReleaseMode"}
 def _stage_methods() -> list[tuple[str, ast.FunctionDef]]:
     """Every ``run`` and ``begin`` of a class in release/ that derives from ``Stage``."""
     out = []
-    for path in sorted(RELEASE.glob("*.py")):
+    for path in sorted(RELEASE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ClassDef):
                 continue

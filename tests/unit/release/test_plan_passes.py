@@ -1,4 +1,5 @@
-"""The compiled passes over a vehicle-budget plan's entries (``stream_dp.dp.plan_passes``)
+"""The compiled passes over a vehicle-budget plan's entries
+(``stream_dp.release.vehicle_budget.plan_passes``)
 give exactly what the numpy forms they replace give (issue 25, the 1M-reading window): the
 plan's check, the planned pairs' counts and the window's charge, on plans with sit-outs,
 dropped cells and cells not released."""
@@ -14,13 +15,15 @@ import pytest
 from stream_dp.dp import kernels
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.plan_passes import read_payments
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
-from stream_dp.release import accounting, budget, budget_stages, window
+from stream_dp.release import accounting, window
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.records import WindowRelease
 from stream_dp.release.state import WindowCache
+from stream_dp.release.vehicle_budget import plan as budget
+from stream_dp.release.vehicle_budget import stages as budget_stages
+from stream_dp.release.vehicle_budget.plan_passes import read_payments
+from stream_dp.release.vehicle_budget.planner import BudgetPlan, plan_budget
 from stream_dp.release.window import release_window
 from tests.unit.dp.test_vehicle_budget_plan import T, U, random_occupancy
 from tests.unit.release.test_budget_fast_paths import _roaming_occupancy

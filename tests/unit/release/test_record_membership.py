@@ -95,7 +95,7 @@ def _release_harbour(
     """The windows released without noise as the offline engine releases them (an empty
     window is no window: the carry crosses it), with the members recorded and the span
     policy's actions counted."""
-    import stream_dp.release.budget_stages as stages_module
+    import stream_dp.release.vehicle_budget.stages as stages_module
     import stream_dp.release.window as window_module
 
     seen: Counter[str] = Counter()

@@ -16,10 +16,11 @@ from stream_dp.dp import kernels
 from stream_dp.dp.adaptive_cells import pair_groups
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release import adaptive, budget_cells, window
+from stream_dp.release import adaptive, window
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.adaptive import PairMoves, regroup
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.vehicle_budget import cells as budget_cells
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.state import rank_in_runs
 

@@ -1,5 +1,6 @@
 """Pool only where pooling keeps a cell within reach of T (docs/math.md §13.3,
-``release/span_policy.py``): moored vessels' readings pooled into a cell make it need more ε,
+``release/vehicle_budget/pooling.py``): moored vessels' readings pooled into a cell make it need
+more ε,
 so a cell that meets T alone is released alone instead of being lost to the pool."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.span_policy import choose_pooling, due_cells
+from stream_dp.release.vehicle_budget.pooling import choose_pooling, due_cells
 from tests.unit.release.test_vehicle_budget import (
     CELLS,
     HOUR,
@@ -160,7 +161,7 @@ def _harbour(hours: int, seed: int) -> list[list[tuple[int, int, float]]]:
 
 def test_the_harbour_data_exercises_the_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The property below runs where the policy acts: cells due and carried readings withheld."""
-    import stream_dp.release.budget_stages as stages_module
+    import stream_dp.release.vehicle_budget.stages as stages_module
 
     seen = {"due": 0, "withheld": 0}
     original = stages_module.choose_pooling

@@ -19,10 +19,10 @@ from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
-from stream_dp.dp.vehicle_budget import EPSILON_STEP, plan_budget
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.vehicle_budget.planner import EPSILON_STEP, plan_budget
 from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 

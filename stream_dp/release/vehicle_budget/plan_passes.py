@@ -7,7 +7,8 @@ Every result is the one numpy gives: integer counts, and per-vehicle ε summed i
 starting from 0.0, as ``np.bincount(vehicle, weights=...)`` sums (an entry numpy weighs 0.0
 adds nothing to a sum of positive ε). The check's and the kept pairs' passes are the
 compiled forms of :data:`stream_dp.dp.kernels.KEPT_PAYMENTS` and
-:data:`~stream_dp.dp.kernels.PLANNED_COUNTS` (numpy forms: :mod:`stream_dp.dp.plan_sums`);
+:data:`~stream_dp.dp.kernels.PLANNED_COUNTS` (numpy forms:
+:mod:`stream_dp.release.vehicle_budget.plan_sums`);
 ``release.accounting`` keeps the charge's numpy form.
 """
 
@@ -16,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from stream_dp.dp.epsilon_grid import EPSILON_STEP, ROUNDING_MARGIN
 from stream_dp.dp.float_mean import GRID_SLACK, SHARE_SLACK_UNIT
-from stream_dp.dp.vehicle_budget import EPSILON_STEP, ROUNDING_MARGIN
-from stream_dp.dp.vehicle_budget_kernel import round_up_one
+from stream_dp.release.vehicle_budget.planner_kernel import round_up_one
 
 
 @njit(cache=True, nogil=True)

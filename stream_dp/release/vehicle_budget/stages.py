@@ -12,21 +12,9 @@ import numpy as np
 
 from stream_dp.release.accounting import regroup_epsilon
 from stream_dp.release.bounding import Contributions
-from stream_dp.release.budget import budget_plan, check_plan, planned_bound, vehicle_room
-from stream_dp.release.budget_cells import budget_regroup
-from stream_dp.release.held import ReleasedCells, held_counts
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import rfc3339
-from stream_dp.release.span_policy import choose_pooling, with_aside
-from stream_dp.release.spans import (
-    deferred_pairs,
-    fresh_carry,
-    pooled,
-    pooled_with_own,
-    span_starts,
-    take_pairs,
-)
 from stream_dp.release.stages import (
     Account,
     CountStatistics,
@@ -39,6 +27,23 @@ from stream_dp.release.stages import (
     Withhold,
 )
 from stream_dp.release.state import Pooled, WindowState
+from stream_dp.release.vehicle_budget.cells import budget_regroup
+from stream_dp.release.vehicle_budget.held import ReleasedCells, held_counts
+from stream_dp.release.vehicle_budget.plan import (
+    budget_plan,
+    check_plan,
+    planned_bound,
+    vehicle_room,
+)
+from stream_dp.release.vehicle_budget.pooling import choose_pooling, with_aside
+from stream_dp.release.vehicle_budget.spans import (
+    deferred_pairs,
+    fresh_carry,
+    pooled,
+    pooled_with_own,
+    span_starts,
+    take_pairs,
+)
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
@@ -47,8 +52,9 @@ if TYPE_CHECKING:
 
 class Pool(Stage):
     """Spans (§13.3): the carry cut to the pairs young enough to pool
-    (:func:`~stream_dp.release.spans.fresh_carry`), the pooling choice
-    (:func:`~stream_dp.release.span_policy.choose_pooling`), and the window's pairs pooled
+    (:func:`~stream_dp.release.vehicle_budget.spans.fresh_carry`), the pooling choice
+    (:func:`~stream_dp.release.vehicle_budget.pooling.choose_pooling`), and the window's pairs
+    pooled
     with it; a stale carry, the carried pairs a window-alone cell leaves and, at the input's
     end, the pairs set aside are withheld."""
 
@@ -71,7 +77,7 @@ class Pool(Stage):
 
 class BudgetRegroup(Stage):
     """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan
-    (:func:`~stream_dp.release.budget_cells.budget_regroup`, §13.1)."""
+    (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1)."""
 
     name = "regroup"
 
@@ -83,7 +89,8 @@ class BudgetRegroup(Stage):
 
 class Plan(Stage):
     """Per-cell ε, caps and sit-outs from the occupancy and each vehicle's room in the ledger
-    (§13, :mod:`stream_dp.dp.vehicle_budget`), checked apart from the plan's own sums; what
+    (§13, :mod:`stream_dp.release.vehicle_budget.planner`), checked apart from the plan's own sums;
+    what
     it keeps bounds each vehicle (as CLIP-USER and the cap do at a fixed ε)."""
 
     name = "plan"
@@ -130,7 +137,8 @@ class SpanRecords(Stage):
 class Defer(Stage):
     """Spans (§13.3): the pairs no released record covers that may still wait, and the ones
     set aside, are carried on (none after the input's last window: withheld); what the
-    release leaves is then counted held or withheld (:mod:`stream_dp.release.held`)."""
+    release leaves is then counted held or withheld
+    (:mod:`stream_dp.release.vehicle_budget.held`)."""
 
     name = "defer"
 

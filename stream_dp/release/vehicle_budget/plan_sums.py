@@ -1,6 +1,7 @@
 """A vehicle-budget plan's sums in numpy: the numpy forms of
 :data:`stream_dp.dp.kernels.KEPT_PAYMENTS` and :data:`~stream_dp.dp.kernels.PLANNED_COUNTS`,
-whose compiled forms are single passes of :mod:`stream_dp.dp.plan_passes` (the same integers
+whose compiled forms are single passes of :mod:`stream_dp.release.vehicle_budget.plan_passes` (the
+same integers
 and floats: each sum adds the entries in entry order). Entries are grouped by cell, cell
 ``g``'s being ``cell_start[g]:cell_start[g + 1]`` (docs/math.md §13)."""
 

@@ -14,7 +14,7 @@ most one released record. Which pairs are carried is a function of the occupancy
 windows each pair has readings in) and the release's public choices. The carry is raw
 private columns: never published. Which carried pairs pool with a window at all (and which
 wait or are withheld because pooling would push their cell past T) is
-:mod:`stream_dp.release.span_policy`'s choice.
+:mod:`stream_dp.release.vehicle_budget.pooling`'s choice.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 1. *Price.* A unit passes when the ε it needs to meet T is at most what its vehicles can pay
    (:class:`~stream_dp.dp.adaptive_cells.UnitPrice`), instead of meeting T at one fixed ε.
 2. *Pool rather than wait.* The window's budget plan
-   (:func:`~stream_dp.release.budget.budget_plan`) is computed on the chosen cells; a cell
+   (:func:`~stream_dp.release.vehicle_budget.plan.budget_plan`) is computed on the chosen cells; a
+   cell
    finer than the coarsest resolution that it does not release now (dropped: its vehicles,
    sharing their room with their other cells, cannot pay it; or above its release price,
    docs/math.md §13.3) is refused and the cells are chosen again, so its readings pool into its
@@ -26,12 +27,12 @@ import h3
 import numpy as np
 
 from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice
-from stream_dp.dp.unsupported import release_needs
 from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
-from stream_dp.release.budget import budget_mode, budget_plan, unit_price
 from stream_dp.release.selection import occupancy_of, select_cells
-from stream_dp.release.spans import first_window_of
+from stream_dp.release.vehicle_budget.plan import budget_mode, budget_plan, unit_price
+from stream_dp.release.vehicle_budget.spans import first_window_of
+from stream_dp.release.vehicle_budget.unsupported import release_needs
 
 if TYPE_CHECKING:
     from stream_dp.dp.occupancy import Occupancy
@@ -113,7 +114,8 @@ def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
 def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: ReleaseParams) -> str:
     """One line on the readings the choice withholds (they miss T at the coarsest resolution at
     the ε their vehicles' rooms pay): how many, and the T or the B that would release the
-    largest of their coarsest cells (:func:`~stream_dp.dp.unsupported.release_needs`).
+    largest of their coarsest cells
+    (:func:`~stream_dp.release.vehicle_budget.unsupported.release_needs`).
     Counts only: no vehicle."""
     cell_out = chosen.unit_of_cell < 0
     parents = [h3.cell_to_parent(columns.cell_names[i], params.coarsest)
@@ -162,7 +164,7 @@ def _unit_starts(
 ) -> np.ndarray | None:
     """Per chosen cell (``cells``: indices into ``chosen.names``) the start of its span: the
     earliest of its observed cells' (the same minimum over its pairs as
-    :func:`~stream_dp.release.spans.span_starts` reads off the regrouped log)."""
+    :func:`~stream_dp.release.vehicle_budget.spans.span_starts` reads off the regrouped log)."""
     if observed_start is None:
         return None
     unit_start = np.full(len(chosen.names), np.iinfo(np.int64).max, dtype=np.int64)

@@ -29,7 +29,7 @@ import h3
 import numpy as np
 
 from stream_dp.release.adaptive import adaptive_choice
-from stream_dp.release.spans import pooled, take_pairs
+from stream_dp.release.vehicle_budget.spans import pooled, take_pairs
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:

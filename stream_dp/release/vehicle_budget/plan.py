@@ -1,5 +1,6 @@
 """The vehicle-budget stage's glue (docs/math.md §13): each vehicle's room from the ledger,
-the plan of :mod:`stream_dp.dp.vehicle_budget`, and what it bounds each vehicle to (kept
+the plan of :mod:`stream_dp.release.vehicle_budget.planner`, and what it bounds each vehicle to
+(kept
 entries, per-cell caps: a :class:`~stream_dp.release.bounding.BoundedPairs`, as CLIP-USER
 and the cap make on the fixed-ε path)."""
 
@@ -16,14 +17,14 @@ from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import variance_sensitivity
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.pseudo_user import PseudoUserResult
-from stream_dp.dp.release_price import release_price
-from stream_dp.dp.vehicle_budget import BudgetPlan, plan_budget
 from stream_dp.release.accounting import vehicle_room as room_of
 from stream_dp.release.bounding import BoundedPairs
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
-from stream_dp.release.span_policy import due_cells
-from stream_dp.release.spans import span_starts
+from stream_dp.release.vehicle_budget.planner import BudgetPlan, plan_budget
+from stream_dp.release.vehicle_budget.pooling import due_cells
+from stream_dp.release.vehicle_budget.price import release_price
+from stream_dp.release.vehicle_budget.spans import span_starts
 
 if TYPE_CHECKING:
     from stream_dp.release.state import WindowState
@@ -72,7 +73,8 @@ SHORT_SPAN_SHARE = 0.5
 def budget_plan(
     state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
 ) -> BudgetPlan:
-    """The window's per-cell ε and sit-outs (:func:`~stream_dp.dp.vehicle_budget.plan_budget`);
+    """The window's per-cell ε and sit-outs
+    (:func:`~stream_dp.release.vehicle_budget.planner.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
     and the plan computed again (each round drops at least one cell more, so at most one round
     per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`). Unchecked: the
@@ -99,7 +101,7 @@ def _plan(
     held: np.ndarray | None,
     ceiling: np.ndarray | None,
 ) -> BudgetPlan:
-    """:func:`~stream_dp.dp.vehicle_budget.plan_budget` with the window's settings."""
+    """:func:`~stream_dp.release.vehicle_budget.planner.plan_budget` with the window's settings."""
     params = state.params
     return plan_budget(
         occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
@@ -119,11 +121,13 @@ def epsilon_ceiling(
     state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
 ) -> np.ndarray | None:
     """Per cell, the most ε it may take now: its release price (§13.3,
-    :func:`~stream_dp.dp.release_price.release_price`) from its span so far and its vehicles'
+    :func:`~stream_dp.release.vehicle_budget.price.release_price`) from its span so far and its
+    vehicles'
     rooms; a due cell's, the burst times the share of ``max_span_hours`` its span covers, at
     least :data:`SHORT_SPAN_SHARE`. None (the burst for every cell) without spans or at the
     input's last window (no later release to wait for). ``span_start``: per cell the start of
-    its span (default: :func:`~stream_dp.release.spans.span_starts` from the reading log)."""
+    its span (default: :func:`~stream_dp.release.vehicle_budget.spans.span_starts` from the reading
+    log)."""
     params, mode = state.params, budget_mode(state.params)
     if state.adaptive is None or not mode.spans or state.last:
         return None

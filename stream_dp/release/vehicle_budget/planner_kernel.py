@@ -2,7 +2,7 @@
 and every round, with no Python between rounds.
 
 Every float is computed by the same operations, in the same order, as the numpy expressions
-of :func:`stream_dp.dp.vehicle_budget.round_up` and the reference plan
+of :func:`stream_dp.dp.epsilon_grid.round_up` and the reference plan
 (``tests.support.vehicle_budget_reference``, its ``cheapest_epsilon``): a cell's ε
 from integer sums, the sit-outs' scores and their running sum over the over-room vehicles in
 ascending order. A vehicle's payment is summed over its kept entries once, then moved by each
@@ -154,7 +154,8 @@ def cost_cell(
 
 @njit(cache=True, nogil=True)
 def round_up_one(epsilon: float, grow: float, step: float) -> float:  # pragma: no cover
-    """One value of :func:`stream_dp.dp.vehicle_budget.round_up` (``grow`` = 1 + margin)."""
+    """One value of :func:`stream_dp.dp.epsilon_grid.round_up` (``grow`` = 1 +
+    margin)."""
     if not np.isfinite(epsilon):
         return np.inf
     ticks = np.ceil(epsilon * grow / step - 1e-9)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.dp.epsilon_grid import EPSILON_STEP, ROUNDING_MARGIN
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 from stream_dp.dp.occupancy import Occupancy
 
@@ -39,13 +40,6 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-#: The grid of per-cell ε (rounded up to it): 2^-7, dyadic, so every grid value and every
-#: ledger sum of them (up to 2^46) is exact in binary floating point, and the exact Laplace
-#: sampler's scale ``(Δ + 2^k) / ε`` has integers that fit the compiled path (``laplace_kernel``).
-EPSILON_STEP = 2.0**-7
-#: Relative margin on the needed ε before rounding, so float rounding never lifts the
-#: published error bar above T.
-ROUNDING_MARGIN = 1e-7
 _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: A plan's round re-sums only the payments that may have changed (of the vehicles in the
 #: cells whose ε changed, and of those that sat out) when those cells' entries and sat-out
@@ -57,7 +51,8 @@ _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: then only chooses whether those vehicles or all are compared with their rooms.
 _FEW = 16
 #: Whether a plan's later rounds move the payments by each change instead of summing them
-#: again (exact on the grid, :func:`stream_dp.dp.vehicle_budget_kernel.plan_rounds`); the
+#: again (exact on the grid, :func:`stream_dp.release.vehicle_budget.planner_kernel.plan_rounds`);
+#: the
 #: tests switch it off to compare.
 UPDATE_PAYMENTS = True
 
@@ -78,13 +73,6 @@ class BudgetPlan:
         return ~np.isfinite(self.epsilon)
 
 
-def round_up(epsilon: FloatArray) -> FloatArray:
-    """``epsilon`` rounded up to the ``EPSILON_STEP`` grid (+inf stays)."""
-    with np.errstate(invalid="ignore"):
-        ticks = np.ceil(epsilon * (1.0 + ROUNDING_MARGIN) / EPSILON_STEP - 1e-9)
-    return np.where(np.isfinite(epsilon), np.maximum(ticks, 1.0) * EPSILON_STEP, np.inf)
-
-
 def plan_budget(
     occupancy: Occupancy,
     room: FloatArray,
@@ -101,9 +89,10 @@ def plan_budget(
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
-    released now (they wait for more windows, :mod:`stream_dp.release.spans`).
+    released now (they wait for more windows, :mod:`stream_dp.release.vehicle_budget.spans`).
 
-    One compiled call (:func:`stream_dp.dp.vehicle_budget_kernel.plan_rounds`): the first
+    One compiled call (:func:`stream_dp.release.vehicle_budget.planner_kernel.plan_rounds`): the
+    first
     round costs every cell; each later round only the cells some vehicle left, and only the
     payments of the vehicles read in them. The first round sums each payment; later rounds
     move it by each change (a sit-out's ε, a repriced cell's change of ε). Every ε is a whole
@@ -114,9 +103,10 @@ def plan_budget(
 
     ``ceiling``: per cell the most ε it may take now (the release price, docs/math.md
     §13.3); a cell whose ε passes it is held too and the plan computed again, until none does
-    (:func:`stream_dp.dp.vehicle_budget_kernel.plan_priced`: all these plans in one call)."""
-    from stream_dp.dp import vehicle_budget_kernel as kernel  # numba: imported on first use
+    (:func:`stream_dp.release.vehicle_budget.planner_kernel.plan_priced`: all these plans in one
+    call)."""
     from stream_dp.dp.ordering import counting_sort_fits
+    from stream_dp.release.vehicle_budget import planner_kernel as kernel  # numba: on first use
 
     n_cells, n_vehicles = len(occupancy.cells), len(occupancy.vehicles)
     if len(room) != n_vehicles:
