@@ -20,7 +20,6 @@ from stream_dp.commands.shared import (
     CliError,
     add_bootstrap_option,
     plain_text,
-    require_public_occupancy,
 )
 from stream_dp.config import ConfigError, Settings
 
@@ -63,7 +62,6 @@ def serve_settings(args: argparse.Namespace) -> Settings:
         "log_format": args.log_format,
     }
     settings = settings_from_args(args, **given)
-    require_public_occupancy(settings, "serve")
     if settings.web_port == 0:  # Faust binds the port it is given, and refuses 0
         raise CliError(
             "invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): serve needs a port "
