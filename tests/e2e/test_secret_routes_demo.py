@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from stream_dp.kafka.embedded_broker import EmbeddedBrokerError, resolve_broker_binary
 from tests.e2e.waiting import PATIENCE_S
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -19,11 +18,8 @@ ROOT = Path(__file__).parents[2]
 ROW = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d +(\d+) +(\S+) +(\S+)  (\d+) cars, ", re.MULTILINE)
 
 
-def test_the_secret_routes_demo_shows_cells(monkeypatch: pytest.MonkeyPatch) -> None:
-    try:
-        resolve_broker_binary()
-    except EmbeddedBrokerError as exc:
-        pytest.skip(f"embedded Tansu broker unavailable: {exc}")
+def test_the_secret_routes_demo_shows_cells(broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(``broker``: the embedded broker's binary runs here; the demo starts its own.)"""
     for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
         monkeypatch.delenv(name)
     done = subprocess.run(
