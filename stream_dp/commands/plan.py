@@ -54,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--vehicles",
-        metavar="N,N,...",
-        help="secret-routes: the vehicle counts of the table (default "
+        metavar="TEXT",
+        help="secret-routes: the vehicle counts of the table, comma-separated (default "
         f"{','.join(map(str, DEFAULT_COUNTS))})",
     )
     parser.add_argument(
