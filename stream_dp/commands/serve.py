@@ -22,6 +22,7 @@ from stream_dp.commands.shared import (
     plain_text,
 )
 from stream_dp.config import ConfigError, Settings
+from stream_dp.secret_routes import SECRET_ROUTES
 
 if TYPE_CHECKING:
     from stream_dp.worker.metrics import ServiceMetrics
@@ -73,10 +74,23 @@ def serve_settings(args: argparse.Namespace) -> Settings:
 def busiest_period_line(metrics: ServiceMetrics, settings: Settings) -> str:
     """The busiest vehicle's loss over the budget period, as the worker last exported it,
     beside the promise (the worker's last line)."""
+    if settings.privacy_model == SECRET_ROUTES:
+        return secret_period_line(metrics, settings)
     worst = metrics.busiest_period_loss()
     return (
         f"busiest vehicle's loss over the last {period_words(settings.budget_period_seconds)}: "
         f"epsilon {worst:.2f} (basic); {promise_line(settings)}"
+    )
+
+
+def secret_period_line(metrics: ServiceMetrics, settings: Settings) -> str:
+    """Secret routes (docs/math.md §14.5): the loss every vehicle has taken over the period
+    so far, the same for all, beside B per period."""
+    epsilon, delta = metrics.model_period_loss(SECRET_ROUTES)
+    return (
+        f"every vehicle's loss over the period so far (secret-routes): epsilon {epsilon:.2f} "
+        f"at delta {delta:.2g}; promise: at most epsilon {settings.vehicle_budget:g} at delta "
+        f"{settings.accounting_delta:g} per {period_words(settings.budget_period_seconds)}"
     )
 
 

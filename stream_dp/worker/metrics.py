@@ -26,6 +26,14 @@ class ServiceMetrics:
         name = "stream_dp_vehicle_privacy_loss_period_max_epsilon"
         return self.registry.get_sample_value(name) or 0.0
 
+    def model_period_loss(self, model: str) -> tuple[float, float]:
+        """The (epsilon, delta) every vehicle has spent over the period under ``model``, as
+        last exported ((0, 0): no window stored yet)."""
+        labels = {"privacy_model": model}
+        epsilon = self.registry.get_sample_value("stream_dp_privacy_model_period_epsilon", labels)
+        delta = self.registry.get_sample_value("stream_dp_privacy_model_period_delta", labels)
+        return epsilon or 0.0, delta or 0.0
+
     def set_model_loss(self, summary: dict[str, Any]) -> None:
         """A secret-routes window summary's (epsilon, delta), per window and over the period
         so far (docs/math.md §14), labelled with the model that protected it."""
