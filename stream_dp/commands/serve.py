@@ -89,8 +89,19 @@ def secret_period_line(metrics: ServiceMetrics, settings: Settings) -> str:
     epsilon, delta = metrics.model_period_loss(SECRET_ROUTES)
     return (
         f"every vehicle's loss over the period so far (secret-routes): epsilon {epsilon:.2f} "
-        f"at delta {delta:.2g}; promise: at most epsilon {settings.vehicle_budget:g} at delta "
-        f"{settings.accounting_delta:g} per {period_words(settings.budget_period_seconds)}"
+        f"at delta {delta:.2g}; {start_line(settings)}"
+    )
+
+
+def start_line(settings: Settings) -> str:
+    """The worker's first line: the promise, and under secret routes the model's own (every
+    vehicle, at delta; docs/math.md §14.5)."""
+    if settings.privacy_model != SECRET_ROUTES:
+        return promise_line(settings)
+    return (
+        f"promise (secret-routes): every vehicle loses at most epsilon "
+        f"{settings.vehicle_budget:g} at delta {settings.accounting_delta:g} per "
+        f"{period_words(settings.budget_period_seconds)}"
     )
 
 
@@ -113,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     settings = serve_settings(args)
     log_config = logging_config(args.log_level, settings.log_format)
     logging.config.dictConfig(log_config)
-    log.info("%s", promise_line(settings))
+    log.info("%s", start_line(settings))
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 

@@ -99,5 +99,7 @@ def test_serve_ends_with_every_vehicle_s_period_loss_under_secret_routes() -> No
     settings = load_settings(privacy_model="secret-routes")
     assert serve.busiest_period_line(metrics, settings) == (
         "every vehicle's loss over the period so far (secret-routes): epsilon 1.08 at delta "
-        "9e-07; promise: at most epsilon 14 at delta 1e-06 per 7 days"
+        "9e-07; promise (secret-routes): every vehicle loses at most epsilon 14 at delta "
+        "1e-06 per 7 days"
     )
+    assert serve.start_line(settings).startswith("promise (secret-routes): every vehicle")
