@@ -5,7 +5,8 @@ bundled New York Harbor AIS week (tracktable-data, BSD-2-Clause) into the readin
 and prints each window's release as it is published, then a summary. --hours N replays the
 busiest N consecutive hours of the week (most vessel-hours), not its first: the week starts
 at 23:00 New York time, and its first night hours have too few vessels for any cell to
-meet the accuracy target. With --keep-running
+meet the accuracy target. Under --privacy-model secret-routes it replays a dense synthetic
+city instead (the AIS week has too few vessels per cell for that model). With --keep-running
 the broker, the worker and its dashboard stay up after the replay until SIGINT or SIGTERM.
 """
 
@@ -23,11 +24,13 @@ from typing import Any
 
 import orjson
 
+from stream_dp.commands import demo_secret
 from stream_dp.commands.basemap_options import add_basemap_options
 from stream_dp.commands.profile import promise
 from stream_dp.commands.release import add_release_options, settings_from_args
-from stream_dp.commands.shared import CliError, plain_text, require_public_occupancy
+from stream_dp.commands.shared import CliError, plain_text
 from stream_dp.config import Settings
+from stream_dp.secret_routes import SECRET_ROUTES
 
 HOUR = 3600
 
@@ -92,8 +95,8 @@ def demo_settings(args: argparse.Namespace) -> Settings:
     on its own); never ``require_existing_ledger``, whatever the environment says (its broker
     starts empty)."""
     settings = settings_from_args(args, **DEMO_DEFAULTS)
-    require_public_occupancy(settings, "demo")
-    if args.hours is not None and settings.vehicle_budget is not None:
+    secret = settings.privacy_model == SECRET_ROUTES  # no spans there (docs/math.md §14)
+    if args.hours is not None and settings.vehicle_budget is not None and not secret:
         if "max_span_hours" not in settings.model_fields_set:
             # A replay of N hours holds no span longer than N: its last window then releases
             # what is still pooling (or withholds it) instead of leaving it pending after it.
@@ -111,16 +114,25 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
     # SIGTERM cancels the demo like Ctrl-C does, so the worker and the broker are stopped.
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _current_task().cancel)
-    readings = replayed_readings(args.hours)
-    windows = {int(r["ts"] // settings.window_seconds) for r in readings}
-    span = ""
-    if args.hours is not None and readings:
-        first = readings[0]["ts"] // HOUR * HOUR
-        span = f"; {rfc3339(first)} to {rfc3339(first + len(windows) * HOUR)}, the busiest"
-    print(
-        f"sample: {len(readings):,} AIS readings of {len({r['vehicle_id'] for r in readings})} "
-        f"vessels, {len(windows)} hourly windows (NY Harbor, Dec 2020; tracktable-data{span})"
-    )
+    secret = settings.privacy_model == SECRET_ROUTES
+    if secret:
+        hours = args.hours or demo_secret.DEFAULT_HOURS
+        readings = demo_secret.dense_city_readings(hours)
+        windows = {int(r["ts"] // settings.window_seconds) for r in readings}
+        print(demo_secret.sample_line(readings, hours))
+        print(demo_secret.threshold_line(settings))
+    else:
+        readings = replayed_readings(args.hours)
+        windows = {int(r["ts"] // settings.window_seconds) for r in readings}
+        span = ""
+        if args.hours is not None and readings:
+            first = readings[0]["ts"] // HOUR * HOUR
+            span = f"; {rfc3339(first)} to {rfc3339(first + len(windows) * HOUR)}, the busiest"
+        vessels = len({r["vehicle_id"] for r in readings})
+        print(
+            f"sample: {len(readings):,} AIS readings of {vessels} vessels, {len(windows)} "
+            f"hourly windows (NY Harbor, Dec 2020; tracktable-data{span})"
+        )
     web_port = args.web_port or free_loopback_port()
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         conn = connection_from_settings(settings, broker.bootstrap)
@@ -139,8 +151,11 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
                 f"({stats.readings / max(stats.seconds, 1e-9):,.0f} readings/s)"
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
-            _print_summary(summaries, settings)
-            print("\n".join(ledger_lines(await vehicle_losses(conn, settings), settings)))
+            if secret:
+                print("\n".join(demo_secret.summary_lines(summaries)))
+            else:
+                _print_summary(summaries, settings)
+                print("\n".join(ledger_lines(await vehicle_losses(conn, settings), settings)))
             if args.keep_running:
                 print(
                     f"\nstill running: dashboard {base}/dashboard, metrics {base}/metrics "
@@ -286,11 +301,15 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
     summaries: list[dict[str, Any]] = []
     seen: set[str] = set()
     cells: dict[str, list[dict[str, Any]]] = {}
-    print(_legend(settings))
-    print(
-        f"{'window (UTC)':<17} {'cells':>5} {'vessels':>7} {'readings':>8} {'G1->K':>7} "
-        f"{'K*eps':>6} {'eps spent':>9} {'error bound':>11}  busiest cell: mean km/h"
-    )
+    secret = settings.privacy_model == SECRET_ROUTES
+    if secret:
+        print(demo_secret.HEADER)
+    else:
+        print(_legend(settings))
+        print(
+            f"{'window (UTC)':<17} {'cells':>5} {'vessels':>7} {'readings':>8} {'G1->K':>7} "
+            f"{'K*eps':>6} {'eps spent':>9} {'error bound':>11}  busiest cell: mean km/h"
+        )
     spent = 0.0
     offset = 0
     while len(summaries) < expected:
@@ -306,8 +325,12 @@ async def _follow_releases(conn: Any, settings: Settings, expected: int) -> list
                     cells.setdefault(record["window_end"], []).append(record)
                     continue
                 summaries.append(record)
+                window_cells = cells.pop(record["window_end"], [])
+                if secret:
+                    print(demo_secret.window_line(record, window_cells), flush=True)
+                    continue
                 spent += record["privacy_loss"]
-                line = _window_line(record, cells.pop(record["window_end"], []), spent, settings)
+                line = _window_line(record, window_cells, spent, settings)
                 print(line, flush=True)
         await asyncio.sleep(0.5)
     return summaries

@@ -1,4 +1,5 @@
-"""`stream-dp plan OCCUPANCY.csv`: what the release would do to one window's occupancy."""
+"""`stream-dp plan OCCUPANCY.csv`: what the release would do to one window's occupancy;
+`stream-dp plan --privacy-model secret-routes`: what a cell would cost and give there."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import json
 from typing import Any
 
 from stream_dp.commands.shared import CliError, collector_paused, require_public_occupancy
+from stream_dp.config import ConfigError, load_settings
 from stream_dp.options.setting_options import setting_default, setting_metavar
+from stream_dp.secret_routes import PUBLIC_OCCUPANCY, SECRET_ROUTES
+from stream_dp.secret_routes.params import SecretRoutesParams
+from stream_dp.secret_routes.plan import DEFAULT_COUNTS, format_outlook, outlook
 
 DESCRIPTION = """\
 Run the release's own stages (adaptive cells, selection, CLIP-USER, the pseudo-user step,
@@ -23,6 +28,10 @@ occupancy, which the privacy model treats as public.
 The input is a CSV (or .csv.gz) with a header containing cell, vehicle and count, in any
 order; other columns are ignored and repeated (cell, vehicle) rows are summed. The output
 names vehicle ids (suppressed pairs): it is an operator tool, do not publish it.
+With --privacy-model secret-routes no occupancy is read (none is public there): the plan
+reports, from the settings alone, the threshold a cell's noisy vehicle count must reach, the
+epsilon and delta each window costs every vehicle, and over a table of vehicle counts n the
+chance a cell of n vehicles is shown and its 95 % error bar (docs/math.md §14).
 """
 
 
@@ -33,7 +42,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
     )
     parser.add_argument(
-        "occupancy", metavar="OCCUPANCY.csv", help="CSV or .csv.gz with cell,vehicle,count"
+        "occupancy",
+        metavar="OCCUPANCY.csv",
+        nargs="?",
+        help="CSV or .csv.gz with cell,vehicle,count (public-occupancy only)",
+    )
+    parser.add_argument(
+        "--privacy-model",
+        choices=(PUBLIC_OCCUPANCY, SECRET_ROUTES),
+        help=f"the model planned (default {setting_default('privacy_model')})",
+    )
+    parser.add_argument(
+        "--vehicles",
+        metavar="TEXT",
+        help="secret-routes: the vehicle counts of the table, comma-separated (default "
+        f"{','.join(map(str, DEFAULT_COUNTS))})",
     )
     parser.add_argument(
         "--epsilon", metavar="X", help=f"per-cell budget (default {setting_default('epsilon')})"
@@ -100,7 +123,57 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
 
 def run(args: argparse.Namespace) -> int:
     with collector_paused():  # a plan is one short computation (start-up included)
+        if _privacy_model(args) == SECRET_ROUTES:
+            return _plan_secret_routes(args)
+        if args.occupancy is None:
+            raise CliError(
+                "plan: OCCUPANCY.csv is required (but with --privacy-model secret-routes)"
+            )
         return _plan(args)
+
+
+def _privacy_model(args: argparse.Namespace) -> str:
+    """``--privacy-model``, else the settings' (``STREAM_DP_PRIVACY_MODEL``, the file)."""
+    if args.privacy_model is not None:
+        return str(args.privacy_model)
+    try:
+        return load_settings().privacy_model
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _plan_secret_routes(args: argparse.Namespace) -> int:
+    """The secret-routes outlook: public parameters only, no file read (docs/math.md §14)."""
+    if args.occupancy is not None:
+        raise CliError("plan --privacy-model secret-routes reads no occupancy: drop OCCUPANCY.csv")
+    values = {"upper": args.upper, "epsilon": args.epsilon, "error_bound": args.error_bound}
+    flags = {name for name, value in values.items() if value is not None}
+    for option, _ in _SETTINGS_OPTIONS:
+        name = option[2:].replace("-", "_")
+        values[name] = getattr(args, name)
+        if values[name] is not None:
+            flags.add(name)
+    counts = tuple(_vehicle_counts(args.vehicles))
+    try:
+        settings = load_settings(flags=flags, privacy_model=SECRET_ROUTES, **values)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    params = SecretRoutesParams.from_settings(settings)
+    print(format_outlook(params, outlook(params, counts)))
+    return 0
+
+
+def _vehicle_counts(text: str | None) -> list[int]:
+    """``--vehicles``: positive integers, comma-separated (None: the defaults)."""
+    if text is None:
+        return list(DEFAULT_COUNTS)
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise CliError(f"invalid --vehicles: positive integers, comma-separated, got {text!r}")
+    return counts
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -20,9 +20,9 @@ from stream_dp.commands.shared import (
     CliError,
     add_bootstrap_option,
     plain_text,
-    require_public_occupancy,
 )
 from stream_dp.config import ConfigError, Settings
+from stream_dp.secret_routes import SECRET_ROUTES
 
 if TYPE_CHECKING:
     from stream_dp.worker.metrics import ServiceMetrics
@@ -63,7 +63,6 @@ def serve_settings(args: argparse.Namespace) -> Settings:
         "log_format": args.log_format,
     }
     settings = settings_from_args(args, **given)
-    require_public_occupancy(settings, "serve")
     if settings.web_port == 0:  # Faust binds the port it is given, and refuses 0
         raise CliError(
             "invalid setting web_port (--web-port / STREAM_DP_WEB_PORT): serve needs a port "
@@ -75,10 +74,34 @@ def serve_settings(args: argparse.Namespace) -> Settings:
 def busiest_period_line(metrics: ServiceMetrics, settings: Settings) -> str:
     """The busiest vehicle's loss over the budget period, as the worker last exported it,
     beside the promise (the worker's last line)."""
+    if settings.privacy_model == SECRET_ROUTES:
+        return secret_period_line(metrics, settings)
     worst = metrics.busiest_period_loss()
     return (
         f"busiest vehicle's loss over the last {period_words(settings.budget_period_seconds)}: "
         f"epsilon {worst:.2f} (basic); {promise_line(settings)}"
+    )
+
+
+def secret_period_line(metrics: ServiceMetrics, settings: Settings) -> str:
+    """Secret routes (docs/math.md §14.5): the loss every vehicle has taken over the period
+    so far, the same for all, beside B per period."""
+    epsilon, delta = metrics.model_period_loss(SECRET_ROUTES)
+    return (
+        f"every vehicle's loss over the period so far (secret-routes): epsilon {epsilon:.2f} "
+        f"at delta {delta:.2g}; {start_line(settings)}"
+    )
+
+
+def start_line(settings: Settings) -> str:
+    """The worker's first line: the promise, and under secret routes the model's own (every
+    vehicle, at delta; docs/math.md §14.5)."""
+    if settings.privacy_model != SECRET_ROUTES:
+        return promise_line(settings)
+    return (
+        f"promise (secret-routes): every vehicle loses at most epsilon "
+        f"{settings.vehicle_budget:g} at delta {settings.accounting_delta:g} per "
+        f"{period_words(settings.budget_period_seconds)}"
     )
 
 
@@ -101,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     settings = serve_settings(args)
     log_config = logging_config(args.log_level, settings.log_format)
     logging.config.dictConfig(log_config)
-    log.info("%s", promise_line(settings))
+    log.info("%s", start_line(settings))
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
 

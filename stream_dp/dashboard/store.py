@@ -30,7 +30,8 @@ SUMMARY_FIELDS = (
     "privacy_loss", "privacy_loss_unclipped", "error_bound", "mechanism", "resolution",
     "budget_cap", "budget_period_seconds",
     "vehicles_budget_limited", "pairs_withheld_budget", "readings_dropped_late", "delta",
-    "status", "error",
+    "status", "error", "privacy_model", "epsilon_window", "delta_window", "epsilon_period",
+    "delta_period", "windows_in_period", "threshold_vehicles",
 )  # fmt: skip
 
 
@@ -170,7 +171,7 @@ class ReleaseStore:
         for end in sorted(self.by_end, key=_epoch)[:excess]:
             window = self.by_end.pop(end)
             if window.summary is not None:
-                lost = float(window.summary.get("privacy_loss", 0.0))
+                lost = window_loss(window.summary)
                 self._forgotten.append((window.epoch, lost))
 
     def index(self) -> list[dict[str, Any]]:
@@ -186,7 +187,7 @@ class ReleaseStore:
         held = [w for w in self.windows.values() if w.summary is not None]
         losses = sorted(
             [(began, lost, None) for began, lost in self._forgotten]
-            + [(w.epoch, float((w.summary or {}).get("privacy_loss", 0.0)), w) for w in held],
+            + [(w.epoch, window_loss(w.summary or {}), w) for w in held],
             key=lambda item: item[0],
         )
         starts = [began for began, _, _ in losses]
@@ -234,6 +235,12 @@ class ReleaseStore:
             for record in window.cells.values()
             if _epoch(record["window_start"]) <= at < _epoch(record["window_end"])
         )
+
+
+def window_loss(summary: dict[str, Any]) -> float:
+    """A window's loss in the cumulative sums: K·ε (public occupancy), or the ε every vehicle
+    spends on it (secret routes, docs/math.md §14; summed, a bound of the composed ε)."""
+    return float(summary.get("privacy_loss", summary.get("epsilon_window", 0.0)))
 
 
 def _drawable(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

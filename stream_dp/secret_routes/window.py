@@ -35,8 +35,19 @@ class SecretRoutesReleaser:
             for empty in self._gap_before(start):
                 yield self.release(empty, WindowColumns.from_partials([]))
             columns = coordinator.merged(start)
-            coordinator.mark_released(start)
+            coordinator.mark_released(start, from_partials=True)
             yield self.release(start, columns)
+
+    def note_stored(self, start: int, windows_in_period: int) -> None:
+        """A stored window's summary read back (a restart's rebuild): the period's windows are
+        the ``windows_in_period`` consecutive ones ending at ``start`` (every window from the
+        first on is released, §14.7), so the count never restarts lower than it was."""
+        if self.last is not None and start < self.last:
+            return
+        step = self.params.window_seconds
+        first = start - (windows_in_period - 1) * step
+        self.recent = deque(range(first, start + step, step))
+        self.last = start
 
     def _gap_before(self, start: int) -> range:
         if self.last is None:

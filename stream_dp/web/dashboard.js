@@ -25,6 +25,12 @@ function spanText(start, end) {
   return `${d0} ${t0}–${d1} ${t1}`;
 }
 const spanHours = (c) => (Date.parse(c.window_end) - Date.parse(c.window_start)) / 3600000;
+// Secret routes (docs/math.md §14): noisy counts and an interval, every vehicle's (ε, δ).
+const SECRET = "secret-routes";
+const isSecret = (r) => r && r.privacy_model === SECRET;
+const modelOf = (r) => (r && r.privacy_model) || "public-occupancy";
+const vehiclesText = (c) => (typeof c.n_vehicles_noisy === "number"
+  ? `≈ ${Math.round(c.n_vehicles_noisy)} vehicles (noisy count)` : plural(c.n_vehicles, "vehicle"));
 const hasCells = (w) => w.status !== "failed" && (w.cells_released ?? w.cells_received) > 0;
 
 // --- colour scale: the stops of stream_dp.dashboard.colour_scale over [0, U] -----------
@@ -141,7 +147,7 @@ function onCellHover(event) {
   const c = state.cells.get(path.dataset.cell);
   const err = typeof c.mean_error === "number" ? ` ± ${c.mean_error.toFixed(2)}` : " ± —";
   tip.textContent = `${c.mean.toFixed(2)}${err} ${state.config.units} · ` +
-    plural(c.n_vehicles, "vehicle") +
+    vehiclesText(c) +
     (spanHours(c) > 1 ? ` · ${spanText(c.window_start, c.window_end)}` : "");
   tip.style.left = `${event.clientX + 12}px`;
   tip.style.top = `${event.clientY + 12}px`;
@@ -156,10 +162,26 @@ function onCellClick(event) {
   showRecord(state.cells.get(path.dataset.cell));
 }
 
+function secretRows(c) {
+  const u = state.config.units;
+  return [
+    ["cell", `${c.cell} (res ${c.resolution})`],
+    ["window", spanText(c.window_start, c.window_end)],
+    ["privacy model", `${SECRET} (the routes are secret too)`],
+    ["vehicles (noisy count)", fmt(c.n_vehicles_noisy, 1)],
+    [`mean (${u})`, `${fmt(c.mean, 2)} ± ${fmt(c.mean_error, 2)}`],
+    [`${Math.round((c.interval_level ?? 0.95) * 100)} % interval (${u})`,
+      `[${fmt(c.mean_low, 2)}, ${fmt(c.mean_high, 2)}]`],
+    ["ε · δ (this window, every vehicle)",
+      `${fmt(c.epsilon_window, 3)} · ${c.delta_window?.toExponential(1) ?? "—"}`],
+    ["release id", c.release_id],
+  ];
+}
+
 function showRecord(c) {
   const u = state.config.units;
   const pm = (v, e, d) => `${fmt(v, d)} ± ${fmt(e, d)}`;
-  const rows = [
+  const rows = isSecret(c) ? secretRows(c) : [
     ["cell", `${c.cell} (res ${c.resolution})`],
     ["span", `${spanText(c.window_start, c.window_end)} (${plural(spanHours(c), "hour")})`],
     ["vehicles", c.n_vehicles], ["readings (whole span)", c.n_readings],
@@ -189,6 +211,7 @@ function showBudget(w) {
   panel.dataset.cumulativeEpsilon = w ? String(w.cumulative_epsilon) : "";
   panel.dataset.window = w ? w.window_start : "";
   showParams(w);
+  $("b-model").textContent = w ? modelOf(w) : "—";
   $("b-cumulative").textContent = w ? fmt(w.cumulative_epsilon, 2) : "—";
   $("b-period").textContent = w && typeof w.period_loss_bound === "number"
     ? `≤ ${fmt(w.period_loss_bound, 2)} (${fmt(w.budget_period_seconds / 3600, 0)} h)` : "—";
@@ -199,6 +222,15 @@ function showBudget(w) {
   $("b-withheld").textContent = w && w.cells_withheld !== undefined ? w.cells_withheld : "—";
   $("b-held").textContent = w && w.cells_held !== undefined ? w.cells_held : "—";
   $("b-counts").textContent = w ? `${w.n_vehicles ?? "—"} · ${w.n_readings ?? "—"}` : "—";
+  if (isSecret(w)) showSecretBudget(w);
+}
+
+// Every vehicle loses the same under secret routes: the window's and the period's (ε, δ).
+function showSecretBudget(w) {
+  $("b-period").textContent = `${fmt(w.epsilon_period, 2)} (δ ${w.delta_period?.toExponential(1)}`
+    + `, ${plural(w.windows_in_period, "window")}, every vehicle)`;
+  $("b-window").textContent = `ε ${fmt(w.epsilon_window, 3)} (every vehicle)`;
+  $("b-counts").textContent = "secret: noisy counts per cell only";
 }
 
 function fillSelector() {
@@ -284,6 +316,10 @@ function step(delta) {
 // Why a window drew nothing, from its summary alone.
 function whyNoCells(w) {
   if (w.status === "failed") return `its release failed (${w.error ?? "error"}); nothing published`;
+  if (isSecret(w)) {
+    return `no cell's noisy vehicle count reached the threshold (${fmt(w.threshold_vehicles, 1)}`
+      + " vehicles; secret-routes)";
+  }
   if (!w.n_readings) return "it had no readings";
   const why = [];
   if (w.cells_held) {
@@ -305,6 +341,7 @@ function summaryLine(w) {
   if (typeof w.n_readings === "number") parts.push(plural(w.n_readings, "reading"));
   if (w.readings_held) parts.push(`${w.readings_held} of them held`);
   if (typeof w.privacy_loss === "number") parts.push(`K·ε = ${fmt(w.privacy_loss, 2)} charged`);
+  if (isSecret(w)) parts.push(`ε = ${fmt(w.epsilon_window, 3)} charged to every vehicle`);
   return parts.join(" · ");
 }
 
@@ -357,6 +394,7 @@ function showParams(w) {
   const c = state.config;
   const parts = [];
   if (w && w.epsilon !== undefined) parts.push(`ε=${w.epsilon} per cell`, w.mechanism);
+  if (w) parts.push(`protected by ${modelOf(w)}`);
   const drawn = w && document.body.dataset.window === w.window_start ? state.resolutions : [];
   if (drawn && drawn.length) parts.push(`H3 res ${drawn.join(", ")}`);
   parts.push(`U=${state.upper ?? c.upper} ${c.units}`);

@@ -6,6 +6,8 @@ and no per-vehicle or per-cell labels (a label value must never identify a vehic
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 
@@ -17,11 +19,52 @@ class ServiceMetrics:
         self._add_stream_metrics(self.registry)
         self._add_privacy_metrics(self.registry)
         self._add_held_metrics(self.registry)
+        self._add_model_metrics(self.registry)
 
     def busiest_period_loss(self) -> float:
         """The busiest vehicle's loss over the rolling period, as last exported (0: none)."""
         name = "stream_dp_vehicle_privacy_loss_period_max_epsilon"
         return self.registry.get_sample_value(name) or 0.0
+
+    def model_period_loss(self, model: str) -> tuple[float, float]:
+        """The (epsilon, delta) every vehicle has spent over the period under ``model``, as
+        last exported ((0, 0): no window stored yet)."""
+        labels = {"privacy_model": model}
+        epsilon = self.registry.get_sample_value("stream_dp_privacy_model_period_epsilon", labels)
+        delta = self.registry.get_sample_value("stream_dp_privacy_model_period_delta", labels)
+        return epsilon or 0.0, delta or 0.0
+
+    def set_model_loss(self, summary: dict[str, Any]) -> None:
+        """A secret-routes window summary's (epsilon, delta), per window and over the period
+        so far (docs/math.md §14), labelled with the model that protected it."""
+        model = str(summary["privacy_model"])
+        self.model_window_epsilon.labels(model).set(summary["epsilon_window"])
+        self.model_window_delta.labels(model).set(summary["delta_window"])
+        self.model_period_epsilon.labels(model).set(summary["epsilon_period"])
+        self.model_period_delta.labels(model).set(summary["delta_period"])
+
+    def _add_model_metrics(self, r: CollectorRegistry) -> None:
+        """The loss every vehicle takes under the secret-routes model (one value for all)."""
+
+        def gauge(name: str, text: str) -> Gauge:
+            return Gauge(f"stream_dp_privacy_model_{name}",
+                         f"{text}, by the privacy model that protected it.",
+                         ["privacy_model"], registry=r)  # fmt: skip
+
+        self.model_window_epsilon = gauge(
+            "window_epsilon", "Epsilon every vehicle spends on the last stored window"
+        )
+        self.model_window_delta = gauge(
+            "window_delta", "Delta every vehicle spends on the last stored window"
+        )
+        self.model_period_epsilon = gauge(
+            "period_epsilon",
+            "Epsilon every vehicle has spent over the budget period so far (the period's "
+            "windows composed, the last stored window included)",
+        )
+        self.model_period_delta = gauge(
+            "period_delta", "Delta every vehicle has spent over the budget period so far"
+        )
 
     def _add_stream_metrics(self, r: CollectorRegistry) -> None:
         """Readings, windows, latency, watermark, readiness, parameters."""

@@ -20,13 +20,13 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from stream_dp.config import ConfigError, Settings
+from stream_dp.config import Settings
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.fault_injection import crash_point, pause_point
 from stream_dp.kafka.connection import KafkaConnection
@@ -36,6 +36,9 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
 from stream_dp.release.window import failure_line, record_stored, release_ready_windows
+from stream_dp.secret_routes import SECRET_ROUTES
+from stream_dp.secret_routes.params import SecretRoutesParams
+from stream_dp.secret_routes.window import SecretRoutesReleaser
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
 from stream_dp.wire import internal_records as rec
@@ -78,8 +81,6 @@ class ReleaseService:
         noise: LaplaceNoise,
     ) -> None:
         self.settings = settings
-        if settings.privacy_model != "public-occupancy":  # docs/math.md §14: offline only
-            raise ConfigError("privacy_model: the worker runs public-occupancy only, for now")
         self.params = ReleaseParams.from_settings(settings)  # all the release reads
         self.accountant = PrivacyAccountant(self.params)
         self.conn = conn
@@ -102,9 +103,17 @@ class ReleaseService:
         #: The entries the latest stored window deferred (None: none), and that window.
         self.carry: WindowColumns | None = None
         self.carry_from: int | None = None
+        #: The secret-routes model's releaser (docs/math.md §14); None: public occupancy.
+        self.secret = self._new_secret_releaser()
         budget = vehicle_budget(settings)
         if budget is not None:
             metrics.vehicle_budget.set(budget)
+
+    def _new_secret_releaser(self) -> SecretRoutesReleaser | None:
+        if self.settings.privacy_model != SECRET_ROUTES:
+            return None
+        params = SecretRoutesParams.from_settings(self.settings)
+        return SecretRoutesReleaser(params, self.noise.source)
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings
@@ -149,6 +158,7 @@ class ReleaseService:
             self.log_index = ReleaseLogIndex()
             self.ledger = self.accountant.new_ledger()
             self.carry, self.carry_from = None, None
+            self.secret = self._new_secret_releaser()
             plan = await self._plan_rebuild()
             stored = [w async for w in self._read_release_log()]
             published: set[str] = set()
@@ -246,6 +256,8 @@ class ReleaseService:
         """Stored windows a rebuild must read again: the ledger's, and the window whose
         stored carry is still pending (released by the next window, not yet stored)."""
         windows = [loss.window_start for loss in self.ledger.entries()]
+        if self.secret is not None and self.secret.last is not None:
+            windows.append(self.secret.last)  # its summary: the period's window count
         if self.carry is not None and self.carry_from is not None:
             windows.append(self.carry_from)
         return windows
@@ -271,9 +283,7 @@ class ReleaseService:
         # A computation that raises comes back as the window's failed outcome: stored and
         # published like a release, so no restart computes this window again. Each window
         # takes the carry the window stored before it deferred (``_mark_stored``).
-        windows = release_ready_windows(
-            self.coordinator, self.params, self.noise, self.ledger, self.carry_for_next
-        )
+        windows = self._ready_releases()
         while self.leader and not self._stopping.is_set():
             began = time.monotonic()
             release = await asyncio.to_thread(next, windows, None)
@@ -303,7 +313,9 @@ class ReleaseService:
             winner = None
             async for done in self._read_release_log():
                 ours = done.release.window_start == start  # published below
-                self._mark_stored(done, from_partials=ours, published=ours)
+                # (the secret-routes releaser marked its window released from the partials)
+                from_partials = ours and self.secret is None
+                self._mark_stored(done, from_partials=from_partials, published=ours)
                 if done.release.window_start == start:
                     winner = done
             if winner is None:
@@ -319,6 +331,14 @@ class ReleaseService:
             await self._write_snapshot()
             self.recent.extend(release.records)
             self._observe(release, time.monotonic() - began, ours=ours)
+
+    def _ready_releases(self) -> Iterator[WindowRelease]:
+        """The ready windows' releases, by the settings' privacy model (the dispatch)."""
+        if self.secret is not None:
+            return self.secret.release_ready(self.coordinator)
+        return release_ready_windows(
+            self.coordinator, self.params, self.noise, self.ledger, self.carry_for_next
+        )
 
     async def _publish(self, records: list[dict[str, Any]]) -> None:
         futures = [
@@ -358,10 +378,21 @@ class ReleaseService:
         privacy_loss = float(winner.release.summary.get("privacy_loss", 0.0))
         self.spent_all += privacy_loss
         self.snapshots.note_stored(start, winner.offset, privacy_loss, published)
+        if self.secret is not None:
+            self._note_secret_stored(winner.release)
         if not self.rebuilding:
             self.metrics.privacy_budget_spent_all.set(self.spent_all)
         if loss is not None:
             self._export_loss(start)
+
+    def _note_secret_stored(self, release: WindowRelease) -> None:
+        """Secret routes: the releaser's period count follows the stored summaries (a rebuild
+        restores it from the latest), and so do the period gauges."""
+        assert self.secret is not None
+        summary = release.summary
+        self.secret.note_stored(release.window_start, int(summary["windows_in_period"]))
+        if release.window_start == self.secret.last:
+            self.metrics.set_model_loss(summary)
 
     def _export_loss(self, window_start: int) -> None:
         """Export the largest per-vehicle loss over the rolling period (its δ too, and by the
@@ -380,6 +411,9 @@ class ReleaseService:
         gauges keep describing the last released window."""
         summary = release.summary
         m = self.metrics
+        if self.secret is not None:
+            self._observe_secret(release, seconds, ours)
+            return
         if ours:
             m.privacy_budget_spent.inc(summary["privacy_loss"])
         if release.failed:  # charged to the budget (above), but nothing was released
@@ -402,6 +436,23 @@ class ReleaseService:
         log.info(
             "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",
             summary["window_start"], len(release.cells), summary["privacy_loss"], seconds,
+        )  # fmt: skip
+
+    def _observe_secret(self, release: WindowRelease, seconds: float, ours: bool) -> None:
+        """Export a published secret-routes window: every vehicle's epsilon and delta for it
+        and for the period so far (set when it was stored), its cells and latency."""
+        m = self.metrics
+        if release.failed:
+            if ours:
+                m.release_failures.inc()
+            return
+        m.windows_released.inc()
+        m.cells_released.inc(len(release.cells))
+        m.release_latency.observe(seconds)
+        summary = release.summary
+        log.info(
+            "released window %s (secret-routes): %d cells, epsilon %g, %.2f s after it completed",
+            summary["window_start"], len(release.cells), summary["epsilon_window"], seconds,
         )  # fmt: skip
 
 

@@ -33,7 +33,8 @@ import h3
 import orjson
 import pytest
 
-from stream_dp.config import Settings
+from stream_dp.commands.demo_secret import dense_city_readings
+from stream_dp.config import Settings, load_settings
 from stream_dp.dashboard.span_text import span_text
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
@@ -107,6 +108,19 @@ def wait_drawn(page: Browser, window: str, timeout: float = PATIENCE_S) -> dict[
         f"document.body?.dataset.renderedWindow === {window!r}", timeout, f"window {window}"
     )
     return page.evaluate(DRAWN)
+
+
+def clicked_details(page: Browser, cell: str) -> dict[str, str]:
+    """Click the hexagon of ``cell``: the details panel's rows (label: value)."""
+    page.evaluate(
+        f"document.querySelector('[data-cell=\"{cell}\"]')"
+        ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"
+    )
+    rows = page.evaluate(
+        "[...document.querySelectorAll('#details-fields dt, #details-fields dd')]"
+        ".map((e) => e.textContent)"
+    )
+    return dict(zip(rows[::2], rows[1::2], strict=True))
 
 
 def released_cells(records: list[dict[str, Any]], window: str) -> list[dict[str, Any]]:
@@ -468,15 +482,7 @@ def test_a_span_s_details_show_its_hours_and_a_holding_window_says_held(
     browser.navigate(dashboard.url("/dashboard"))
     drawn = wait_drawn(browser, hour_stamp(12))
     assert_drawn_equals_released(drawn, records)
-    browser.evaluate(
-        f"document.querySelector('[data-cell=\"{nyc}\"]')"
-        ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"
-    )
-    rows = browser.evaluate(
-        "[...document.querySelectorAll('#details-fields dt, #details-fields dd')]"
-        ".map((e) => e.textContent)"
-    )
-    details = dict(zip(rows[::2], rows[1::2], strict=True))
+    details = clicked_details(browser, nyc)
     assert details["span"] == "2020-12-01 07:00–13:00 (6 hours)", details
     assert details["readings (whole span)"] == "72", details
     assert browser.evaluate("document.getElementById('b-held').textContent") == "0"
@@ -600,3 +606,39 @@ def test_demo_keep_running_leaves_the_map_of_the_newest_window_up(browser: Brows
             demo.wait(timeout=PATIENCE_S)
         except subprocess.TimeoutExpired:
             demo.kill()
+
+
+# --- secret routes -------------------------------------------------------------------------
+@pytest.mark.slow
+def test_secret_routes_records_show_noisy_counts_their_interval_and_the_model(
+    browser: Browser, start_dashboard, tmp_path: Path
+) -> None:
+    """Issue 36: a secret-routes release (the real engine's records) is drawn; the page names
+    the model, the window's and the period's epsilon of every vehicle, and a cell's noisy
+    count and 95 % interval; no exact count is shown."""
+    settings = load_settings(privacy_model="secret-routes")
+    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(8)))
+    releases = [w for part in (engine.feed(dense_city_readings(1)), engine.finish()) for w in part]
+    (release,) = releases
+    records = release.records
+    path = tmp_path / "releases.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    dashboard = start_dashboard("--releases-file", str(path))
+
+    browser.navigate(dashboard.url("/dashboard"))
+    start = release.summary["window_start"]
+    drawn = wait_drawn(browser, start)
+    assert_drawn_equals_released(drawn, records)
+    assert "protected by secret-routes" in drawn["params"]
+    text = "(id) => document.getElementById(id).textContent"
+    assert browser.evaluate(f"({text})('b-model')") == "secret-routes"
+    window = browser.evaluate(f"({text})('b-window')")
+    assert window == f"ε {release.summary['epsilon_window']:.3f} (every vehicle)"
+    assert "every vehicle" in browser.evaluate(f"({text})('b-period')")
+    cell = max(release.cells, key=lambda c: c["n_vehicles_noisy"])
+    details = clicked_details(browser, cell["cell"])
+    assert details["vehicles (noisy count)"] == f"{cell['n_vehicles_noisy']:.1f}", details
+    units = next(k for k in details if k.startswith("95 % interval"))
+    assert details[units] == f"[{cell['mean_low']:.2f}, {cell['mean_high']:.2f}]", details
+    assert details["privacy model"].startswith("secret-routes"), details
+    assert "vehicles" not in details and "readings (whole span)" not in details

@@ -90,6 +90,15 @@ def exported_metric_names() -> frozenset[str]:
     for outcome in ("accepted", "invalid", "late"):
         metrics.readings.labels(outcome=outcome)
     metrics.info.info({"epsilon": "1.0", "upper": "65", "resolution": "8", "window": "3600"})
+    metrics.set_model_loss(
+        {
+            "privacy_model": "secret-routes",
+            "epsilon_window": 0.1,
+            "delta_window": 1e-9,
+            "epsilon_period": 0.2,
+            "delta_period": 2e-9,
+        }
+    )
     text = generate_latest(metrics.registry).decode()
     names = set()
     for line in text.splitlines():
@@ -836,3 +845,36 @@ def test_kubectl_kustomize_renders_the_monitoring_objects() -> None:
     assert_ok(result)
     rendered = [d for d in yaml.safe_load_all(result.stdout) if d]
     assert sorted(d["kind"] for d in rendered) == ["PrometheusRule", "ServiceMonitor"]
+
+
+def test_dashboard_shows_the_secret_routes_loss_by_model() -> None:
+    exprs = dashboard_expressions()
+    used = metric_names_in(exprs)
+    assert {
+        "stream_dp_privacy_model_period_epsilon",
+        "stream_dp_privacy_model_window_epsilon",
+        "stream_dp_privacy_model_period_delta",
+    } <= used
+    model = [e for e in exprs if "stream_dp_privacy_model_" in e]
+    assert all("by (privacy_model)" in e for e in model)
+
+
+def test_promtool_lints_the_exported_metrics_with_the_model_gauges_set() -> None:
+    """The exposition a worker serves (every labelled metric touched, the secret-routes
+    gauges included) passes ``promtool check metrics``."""
+    promtool = require_tool("promtool", "prometheus")
+    metrics = ServiceMetrics()
+    metrics.set_model_loss(
+        {
+            "privacy_model": "secret-routes",
+            "epsilon_window": 0.1,
+            "delta_window": 1e-9,
+            "epsilon_period": 0.2,
+            "delta_period": 2e-9,
+        }
+    )
+    text = generate_latest(metrics.registry).decode()
+    assert 'stream_dp_privacy_model_period_epsilon{privacy_model="secret-routes"} 0.2' in text
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                            text=True, timeout=TOOL_TIMEOUT, check=False)  # fmt: skip
+    assert_ok(result)

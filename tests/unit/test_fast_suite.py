@@ -22,6 +22,8 @@ ALL_SLOW = frozenset(
         "tests/e2e/test_ledger_backup.py",
         "tests/e2e/test_packaging.py",
         "tests/e2e/test_prometheus_scrape.py",
+        "tests/e2e/test_secret_routes_demo.py",
+        "tests/e2e/test_secret_routes_service.py",
         "tests/e2e/test_service_e2e.py",
         "tests/e2e/test_sigint_exit.py",
         "tests/e2e/test_span_restart.py",

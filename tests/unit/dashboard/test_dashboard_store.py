@@ -164,3 +164,23 @@ def test_held_counts_are_sent_beside_the_withheld_ones_and_spans_cover_their_hou
 )
 def test_a_span_is_written_as_its_hours(start: str, end: str, text: str) -> None:
     assert span_text(start, end) == text
+
+
+def test_secret_routes_windows_carry_their_model_and_every_vehicle_s_epsilon() -> None:
+    """Issue 36: the index names the model and the window's and period's (epsilon, delta);
+    the cumulative sum counts each window's epsilon (no K there)."""
+    store = ReleaseStore()
+    summaries = []
+    for hour, period in ((1, 0.27), (2, 0.5)):
+        summaries.append({
+            "type": "window", "release_id": f"w{hour}", "privacy_model": "secret-routes",
+            "window_start": _stamp(hour), "window_end": _stamp(hour + 1), "cells_released": 0,
+            "epsilon_window": 0.27, "delta_window": 6e-10, "epsilon_period": period,
+            "delta_period": 1e-9, "windows_in_period": hour, "threshold_vehicles": 153.2,
+        })  # fmt: skip
+    store.add(summaries)
+    first, second = store.index()
+    assert second["privacy_model"] == "secret-routes"
+    assert (second["epsilon_period"], second["windows_in_period"]) == (0.5, 2)
+    assert second["threshold_vehicles"] == 153.2
+    assert (first["cumulative_epsilon"], second["cumulative_epsilon"]) == (0.27, 0.54)

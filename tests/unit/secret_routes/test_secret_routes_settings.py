@@ -12,7 +12,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from stream_dp.cli import main
+from stream_dp.commands import serve
 from stream_dp.config import ConfigError, load_settings
+from stream_dp.worker.metrics import ServiceMetrics
 
 SCHEMA = Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json"
 
@@ -42,17 +44,19 @@ def test_secret_routes_knobs_are_refused_under_public_occupancy() -> None:
     )
 
 
-def test_serve_refuses_secret_routes(capsys) -> None:
-    assert main(["serve", "--privacy-model", "secret-routes"]) == 2
-    assert "privacy_model" in capsys.readouterr().err
+def test_serve_takes_secret_routes(capsys) -> None:
+    """Its settings pass (issue 36): the only refusal left here is the port's."""
+    assert main(["serve", "--privacy-model", "secret-routes", "--web-port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "web_port" in err and "privacy_model" not in err
 
 
-def test_plan_refuses_secret_routes(monkeypatch, tmp_path: Path, capsys) -> None:
+def test_plan_under_secret_routes_reads_no_occupancy(monkeypatch, tmp_path: Path, capsys) -> None:
     monkeypatch.setenv("STREAM_DP_PRIVACY_MODEL", "secret-routes")
     occupancy = tmp_path / "occupancy.csv"
     occupancy.write_text("cell,vehicle,readings\nc1,v1,3\n")
     assert main(["plan", str(occupancy)]) == 2
-    assert "privacy_model" in capsys.readouterr().err
+    assert "reads no occupancy" in capsys.readouterr().err
 
 
 def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
@@ -79,3 +83,23 @@ def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
     cell = next(r for r in records if r["type"] == "cell")
     assert cell["mean_low"] <= cell["mean"] <= cell["mean_high"]
     assert abs(cell["mean"] - 30) < cell["mean_error"] + 1e-9
+
+
+def test_serve_ends_with_every_vehicle_s_period_loss_under_secret_routes() -> None:
+    metrics = ServiceMetrics()
+    metrics.set_model_loss(
+        {
+            "privacy_model": "secret-routes",
+            "epsilon_window": 0.27,
+            "delta_window": 6e-10,
+            "epsilon_period": 1.08,
+            "delta_period": 9e-7,
+        }
+    )
+    settings = load_settings(privacy_model="secret-routes")
+    assert serve.busiest_period_line(metrics, settings) == (
+        "every vehicle's loss over the period so far (secret-routes): epsilon 1.08 at delta "
+        "9e-07; promise (secret-routes): every vehicle loses at most epsilon 14 at delta "
+        "1e-06 per 7 days"
+    )
+    assert serve.start_line(settings).startswith("promise (secret-routes): every vehicle")

@@ -71,3 +71,16 @@ def test_the_engine_releases_an_empty_hour_between_two_with_readings() -> None:
     assert [w.window_start - start for w in out] == [0, HOUR, 2 * HOUR]
     assert [len(w.cells) for w in out] == [1, 0, 1]
     assert [w.summary["windows_in_period"] for w in out] == [1, 2, 3]
+
+
+def test_a_rebuilt_releaser_counts_on_from_the_stored_summary() -> None:
+    """A restart's releaser told the latest stored window (hour 3, third of its period)
+    fills the empty hour after it and counts on: never from one again."""
+    params = SecretRoutesParams(SecretRoutesBudget(4.0, 1e-6, 6, 1), window_seconds=HOUR)
+    r = SecretRoutesReleaser(params, RandomSource.seeded_for_tests(2))
+    r.note_stored(3 * HOUR, 3)
+    r.note_stored(2 * HOUR, 2)  # an older stored window read after it changes nothing
+    gap = list(r._gap_before(5 * HOUR))
+    assert gap == [4 * HOUR]
+    out = [r.release(start, window_columns([])) for start in (*gap, 5 * HOUR)]
+    assert [w.summary["windows_in_period"] for w in out] == [4, 5]

@@ -1,0 +1,70 @@
+"""What a secret-routes cell would cost and give, from public parameters only (docs/math.md
+§14.4, §14.6): no data is read and no noise drawn. For a cell of ``n`` vehicles (each adding
+one clipped mean to it), the chance that it is shown — its noisy count reaches the threshold
+T — and the half-width of its 95 % interval when the noisy count and sum come out at their
+expected values (``n`` and ``n U / 2``: a mean at the middle of [0, U])."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stream_dp.dp.grid_laplace import upper_tail
+from stream_dp.dp.noisy_mean import noisy_means
+from stream_dp.dp.secret_accounting import COUNT_STEPS, SUM_STEPS
+from stream_dp.secret_routes.params import INTERVAL_LEVEL, SecretRoutesParams
+
+#: The vehicle counts of the table when none are given.
+DEFAULT_COUNTS = (25, 50, 100, 150, 200, 300, 500, 1000, 2000)
+
+
+@dataclass(frozen=True)
+class CellOutlook:
+    """One row: a cell of ``vehicles`` vehicles."""
+
+    vehicles: int
+    shown_probability: float
+    mean_error: float
+
+
+def shown_probability(params: SecretRoutesParams, vehicles: int) -> float:
+    """``P(n + Z >= T)`` in count steps, Z the count's discrete Laplace noise (§14.4)."""
+    return upper_tail(params.threshold - vehicles * COUNT_STEPS, params.count_scale)
+
+
+def mean_error(params: SecretRoutesParams, vehicles: int) -> float:
+    """The interval's half-width (§14.6) at noisy count ``n`` and noisy sum ``n U / 2``."""
+    count_width, sum_width = params.widths()
+    count = np.array([float(vehicles)])
+    means = noisy_means(count, count * params.upper / 2, count_width, sum_width, params.upper,
+                        params.upper / (2 * SUM_STEPS))  # fmt: skip
+    return float(means.error_bar[0])
+
+
+def outlook(params: SecretRoutesParams, counts: tuple[int, ...] = DEFAULT_COUNTS,
+            ) -> list[CellOutlook]:  # fmt: skip
+    """The table's rows, one per vehicle count."""
+    return [CellOutlook(n, shown_probability(params, n), mean_error(params, n)) for n in counts]
+
+
+def format_outlook(params: SecretRoutesParams, rows: list[CellOutlook]) -> str:
+    """The plan in words and the table over n."""
+    b = params.budget
+    lines = [
+        "privacy model: secret-routes (docs/math.md §14): nothing about a vehicle is public; "
+        "this plan reads no data",
+        f"budget: every vehicle loses at most epsilon {b.budget:g} at delta {b.delta:g} per "
+        f"period of {b.windows} windows of {params.window_seconds} s",
+        f"per window, every vehicle: epsilon {b.window_epsilon:.4g}, delta "
+        f"{b.selection_delta:.3g}; over the whole period epsilon "
+        f"{b.period_epsilon(b.windows):.4g}, delta {b.period_delta(b.windows):.3g}",
+        f"cells: resolution {params.resolution}, at most {params.contribution_cells} a vehicle "
+        f"a window; a cell is shown when its noisy vehicle count reaches "
+        f"{params.threshold / COUNT_STEPS:.1f}",
+        "",
+        f"{'vehicles':>8} {'P(shown)':>9} {f'{INTERVAL_LEVEL:.0%} bar':>9}  (mean at U/2, "
+        f"U {params.upper:g})",
+    ]
+    lines += [f"{r.vehicles:>8} {r.shown_probability:>9.3f} {r.mean_error:>9.2f}" for r in rows]
+    return "\n".join(lines)
