@@ -50,11 +50,11 @@ from usefulness import settings_of as usefulness_settings  # noqa: E402
 
 from stream_dp.commands.profile import BUDGET_PROFILE  # noqa: E402
 from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
-from stream_dp.dp.release_candidates import (  # noqa: E402
+from stream_dp.dp.release_candidates import useful_probability  # noqa: E402
+from stream_dp.dp.release_candidates_compiled import (  # noqa: E402
     cell_options,
     entry_payments,
     grouped_candidates,
-    useful_probability,
     with_exclusions,
 )
 from stream_dp.dp.release_choice import Candidates, choose_releases  # noqa: E402
