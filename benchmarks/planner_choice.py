@@ -52,9 +52,8 @@ from stream_dp.commands.profile import BUDGET_PROFILE  # noqa: E402
 from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
 from stream_dp.dp.release_candidates import useful_probability  # noqa: E402
 from stream_dp.dp.release_candidates_compiled import (  # noqa: E402
+    cell_candidates,
     cell_options,
-    entry_payments,
-    grouped_candidates,
     with_exclusions,
 )
 from stream_dp.dp.release_choice import Candidates, choose_releases  # noqa: E402
@@ -175,24 +174,8 @@ def window_figures(seen: Seen, records: list[dict[str, Any]], charge: np.ndarray
     upper, tau = params.upper, USEFUL_SHARE * params.upper
     share = 1.0 - params.variance_share
     lay = layouts(seen, params.resolution, params.coarsest if coarsest is None else coarsest)
-    low = seen.room[lay.vehicle] < SIT_OUT_SHARE * params.vehicle_burst
-    start = np.r_[lay.start[:-1], lay.start + len(lay.vehicle)]  # each layout twice
     began = time.perf_counter()
-    opts = cell_options(
-        start, np.r_[lay.count, lay.count], upper=upper, target=float(params.target_mean_error),
-        tau=tau, factors=np.array(FACTORS), max_epsilon=params.vehicle_burst, mean_share=share,
-        min_vehicles=params.min_vehicles, sits_out=np.r_[np.zeros(len(low), bool), low],
-        prefix_limit=params.prefix_limit if params.pseudo_user else None,
-    )  # fmt: skip
-    rows = np.arange(len(lay.names))
-    cell_of = np.repeat(rows, np.diff(lay.start))
-    same = np.bincount(cell_of, weights=low, minlength=len(rows)) == 0
-    opts.meets[len(rows) :][same] = False  # nobody sits out: the first variant's twin
-    pay = entry_payments(start, opts, share)
-    cands, _ = grouped_candidates(start, np.r_[lay.vehicle, lay.vehicle], opts, pay,
-                                  np.r_[rows, rows], np.r_[rows * 0, rows * 0 + 1])  # fmt: skip
-    cands = with_readings(cands, np.flatnonzero(opts.meets.any(axis=1)) % len(rows), lay,
-                          len(seen.vehicle_names))  # fmt: skip
+    cands, meets_any = build_candidates(lay, seen.room, params, len(seen.vehicle_names))
     built = time.perf_counter()
     cells = np.ones(len(seen.cell_names))  # each observed cell's readings released once
     ledger = choose_releases(cands, np.r_[seen.room, cells])
@@ -201,8 +184,6 @@ def window_figures(seen: Seen, records: list[dict[str, Any]], charge: np.ndarray
     plan = record_value(records, upper, tau, share)
     taken = plan_cells(records, seen, params)
     unspent = choose_releases(cands, np.r_[np.maximum(seen.room - charge, 0.0), 1.0 - taken])
-    meets_any = opts.meets.any(axis=1)
-    meets_any = meets_any[: len(lay.names)] | meets_any[len(lay.names) :]
     reachable = np.zeros(len(seen.cell_names), dtype=bool)
     for rows in lay.observed_cells:
         reachable |= meets_any[rows]
@@ -219,6 +200,38 @@ def window_figures(seen: Seen, records: list[dict[str, Any]], charge: np.ndarray
         "build_s": built - began,
         "solve_s": solved - built,
     }
+
+
+def build_candidates(
+    lay: Layouts, room: np.ndarray, params: Any, n_vehicles: int
+) -> tuple[Candidates, np.ndarray]:
+    """The candidates of ``lay``'s cells (module docstring), each observed cell a room of 1
+    after the ``n_vehicles`` vehicles', and per cell whether any option meets T. A cell with
+    a vehicle whose room is under ``SIT_OUT_SHARE`` of the burst has a second layout where
+    those vehicles sit out."""
+    share = 1.0 - params.variance_share
+    rows = np.arange(len(lay.names))
+    cell_of = np.repeat(rows, np.diff(lay.start))
+    low = room[lay.vehicle] < SIT_OUT_SHARE * params.vehicle_burst
+    twin = np.flatnonzero(np.bincount(cell_of, weights=low, minlength=len(rows)) > 0)
+    sizes = np.diff(lay.start)[twin]
+    entries = np.repeat(lay.start[twin], sizes) + (
+        np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    )
+    start = np.r_[lay.start, lay.start[-1] + np.cumsum(sizes)].astype(np.int64)
+    row_of = np.r_[rows, twin]
+    opts = cell_options(
+        start, np.r_[lay.count, lay.count[entries]], upper=params.upper,
+        target=float(params.target_mean_error), tau=USEFUL_SHARE * params.upper,
+        factors=np.array(FACTORS), max_epsilon=params.vehicle_burst, mean_share=share,
+        min_vehicles=params.min_vehicles, sits_out=np.r_[np.zeros(len(low), bool), low[entries]],
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+    )  # fmt: skip
+    cands, _ = cell_candidates(start, np.r_[lay.vehicle, lay.vehicle[entries]], opts, share,
+                               row_of, np.r_[rows * 0, twin * 0 + 1])  # fmt: skip
+    meets = opts.meets.any(axis=1)
+    cands = with_readings(cands, row_of[meets], lay, n_vehicles)
+    return cands, np.bincount(row_of, weights=meets, minlength=len(rows)) > 0
 
 
 def with_readings(cands: Candidates, rows: np.ndarray, lay: Layouts, n_vehicles: int) -> Candidates:

@@ -63,9 +63,8 @@ def entry_payments(
 ) -> FloatArray:
     """:func:`stream_dp.dp.release_candidates.entry_payments`, compiled."""
     return entry_payments_kernel(
-        np.asarray(cell_start, dtype=np.int64), options.entry_count, options.sits_out,
-        options.epsilon, options.cap, options.kept, options.meets, float(mean_share),
-    )  # fmt: skip
+        np.asarray(cell_start, dtype=np.int64), options.meets, _shares(options), float(mean_share)
+    )
 
 
 def grouped_candidates(
@@ -78,17 +77,53 @@ def grouped_candidates(
     stale_cost: FloatArray | None = None,
 ) -> tuple[Candidates, IntArray]:
     """:func:`stream_dp.dp.release_candidates.grouped_candidates`, compiled."""
+    return _grouped(cell_start, vehicle, options, payments, 1.0, cell_group, cell_layout,
+                    stale_cost)  # fmt: skip
+
+
+def cell_candidates(
+    cell_start: IntArray,
+    vehicle: IntArray,
+    options: CellOptions,
+    mean_share: float,
+    cell_group: IntArray,
+    cell_layout: IntArray,
+    stale_cost: FloatArray | None = None,
+) -> tuple[Candidates, IntArray]:
+    """``grouped_candidates(…, entry_payments(cell_start, options, mean_share), …)`` in one
+    compiled pass (each payment computed where it is summed, no per-entry table)."""
+    none = np.zeros((0, options.epsilon.shape[1]))
+    return _grouped(cell_start, vehicle, options, none, mean_share, cell_group, cell_layout,
+                    stale_cost)  # fmt: skip
+
+
+def _grouped(
+    cell_start: IntArray,
+    vehicle: IntArray,
+    options: CellOptions,
+    payments: FloatArray,
+    mean_share: float,
+    cell_group: IntArray,
+    cell_layout: IntArray,
+    stale_cost: FloatArray | None,
+) -> tuple[Candidates, IntArray]:
     n_eps = options.epsilon.shape[1]
     layouts = int(np.max(cell_layout)) + 1
     weight = 1.0 if stale_cost is None else 1.0 - np.asarray(stale_cost)[:, None]
     keys, value, start, payer, pay = grouped_candidates_kernel(
         np.asarray(cell_start, dtype=np.int64), np.asarray(vehicle, dtype=np.int64),
-        options.meets, options.useful * weight, payments,
+        options.meets, options.useful * weight, np.asarray(payments, dtype=np.float64),
         np.asarray(cell_group, dtype=np.int64) * layouts + np.asarray(cell_layout, np.int64),
+        _shares(options), float(mean_share),
     )  # fmt: skip
     _, group_index = np.unique(keys // n_eps // layouts, return_inverse=True)
     candidates = Candidates(group_index.astype(np.int64), value, start, payer, pay)
     return candidates, (keys % n_eps).astype(np.int64)
+
+
+def _shares(options: CellOptions) -> tuple[IntArray, BoolArray, FloatArray, IntArray, IntArray]:
+    """What the own shares are computed from, as the kernels take it."""
+    return (options.entry_count, options.sits_out, options.epsilon, options.cap, options.kept)
 
 
 def with_exclusions(

@@ -128,35 +128,34 @@ def cell_options_kernel(
 
 
 @njit(cache=True, nogil=True)
+def _own_share(e: int, g: int, j: int, shares: tuple, mean_share: float) -> float:
+    """What entry ``e`` of cell ``g`` pays at option ``j`` (a candidate there):
+    ``individual_loss.entry_epsilons`` of one entry, nothing when it sits out. ``shares``:
+    ``(entry_count, sits_out, epsilon, cap, kept)``."""  # pragma: no cover - compiled
+    entry_count, sits_out, epsilon, cap, kept = shares
+    if sits_out[e]:
+        return 0.0
+    eps = epsilon[g, j]
+    c = max(cap[g, j], 1)
+    k = min(entry_count[e], cap[g, j])
+    if k >= c:
+        return eps
+    slack = GRID_SLACK + (c + 8.0) * kept[g, j] / c * SHARE_SLACK_UNIT
+    return min(eps, _round_up(eps * mean_share * (k / c + slack) + eps * (1.0 - mean_share)))
+
+
+@njit(cache=True, nogil=True)
 def entry_payments_kernel(
-    cell_start: np.ndarray,
-    entry_count: np.ndarray,
-    sits_out: np.ndarray,
-    epsilon: np.ndarray,
-    cap: np.ndarray,
-    kept: np.ndarray,
-    meets: np.ndarray,
-    mean_share: float,
+    cell_start: np.ndarray, meets: np.ndarray, shares: tuple, mean_share: float
 ) -> np.ndarray:  # pragma: no cover - compiled
     """``entry_payments``: per entry and option its vehicle's own share (at most ε)."""
-    n_opt = epsilon.shape[1]
-    pay = np.zeros((len(entry_count), n_opt))
+    epsilon = shares[2]
+    pay = np.zeros((cell_start[-1], epsilon.shape[1]))
     for g in range(len(cell_start) - 1):
-        for j in range(n_opt):
-            if not meets[g, j] or not epsilon[g, j] > 0:
-                continue
-            eps = epsilon[g, j]
-            c = max(cap[g, j], 1)
-            slack = GRID_SLACK + (c + 8.0) * kept[g, j] / c * SHARE_SLACK_UNIT
-            for e in range(cell_start[g], cell_start[g + 1]):
-                if sits_out[e]:
-                    continue
-                k = min(entry_count[e], cap[g, j])
-                if k < c:
-                    own = _round_up(eps * mean_share * (k / c + slack) + eps * (1.0 - mean_share))
-                    pay[e, j] = min(eps, own)
-                else:
-                    pay[e, j] = eps
+        for j in range(epsilon.shape[1]):
+            if meets[g, j] and epsilon[g, j] > 0:
+                for e in range(cell_start[g], cell_start[g + 1]):
+                    pay[e, j] = _own_share(e, g, j, shares, mean_share)
     return pay
 
 
@@ -168,11 +167,14 @@ def grouped_candidates_kernel(
     weighted_useful: np.ndarray,
     payments: np.ndarray,
     cell_key: np.ndarray,
+    shares: tuple,
+    mean_share: float,
 ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
     """``grouped_candidates``' candidates: per (key of the cell, option) with a cell meeting T,
     its value (the cells' ``weighted_useful``, in cell order) and per vehicle (ascending) the
-    sum of its payments (in cell order). Returns ``(key, value, start, vehicle, pay)``,
-    candidates in ascending ``cell_key · n_options + option``."""
+    sum of its payments (in cell order; ``payments`` per entry and option, or with no rows:
+    each entry's own share from ``shares``, as in ``entry_payments_kernel``). Returns ``(key,
+    value, start, vehicle, pay)``, candidates in ascending ``cell_key · n_options + option``."""
     n_cells, n_opt = meets.shape
     n_meet = 0
     for g in range(n_cells):
@@ -222,7 +224,10 @@ def grouped_candidates_kernel(
         ):
             g, j = cell[order[first[k]]], column[order[first[k]]]
             for e in range(cell_start[g], cell_start[g + 1]):  # one cell, one entry a vehicle
-                out_vehicle[n], out_pay[n] = vehicle[e], 0.0 + payments[e, j]
+                out_vehicle[n], out_pay[n] = (
+                    vehicle[e],
+                    0.0 + _paid(e, g, j, payments, shares, mean_share),
+                )
                 n += 1
             start[k + 1] = n
             continue
@@ -234,7 +239,7 @@ def grouped_candidates_kernel(
                     touched[v] = True
                     out_vehicle[n] = v
                     n += 1
-                owed[v] += payments[e, j]
+                owed[v] += _paid(e, g, j, payments, shares, mean_share)
         if not _ascending(out_vehicle, begin, n):
             out_vehicle[begin:n] = np.sort(out_vehicle[begin:n])
         for x in range(begin, n):
@@ -246,6 +251,16 @@ def grouped_candidates_kernel(
     if n < size:  # a vehicle in two cells of one candidate: its payments summed
         return keys, value, start, out_vehicle[:n].copy(), out_pay[:n].copy()
     return keys, value, start, out_vehicle, out_pay
+
+
+@njit(cache=True, nogil=True)
+def _paid(
+    e: int, g: int, j: int, payments: np.ndarray, shares: tuple, mean_share: float
+) -> float:  # pragma: no cover - compiled
+    """``payments[e, j]``, or the entry's own share when ``payments`` has no rows."""
+    if payments.shape[0] == 0:
+        return _own_share(e, g, j, shares, mean_share)
+    return payments[e, j]
 
 
 @njit(cache=True, nogil=True)

@@ -49,6 +49,8 @@ def test_the_compiled_build_equals_the_numpy_form(
                                                      stale)  # fmt: skip
     got_c, got_col = compiled.grouped_candidates(start, vehicle, got, pay, group, layout, stale)
     _equal_candidates(want_c, got_c)
+    fused = compiled.cell_candidates(start, vehicle, got, mean_share, group, layout, stale)
+    _equal_candidates(want_c, fused[0])
     assert np.array_equal(want_col, got_col)
     ordered = np.concatenate([np.sort(vehicle[a:b]) for a, b in zip(start, start[1:])])  # noqa: B905
     alone = np.arange(n_cells)  # a cell per group, its vehicles ascending: the direct copy
