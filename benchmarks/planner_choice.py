@@ -25,7 +25,8 @@ longer spans, released later with more readings), which a single window's value 
 credit, so "ledger rooms" is an upper estimate of the gain and "the plan's spend" a lower one.
 
 Run: ``python benchmarks/planner_choice.py [--only NAME ...] [--million]`` (``--million``
-alone: only the 1M-reading window's timing).
+alone: only the 1M-reading window's timing); ``--replay [--only NAME ...] [--runs N]``: whole
+data sets released with the optimiser in place of the plan (``planner_replay.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import planner_replay  # noqa: E402
 from panel import PANEL, profile_row  # noqa: E402
 from panel_data import aircraft_readings  # noqa: E402
 from usefulness import _epoch, million_window, release_params, release_week  # noqa: E402
@@ -424,7 +426,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="a data set's name (repeatable)")
     parser.add_argument("--million", action="store_true", help="time the 1M-reading window")
+    parser.add_argument("--replay", action="store_true",
+                        help="whole data sets with the optimiser in place of the plan "
+                        "(benchmarks/planner_replay.py)")  # fmt: skip
+    parser.add_argument("--runs", type=int, default=5, help="seeded runs of --replay")
     args = parser.parse_args()
+    if args.replay:
+        return planner_replay.main(args.only, args.runs)
     sets = data_sets()
     names = args.only or ([] if args.million else ["AIS week", "Virginia Beach", "US coastal"])
     warm_up()
