@@ -430,9 +430,10 @@ def main() -> int:
                         help="whole data sets with the optimiser in place of the plan "
                         "(benchmarks/planner_replay.py)")  # fmt: skip
     parser.add_argument("--runs", type=int, default=5, help="seeded runs of --replay")
+    parser.add_argument("--quick", action="store_true", help="--replay on the quick files")
     args = parser.parse_args()
     if args.replay:
-        return planner_replay.main(args.only, args.runs)
+        return planner_replay.main(args.only, args.runs, args.quick)
     sets = data_sets()
     names = args.only or ([] if args.million else ["AIS week", "Virginia Beach", "US coastal"])
     warm_up()

@@ -18,7 +18,8 @@ useful coverage against the held readings, staleness from the window's close, fi
 busiest loss per period), the plan as it is beside the optimiser. Every run asserts that no
 vehicle lost more than B in any period.
 
-Run: ``python benchmarks/planner_choice.py --replay [--only NAME ...] [--runs N]``.
+Run: ``python benchmarks/planner_choice.py --replay [--only NAME ...] [--runs N] [--quick]``
+(``--quick``: the panel's quick files, e.g. the 0.6M-reading city).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ SIT_OUT_SHARE = 1 / 16
 USEFUL_SHARE = 0.1
 #: The data sets replayed by default (the panel's vessel sets and the city).
 DEFAULT_SETS = ("AIS week", "Virginia Beach", "US coastal", "New York 8 Dec", "city")
+#: Whether each cell has a hold option (off: the myopic optimiser, to measure the hold's worth).
+WITH_HOLD = True
 
 
 def optimised_plan(
@@ -80,7 +83,7 @@ def optimised_plan(
     pay_start, payer, pay = _payments(stacked, row, column, opts.epsilon, read,
                                       occupancy.vehicle_index[entry_of])  # fmt: skip
     group = row_cell[row]
-    if params.max_span_hours > 1 and not state.last:
+    if WITH_HOLD and params.max_span_hours > 1 and not state.last:
         k = np.diff(start).astype(np.float64)
         hold = hold_values(start, count, age, k / age, opts.total[:n_cells] / k,
                            max_span_hours=params.max_span_hours, staleness=kappa,
@@ -166,9 +169,10 @@ def optimiser_in_place() -> Iterator[None]:
         budget_cells.budget_plan, budget.budget_plan = kept
 
 
-def replay(data: DataSet, runs: int) -> dict[str, Any]:
-    """``runs`` seeded releases of ``data`` with the plan and with the optimiser, scored."""
-    truth = Truth(data.readings(False), upper=data.upper)
+def replay(data: DataSet, runs: int, quick: bool = False) -> dict[str, Any]:
+    """``runs`` seeded releases of ``data`` (``quick``: its quick file, as the panel's) with
+    the plan and with the optimiser, scored."""
+    truth = Truth(data.readings(quick), upper=data.upper)
     row = profile_row(data)
     out: dict[str, Any] = {"name": data.name, "plan": [], "optimiser": []}
     for seed in range(runs):
@@ -221,11 +225,12 @@ def _pair(runs: list[dict[str, Any]], key: str, worst: Callable[..., float], sca
     return f"{statistics.median(values):.2f} ({worst(values):.2f})"
 
 
-def main(names: list[str] | None, runs: int) -> int:
-    """Replay the data sets ``names`` (default :data:`DEFAULT_SETS`) and print the table."""
+def main(names: list[str] | None, runs: int, quick: bool = False) -> int:
+    """Replay the data sets ``names`` (default :data:`DEFAULT_SETS`; ``quick``: their quick
+    files) and print the table."""
     sets = {d.name: d for d in PANEL}
     results = []
     for name in names or DEFAULT_SETS:
-        results.append(replay(sets[name], runs))
+        results.append(replay(sets[name], runs, quick))
         print(HEADER + "\n" + "\n".join(rows(r) for r in results), flush=True)
     return 0
