@@ -9,8 +9,10 @@ second variant where vehicles of low room sit out), each worth its expected usef
 times ``1 − κ a`` (``a`` its span so far in hours, κ = :func:`release_hold.staleness_weight`),
 and a *hold* option (``release_hold.hold_values``: arrivals estimated from the cell's span so
 far, its vehicles per hour of span); each read vehicle pays the cell's ε (what ``check_plan``
-checks), within its room. ``choose_releases`` picks at most one option per cell; a cell held
-or not chosen gets ε = +inf (dropped: carried or withheld by the span rules, unchanged).
+checks), within its room; with :data:`PRICE_CEILING` each option also at most the cell's
+release price (the plan's pacing, ``budget.epsilon_ceiling``). ``choose_releases`` picks at
+most one option per cell; a cell held or not chosen gets ε = +inf (dropped: carried or
+withheld by the span rules, unchanged).
 
 Each data set is released ``--runs`` times (seeds 0…) with the panel's profile
 (``panel.profile_row``) and scored as ``benchmarks/panel.py`` scores it (``panel.one_run``:
@@ -51,6 +53,9 @@ SIT_OUT_SHARE = 1 / 16
 USEFUL_SHARE = 0.1
 #: The data sets replayed by default (the panel's vessel sets and the city).
 DEFAULT_SETS = ("AIS week", "Virginia Beach", "US coastal", "New York 8 Dec", "city")
+#: Whether each cell's options stop at its release price (``budget.epsilon_ceiling``: the
+#: plan's pacing of the rooms over the span); off: up to the burst, within the rooms.
+PRICE_CEILING = True
 #: Whether each cell has a hold option (off: the myopic optimiser, to measure the hold's worth).
 WITH_HOLD = True
 
@@ -74,6 +79,9 @@ def optimised_plan(
     opts = cell_options(stacked, np.r_[count, count[entries]],
                         sits_out=np.r_[np.zeros(len(low), bool), low[entries]],
                         **settings)  # fmt: skip
+    ceiling = budget.epsilon_ceiling(state, occupancy, span_start) if PRICE_CEILING else None
+    if ceiling is not None:  # the release price: what the plan would let the cell take now
+        opts.meets[:] &= opts.epsilon <= ceiling[row_cell][:, None] + 1e-12
     age = _age(state, occupancy, span_start)
     kappa = staleness_weight(params.max_span_hours)
     row, column = np.nonzero(opts.meets)
