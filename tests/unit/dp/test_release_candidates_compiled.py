@@ -33,7 +33,7 @@ def test_the_compiled_build_equals_the_numpy_form(
     out[start[0] : start[1]] = True  # a cell where everyone sits out: no allowed cap
     settings = {"upper": 65.0, "target": 20.0, "tau": 6.5, "factors": np.array([1, 1.5, 2, 3.0]),
                 "max_epsilon": 3.5, "mean_share": mean_share, "prefix_limit": prefix_limit,
-                "min_vehicles": 2, "sits_out": out}  # fmt: skip
+                "min_vehicles": 5, "sits_out": out}  # fmt: skip
     want = numpy_form.cell_options(start, counts, **settings)
     got = compiled.cell_options(start, counts, **settings)
     for field in FIELDS:
