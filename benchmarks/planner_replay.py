@@ -7,12 +7,12 @@ is replaced, by attribute in this script only, by the optimiser's: per chosen ce
 (``release_candidates_compiled.cell_options``: ε_T times :data:`FACTORS`, at most the burst; a
 second variant where vehicles of low room sit out), each worth its expected useful readings
 times ``1 − κ a`` (``a`` its span so far in hours, κ = :func:`release_hold.staleness_weight`),
-and a *hold* option (``release_hold.hold_values``: arrivals estimated from the cell's span so
-far, its vehicles per hour of span); each read vehicle pays the cell's ε (what ``check_plan``
-checks), within its room; with :data:`PRICE_CEILING` each option also at most the cell's
-release price (the plan's pacing, ``budget.epsilon_ceiling``). ``choose_releases`` picks at
-most one option per cell; a cell held or not chosen gets ε = +inf (dropped: carried or
-withheld by the span rules, unchanged).
+with :data:`WITH_HOLD` (``--hold``) a *hold* option (``release_hold.hold_values``: arrivals
+estimated from the cell's span so far, its vehicles per hour of span); each read vehicle
+pays the cell's ε (what ``check_plan`` checks), within its room; with :data:`PRICE_CEILING`
+each option also at most the cell's release price (the plan's pacing,
+``budget.epsilon_ceiling``). ``choose_releases`` picks at most one option per cell; a cell
+held or not chosen gets ε = +inf (dropped: carried or withheld by the span rules, unchanged).
 
 Each data set is released ``--runs`` times (seeds 0…) with the panel's profile
 (``panel.profile_row``) and scored as ``benchmarks/panel.py`` scores it (``panel.one_run``:
@@ -20,7 +20,8 @@ useful coverage against the held readings, staleness from the window's close, fi
 busiest loss per period), the plan as it is beside the optimiser. Every run asserts that no
 vehicle lost more than B in any period.
 
-Run: ``python benchmarks/planner_choice.py --replay [--only NAME ...] [--runs N] [--quick]``
+Run: ``python benchmarks/planner_choice.py --replay [--only NAME ...] [--runs N] [--quick]
+[--hold] [--unpaced]``
 (``--quick``: the panel's quick files, e.g. the 0.6M-reading city).
 """
 
@@ -56,8 +57,9 @@ DEFAULT_SETS = ("AIS week", "Virginia Beach", "US coastal", "New York 8 Dec", "c
 #: Whether each cell's options stop at its release price (``budget.epsilon_ceiling``: the
 #: plan's pacing of the rooms over the span); off: up to the burst, within the rooms.
 PRICE_CEILING = True
-#: Whether each cell has a hold option (off: the myopic optimiser, to measure the hold's worth).
-WITH_HOLD = True
+#: Whether each cell has a hold option (``--hold``; off by default: as estimated here it
+#: costs the dense city its live release, benchmarks/planner_gaps.md).
+WITH_HOLD = False
 
 
 def optimised_plan(
@@ -233,9 +235,14 @@ def _pair(runs: list[dict[str, Any]], key: str, worst: Callable[..., float], sca
     return f"{statistics.median(values):.2f} ({worst(values):.2f})"
 
 
-def main(names: list[str] | None, runs: int, quick: bool = False) -> int:
+def main(
+    names: list[str] | None, runs: int, quick: bool = False, hold: bool = False, paced: bool = True
+) -> int:
     """Replay the data sets ``names`` (default :data:`DEFAULT_SETS`; ``quick``: their quick
-    files) and print the table."""
+    files; ``hold``, ``paced``: :data:`WITH_HOLD`, :data:`PRICE_CEILING`) and print the
+    table."""
+    global WITH_HOLD, PRICE_CEILING  # noqa: PLW0603 - a script's switches
+    WITH_HOLD, PRICE_CEILING = hold, paced
     sets = {d.name: d for d in PANEL}
     results = []
     for name in names or DEFAULT_SETS:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 # The benchmarks are scripts importing their neighbours by name (``from usefulness import``).
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -33,7 +34,11 @@ def _release(readings: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
     return records, releases
 
 
-def test_the_optimisers_plans_keep_every_vehicle_within_its_room_and_b() -> None:
+@pytest.mark.parametrize("hold", [False, True])
+def test_the_optimisers_plans_keep_every_vehicle_within_its_room_and_b(
+    hold: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planner_replay, "WITH_HOLD", hold)
     readings = load_sample()[:READINGS]
     plans: list[tuple[np.ndarray, np.ndarray]] = []
     chosen = planner_replay.optimised_plan
