@@ -432,11 +432,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="seeded runs of --replay")
     parser.add_argument("--quick", action="store_true", help="--replay on the quick files")
     parser.add_argument("--hold", action="store_true", help="--replay with the hold option")
+    parser.add_argument("--hold-history", action="store_true",
+                        help="--replay with the hold, arrivals from earlier windows")  # fmt: skip
     parser.add_argument("--unpaced", action="store_true",
                         help="--replay with no release price as a cell's ceiling")  # fmt: skip
     args = parser.parse_args()
     if args.replay:
-        return planner_replay.main(args.only, args.runs, args.quick, args.hold, not args.unpaced)
+        return planner_replay.main(args.only, args.runs, args.quick, args.hold, not args.unpaced,
+                                   args.hold_history)  # fmt: skip
     sets = data_sets()
     names = args.only or ([] if args.million else ["AIS week", "Virginia Beach", "US coastal"])
     warm_up()

@@ -33,14 +33,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import h3
 import numpy as np
+import usefulness
 from panel import PANEL, DataSet, one_run, profile_row
 from usefulness import Truth
 
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.release_candidates_compiled import cell_options
 from stream_dp.dp.release_choice import Candidates, choose_releases
-from stream_dp.dp.release_hold import hold_values, staleness_weight
+from stream_dp.dp.release_hold import arrival_rates, hold_values, staleness_weight
 from stream_dp.dp.vehicle_budget import BudgetPlan
 from stream_dp.release import budget, budget_cells
 from stream_dp.release.spans import span_starts
@@ -60,6 +62,56 @@ PRICE_CEILING = True
 #: Whether each cell has a hold option (``--hold``; off by default: as estimated here it
 #: costs the dense city its live release, benchmarks/planner_gaps.md).
 WITH_HOLD = False
+
+
+#: Per (cell, window start): its vehicles' readings in that window (the public occupancy of
+#: the data set being replayed, every resolution from R0 to R; :func:`occupancy_history`).
+#: Empty: the hold estimates arrivals from the cell's span so far.
+HISTORY: dict[tuple[str, int], dict[str, int]] = {}
+#: Whether the hold's arrivals come from the earlier windows (``--hold-history``), not the span.
+HISTORY_FROM_WINDOWS = False
+#: The earlier windows the hold's arrivals are estimated from (``release_hold.arrival_rates``).
+HISTORY_WINDOWS = 3
+
+
+def occupancy_history(
+    readings: list[dict[str, Any]], finest: int, coarsest: int, window_seconds: int
+) -> dict[tuple[str, int], dict[str, int]]:
+    """Per (cell at each resolution ``coarsest … finest``, window start) its vehicles'
+    readings: public occupancy, what the hold's arrival estimate reads."""
+    out: dict[tuple[str, int], dict[str, int]] = {}
+    for r in readings:
+        cell = h3.latlng_to_cell(r["lat"], r["lon"], finest)
+        start = int(r["ts"]) // window_seconds * window_seconds
+        for res in range(coarsest, finest + 1):
+            parent = cell if res == finest else h3.cell_to_parent(cell, res)
+            counts = out.setdefault((parent, start), {})
+            counts[r["vehicle_id"]] = counts.get(r["vehicle_id"], 0) + 1
+    return out
+
+
+def _arrivals(
+    state: WindowState, occupancy: Occupancy, age: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell its new vehicles per hour and their mean readings: from :data:`HISTORY` (the
+    cell's last :data:`HISTORY_WINDOWS` windows) when set, else from its span so far."""
+    n = len(occupancy.cells)
+    if not HISTORY:
+        k = np.diff(occupancy.cell_start).astype(np.float64)
+        return k / age, count / k
+    step = state.params.window_seconds
+    window, cell, vehicle, counts = [], [], [], []
+    codes: dict[str, int] = {}
+    for g, name in enumerate(occupancy.cells):
+        for back in range(HISTORY_WINDOWS + 1, 0, -1):
+            for v, c in HISTORY.get((name, state.window_start - back * step), {}).items():
+                window.append(-back)
+                cell.append(g)
+                vehicle.append(codes.setdefault(v, len(codes)))
+                counts.append(c)
+    return arrival_rates(np.array(window, dtype=np.int64), np.array(cell, dtype=np.int64),
+                         np.array(vehicle, dtype=np.int64), np.array(counts, dtype=np.int64),
+                         n)  # fmt: skip
 
 
 def optimised_plan(
@@ -94,8 +146,8 @@ def optimised_plan(
                                       occupancy.vehicle_index[entry_of])  # fmt: skip
     group = row_cell[row]
     if WITH_HOLD and params.max_span_hours > 1 and not state.last:
-        k = np.diff(start).astype(np.float64)
-        hold = hold_values(start, count, age, k / age, opts.total[:n_cells] / k,
+        arrivals, each = _arrivals(state, occupancy, age, opts.total[:n_cells])
+        hold = hold_values(start, count, age, arrivals, each,
                            max_span_hours=params.max_span_hours, staleness=kappa,
                            sits_out=None, **settings)  # fmt: skip
         holds = np.flatnonzero(hold.value > 0)
@@ -182,8 +234,17 @@ def optimiser_in_place() -> Iterator[None]:
 def replay(data: DataSet, runs: int, quick: bool = False) -> dict[str, Any]:
     """``runs`` seeded releases of ``data`` (``quick``: its quick file, as the panel's) with
     the plan and with the optimiser, scored."""
-    truth = Truth(data.readings(quick), upper=data.upper)
+    readings = data.readings(quick)
+    truth = Truth(readings, upper=data.upper)
     row = profile_row(data)
+    HISTORY.clear()
+    if WITH_HOLD and HISTORY_FROM_WINDOWS:
+        settings = usefulness.settings_of(row)
+        coarsest = settings.coarsest_resolution
+        HISTORY.update(occupancy_history(
+            readings, settings.resolution,
+            settings.resolution if coarsest is None else coarsest, settings.window_seconds,
+        ))  # fmt: skip
     out: dict[str, Any] = {"name": data.name, "plan": [], "optimiser": []}
     for seed in range(runs):
         for label, context in (("plan", _as_is), ("optimiser", optimiser_in_place)):
@@ -236,13 +297,18 @@ def _pair(runs: list[dict[str, Any]], key: str, worst: Callable[..., float], sca
 
 
 def main(
-    names: list[str] | None, runs: int, quick: bool = False, hold: bool = False, paced: bool = True
+    names: list[str] | None,
+    runs: int,
+    quick: bool = False,
+    hold: bool = False,
+    paced: bool = True,
+    history: bool = False,
 ) -> int:
     """Replay the data sets ``names`` (default :data:`DEFAULT_SETS`; ``quick``: their quick
-    files; ``hold``, ``paced``: :data:`WITH_HOLD`, :data:`PRICE_CEILING`) and print the
-    table."""
-    global WITH_HOLD, PRICE_CEILING  # noqa: PLW0603 - a script's switches
-    WITH_HOLD, PRICE_CEILING = hold, paced
+    files; ``hold``, ``paced``, ``history``: :data:`WITH_HOLD`, :data:`PRICE_CEILING`,
+    :data:`HISTORY_FROM_WINDOWS`) and print the table."""
+    global WITH_HOLD, PRICE_CEILING, HISTORY_FROM_WINDOWS  # noqa: PLW0603 - a script's switches
+    WITH_HOLD, PRICE_CEILING, HISTORY_FROM_WINDOWS = hold or history, paced, history
     sets = {d.name: d for d in PANEL}
     results = []
     for name in names or DEFAULT_SETS:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import h3
 import numpy as np
 import pytest
 
@@ -64,3 +65,20 @@ def test_the_optimisers_plans_keep_every_vehicle_within_its_room_and_b(
     assert records and {(r["cell"], r["epsilon"]) for r in records} != {
         (r["cell"], r["epsilon"]) for r in as_is
     }
+
+
+def test_the_occupancy_history_counts_each_vehicles_readings_per_cell_and_window() -> None:
+    readings = load_sample()[:2000]
+    history = planner_replay.occupancy_history(readings, 8, 6, 3600)
+    for res in (6, 8):
+        r = readings[123]
+        cell = h3.cell_to_parent(h3.latlng_to_cell(r["lat"], r["lon"], 8), res)
+        start = int(r["ts"]) // 3600 * 3600
+        want = sum(
+            1 for x in readings if x["vehicle_id"] == r["vehicle_id"]
+            and int(x["ts"]) // 3600 * 3600 == start
+            and h3.cell_to_parent(h3.latlng_to_cell(x["lat"], x["lon"], 8), res) == cell
+        )  # fmt: skip
+        assert history[(cell, start)][r["vehicle_id"]] == want
+    assert sum(sum(c.values()) for (cell, _), c in history.items()
+               if h3.get_resolution(cell) == 7) == len(readings)  # fmt: skip
