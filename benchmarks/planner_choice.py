@@ -25,7 +25,8 @@ longer spans, released later with more readings), which a single window's value 
 credit, so "ledger rooms" is an upper estimate of the gain and "the plan's spend" a lower one.
 
 Run: ``python benchmarks/planner_choice.py [--only NAME ...] [--million]`` (``--million``
-alone: only the 1M-reading window's timing).
+alone: only the 1M-reading window's timing); ``--replay [--only NAME ...] [--runs N]``: whole
+data sets released with the optimiser in place of the plan (``planner_replay.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: not installed
 
+import planner_replay  # noqa: E402
 from panel import PANEL, profile_row  # noqa: E402
 from panel_data import aircraft_readings  # noqa: E402
 from usefulness import _epoch, million_window, release_params, release_week  # noqa: E402
@@ -51,11 +53,10 @@ from usefulness import settings_of as usefulness_settings  # noqa: E402
 
 from stream_dp.commands.profile import BUDGET_PROFILE  # noqa: E402
 from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
-from stream_dp.dp.release_candidates import (  # noqa: E402
+from stream_dp.dp.release_candidates import useful_probability  # noqa: E402
+from stream_dp.dp.release_candidates_compiled import (  # noqa: E402
+    cell_candidates,
     cell_options,
-    entry_payments,
-    grouped_candidates,
-    useful_probability,
     with_exclusions,
 )
 from stream_dp.dp.release_choice import Candidates, choose_releases  # noqa: E402
@@ -176,24 +177,8 @@ def window_figures(seen: Seen, records: list[dict[str, Any]], charge: np.ndarray
     upper, tau = params.upper, USEFUL_SHARE * params.upper
     share = 1.0 - params.variance_share
     lay = layouts(seen, params.resolution, params.coarsest if coarsest is None else coarsest)
-    low = seen.room[lay.vehicle] < SIT_OUT_SHARE * params.vehicle_burst
-    start = np.r_[lay.start[:-1], lay.start + len(lay.vehicle)]  # each layout twice
     began = time.perf_counter()
-    opts = cell_options(
-        start, np.r_[lay.count, lay.count], upper=upper, target=float(params.target_mean_error),
-        tau=tau, factors=np.array(FACTORS), max_epsilon=params.vehicle_burst, mean_share=share,
-        min_vehicles=params.min_vehicles, sits_out=np.r_[np.zeros(len(low), bool), low],
-        prefix_limit=params.prefix_limit if params.pseudo_user else None,
-    )  # fmt: skip
-    rows = np.arange(len(lay.names))
-    cell_of = np.repeat(rows, np.diff(lay.start))
-    same = np.bincount(cell_of, weights=low, minlength=len(rows)) == 0
-    opts.meets[len(rows) :][same] = False  # nobody sits out: the first variant's twin
-    pay = entry_payments(start, opts, share)
-    cands, _ = grouped_candidates(start, np.r_[lay.vehicle, lay.vehicle], opts, pay,
-                                  np.r_[rows, rows], np.r_[rows * 0, rows * 0 + 1])  # fmt: skip
-    cands = with_readings(cands, np.flatnonzero(opts.meets.any(axis=1)) % len(rows), lay,
-                          len(seen.vehicle_names))  # fmt: skip
+    cands, meets_any = build_candidates(lay, seen.room, params, len(seen.vehicle_names))
     built = time.perf_counter()
     cells = np.ones(len(seen.cell_names))  # each observed cell's readings released once
     ledger = choose_releases(cands, np.r_[seen.room, cells])
@@ -202,8 +187,6 @@ def window_figures(seen: Seen, records: list[dict[str, Any]], charge: np.ndarray
     plan = record_value(records, upper, tau, share)
     taken = plan_cells(records, seen, params)
     unspent = choose_releases(cands, np.r_[np.maximum(seen.room - charge, 0.0), 1.0 - taken])
-    meets_any = opts.meets.any(axis=1)
-    meets_any = meets_any[: len(lay.names)] | meets_any[len(lay.names) :]
     reachable = np.zeros(len(seen.cell_names), dtype=bool)
     for rows in lay.observed_cells:
         reachable |= meets_any[rows]
@@ -220,6 +203,38 @@ def window_figures(seen: Seen, records: list[dict[str, Any]], charge: np.ndarray
         "build_s": built - began,
         "solve_s": solved - built,
     }
+
+
+def build_candidates(
+    lay: Layouts, room: np.ndarray, params: Any, n_vehicles: int
+) -> tuple[Candidates, np.ndarray]:
+    """The candidates of ``lay``'s cells (module docstring), each observed cell a room of 1
+    after the ``n_vehicles`` vehicles', and per cell whether any option meets T. A cell with
+    a vehicle whose room is under ``SIT_OUT_SHARE`` of the burst has a second layout where
+    those vehicles sit out."""
+    share = 1.0 - params.variance_share
+    rows = np.arange(len(lay.names))
+    cell_of = np.repeat(rows, np.diff(lay.start))
+    low = room[lay.vehicle] < SIT_OUT_SHARE * params.vehicle_burst
+    twin = np.flatnonzero(np.bincount(cell_of, weights=low, minlength=len(rows)) > 0)
+    sizes = np.diff(lay.start)[twin]
+    entries = np.repeat(lay.start[twin], sizes) + (
+        np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    )
+    start = np.r_[lay.start, lay.start[-1] + np.cumsum(sizes)].astype(np.int64)
+    row_of = np.r_[rows, twin]
+    opts = cell_options(
+        start, np.r_[lay.count, lay.count[entries]], upper=params.upper,
+        target=float(params.target_mean_error), tau=USEFUL_SHARE * params.upper,
+        factors=np.array(FACTORS), max_epsilon=params.vehicle_burst, mean_share=share,
+        min_vehicles=params.min_vehicles, sits_out=np.r_[np.zeros(len(low), bool), low[entries]],
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+    )  # fmt: skip
+    cands, _ = cell_candidates(start, np.r_[lay.vehicle, lay.vehicle[entries]], opts, share,
+                               row_of, np.r_[rows * 0, twin * 0 + 1])  # fmt: skip
+    meets = opts.meets.any(axis=1)
+    cands = with_readings(cands, row_of[meets], lay, n_vehicles)
+    return cands, np.bincount(row_of, weights=meets, minlength=len(rows)) > 0
 
 
 def with_readings(cands: Candidates, rows: np.ndarray, lay: Layouts, n_vehicles: int) -> Candidates:
@@ -412,7 +427,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="a data set's name (repeatable)")
     parser.add_argument("--million", action="store_true", help="time the 1M-reading window")
+    parser.add_argument("--replay", action="store_true",
+                        help="whole data sets with the optimiser in place of the plan "
+                        "(benchmarks/planner_replay.py)")  # fmt: skip
+    parser.add_argument("--runs", type=int, default=5, help="seeded runs of --replay")
+    parser.add_argument("--quick", action="store_true", help="--replay on the quick files")
+    parser.add_argument("--hold", action="store_true", help="--replay with the hold option")
+    parser.add_argument("--hold-history", action="store_true",
+                        help="--replay with the hold, arrivals from earlier windows")  # fmt: skip
+    parser.add_argument("--unpaced", action="store_true",
+                        help="--replay with no release price as a cell's ceiling")  # fmt: skip
     args = parser.parse_args()
+    if args.replay:
+        return planner_replay.main(args.only, args.runs, args.quick, args.hold, not args.unpaced,
+                                   args.hold_history)  # fmt: skip
     sets = data_sets()
     names = args.only or ([] if args.million else ["AIS week", "Virginia Beach", "US coastal"])
     warm_up()

@@ -104,14 +104,29 @@ def cell_options(
     # grid value one step)
     eps = round_up(least[:, None] / mean_share * np.asarray(factors, dtype=np.float64)[None, :])
     cap, s, best = _least_error(cap_cell, caps, kept, allowed, total, upper, eps * mean_share)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = upper * cap / (s * eps * mean_share)
-    p = np.where(np.isfinite(eps), useful_probability(tau, upper * (1.0 - s / total[:, None]),
-                                                      scale), 0.0)  # fmt: skip
+    useful = expected_useful(eps, cap, s, total, upper, tau, mean_share)
     readers = np.bincount(cell_of, weights=~out, minlength=n_cells)
     meets = (eps <= max_epsilon + 1e-12) & (best <= target * (1.0 + 1e-9))
     meets &= (readers >= min_vehicles)[:, None]
-    return CellOptions(eps, cap, s, best, meets, p * total[:, None], total, count, out)
+    return CellOptions(eps, cap, s, best, meets, useful, total, count, out)
+
+
+def expected_useful(
+    eps: FloatArray,
+    cap: IntArray,
+    kept: IntArray,
+    total: IntArray,
+    upper: float,
+    tau: float,
+    mean_share: float,
+) -> FloatArray:
+    """Per cell (rows) and option (columns), ``M · P(useful)`` at ε ``eps``, cap and kept
+    readings ``S`` (module docstring; 0 where ε is infinite)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = upper * cap / (kept * eps * mean_share)
+    p = np.where(np.isfinite(eps), useful_probability(tau, upper * (1.0 - kept / total[:, None]),
+                                                      scale), 0.0)  # fmt: skip
+    return p * total[:, None]
 
 
 def _cap_candidates(
