@@ -43,10 +43,11 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.release_candidates_compiled import cell_options
 from stream_dp.dp.release_choice import Candidates, choose_releases
 from stream_dp.dp.release_hold import arrival_rates, hold_values, staleness_weight
-from stream_dp.dp.vehicle_budget import BudgetPlan
-from stream_dp.release import budget, budget_cells
-from stream_dp.release.spans import span_starts
 from stream_dp.release.state import WindowState
+from stream_dp.release.vehicle_budget import cells as budget_cells
+from stream_dp.release.vehicle_budget import plan as budget
+from stream_dp.release.vehicle_budget.planner import BudgetPlan
+from stream_dp.release.vehicle_budget.spans import span_starts
 
 #: A cell's options: the least ε meeting T times these (at most the burst).
 FACTORS = (1.0, 1.5, 2.0, 3.0)

@@ -14,9 +14,9 @@ import math
 import numpy as np
 from numba import njit
 
+from stream_dp.dp.epsilon_grid import EPSILON_STEP, ROUNDING_MARGIN
 from stream_dp.dp.error_bars import LN20, SAMPLER_RTOL
 from stream_dp.dp.float_mean import GRID_SLACK, SHARE_SLACK_UNIT
-from stream_dp.dp.vehicle_budget import EPSILON_STEP, ROUNDING_MARGIN
 
 
 @njit(cache=True, nogil=True)

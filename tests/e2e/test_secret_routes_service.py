@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from stream_dp.testing.readings import synthetic_readings
-from stream_dp.testing.settings import service_settings
 
 from stream_dp.config import Settings, default_target_mean_error
 from tests.e2e.service_harness import HOUR, create_topics, produce, start_worker, wait_for_windows
+from tests.support.readings import synthetic_readings
+from tests.support.settings import service_settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

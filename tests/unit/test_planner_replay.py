@@ -19,9 +19,10 @@ import panel  # noqa: E402
 import planner_replay  # noqa: E402
 import usefulness  # noqa: E402
 
-from stream_dp.release import budget, budget_cells  # noqa: E402
+from stream_dp.release.vehicle_budget import cells as budget_cells
+from stream_dp.release.vehicle_budget import plan as budget  # noqa: E402
 from stream_dp.sources.sample import load_sample  # noqa: E402
-from stream_dp.testing.noise_free import NoNoise  # noqa: E402
+from tests.support.noise_free import NoNoise  # noqa: E402
 
 READINGS = 30_000
 
