@@ -39,6 +39,7 @@ from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions,
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
+from stream_dp.release.report import WindowReport
 from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
@@ -86,9 +87,8 @@ class Regroup(Stage):
         columns, adaptive, withheld = adaptive_columns(
             state.columns, params, regroup_epsilon(params)
         )
-        state.report.cells_withheld += withheld[0]
-        state.report.readings_withheld += withheld[1]
-        return replace(state, columns=columns, adaptive=adaptive)
+        report = add_withheld(state.report, *withheld)
+        return replace(state, columns=columns, adaptive=adaptive, report=report)
 
 
 class Account(Stage):
@@ -120,7 +120,7 @@ class Mask(Stage):
     def run(self, state: WindowState) -> WindowState:
         window = state.input
         mask = BudgetMask(state.columns, window.ledger, window.window_start, _accountant(state))
-        return replace(state, pairs=mask.apply(_pairs(state), state.report))
+        return _bounded(state, mask.apply(_pairs(state), state.report))
 
 
 class ClipUser(Stage):
@@ -136,7 +136,7 @@ class ClipUser(Stage):
             error_star = target  # the model's error is then the mean_error itself
         model = accountant.error_model(LN20 if target is not None else 1.0)
         bound = ClipUserBound(params.upper, accountant.epsilon, error_star, model)
-        return replace(state, pairs=bound.apply(_pairs(state), state.report))
+        return _bounded(state, bound.apply(_pairs(state), state.report))
 
 
 class Cap(Stage):
@@ -147,7 +147,7 @@ class Cap(Stage):
     def run(self, state: WindowState) -> WindowState:
         p = state.input.params
         cap = ReadingCap(p.pseudo_user, p.upper, _accountant(state).epsilon, p.prefix_limit)
-        return replace(state, pairs=cap.apply(_pairs(state), state.report))
+        return _bounded(state, cap.apply(_pairs(state), state.report))
 
 
 @dataclass
@@ -204,12 +204,12 @@ class Withhold(Stage):
         assert bounded is not None and stats is not None
         bars = error_bars(stats, bounded.capped, _accountant(state), params.upper)
         withheld = (report.cells_withheld, report.readings_withheld)
-        released, grids, report.k, withheld = released_cells(
+        released, grids, k, withheld = released_cells(
             params.target_mean_error, bars.mean, bounded.kept, bounded.grids,
             pairs.occupancy, stats.n_readings, withheld,
         )  # fmt: skip
-        report.cells_withheld, report.readings_withheld = withheld
-        return replace(state, bars=bars, released=released, grids=grids)
+        report = replace(report, k=k, cells_withheld=withheld[0], readings_withheld=withheld[1])
+        return replace(state, bars=bars, released=released, grids=grids, report=report)
 
 
 @dataclass
@@ -359,6 +359,21 @@ class Pipeline:
     def _begin(self, state: WindowState) -> None:
         for stage in self.after_choice:
             stage.begin(state)
+
+
+def _bounded(state: WindowState, bound: tuple[Contributions, WindowReport]) -> WindowState:
+    """The window with a bound's pairs and report lines."""
+    pairs, report = bound
+    return replace(state, pairs=pairs, report=report)
+
+
+def add_withheld(report: WindowReport, cells: int, readings: int) -> WindowReport:
+    """``report`` with a stage's withheld cells and readings added (§12, §13.3)."""
+    return replace(
+        report,
+        cells_withheld=report.cells_withheld + cells,
+        readings_withheld=report.readings_withheld + readings,
+    )
 
 
 def _pairs(state: WindowState) -> Contributions:

@@ -25,6 +25,7 @@ from stream_dp.release.stages import (
     Statistics,
     Summary,
     Withhold,
+    add_withheld,
 )
 from stream_dp.release.state import Pooled, WindowInput, WindowState
 from stream_dp.release.vehicle_budget.cells import budget_regroup
@@ -74,9 +75,9 @@ class Pool(Stage):
             aside = None
         pooled, own = pooled_with_own(choice.window, choice.carry, params.prefix_limit)
         withheld = stale + choice.withheld
-        state.report.readings_withheld = withheld
         made = Pooled(pooled, own, aside, choice.due, withheld)
-        return replace(state, pooled=made, columns=pooled)
+        report = replace(state.report, readings_withheld=withheld)
+        return replace(state, pooled=made, columns=pooled, report=report)
 
 
 class BudgetRegroup(Stage):
@@ -91,12 +92,11 @@ class BudgetRegroup(Stage):
             state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
             window.last, state.due,
         )  # fmt: skip
-        withheld = regrouped.withheld
-        state.report.cells_withheld += withheld[0]  # after a stale carry's (§13.3)
-        state.report.readings_withheld += withheld[1]
+        report = add_withheld(state.report, *regrouped.withheld)  # after a stale carry's (§13.3)
         return replace(
-            state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs
-        )
+            state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs,
+            report=report,
+        )  # fmt: skip
 
 
 class Plan(Stage):
@@ -124,13 +124,16 @@ class Plan(Stage):
             plan = budget_plan(params, rooms, pairs.occupancy, start, state.due)
         check_plan(pairs.occupancy, plan, vehicle_room(rooms, pairs.occupancy))  # the one kept
         bounded, g1, sat_out = planned_bound(pairs.occupancy, plan, params)
-        report = state.report  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
-        report.vehicles_budget_limited = sat_out
-        report.g1, report.k = g1, int(bounded.grids.max(initial=0))
-        report.error_bound = float(params.target_mean_error or 0.0)
-        report.suppressed_pairs = int(np.count_nonzero(~plan.kept))
+        report = replace(  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
+            state.report, vehicles_budget_limited=sat_out, g1=g1,
+            k=int(bounded.grids.max(initial=0)),
+            error_bound=float(params.target_mean_error or 0.0),
+            suppressed_pairs=int(np.count_nonzero(~plan.kept)),
+        )  # fmt: skip
         bound = Contributions(pairs.chosen, pairs.occupancy, pairs.entry_of, None, bounded)
-        return replace(state, pairs=bound, budget_plan=plan, cell_epsilons=plan.epsilon)
+        return replace(
+            state, pairs=bound, budget_plan=plan, cell_epsilons=plan.epsilon, report=report
+        )
 
 
 class SpanRecords(Stage):
@@ -185,11 +188,12 @@ class Defer(Stage):
             columns, pooled.aside, carry_out, adaptive, _released_cells(state),
             int(pooled.own[carried].sum()) + aside,
         )  # fmt: skip
-        report = state.report
-        report.cells_held, report.readings_held = counts.cells_held, counts.readings_held
-        report.cells_withheld = counts.cells_withheld
-        report.readings_withheld = pooled.withheld + counts.readings_withheld
-        return state
+        report = replace(
+            state.report, cells_held=counts.cells_held, readings_held=counts.readings_held,
+            cells_withheld=counts.cells_withheld,
+            readings_withheld=pooled.withheld + counts.readings_withheld,
+        )  # fmt: skip
+        return replace(state, report=report)
 
 
 def _rooms(window: WindowInput, state: WindowState) -> Rooms:
