@@ -71,8 +71,11 @@ def _state_writes(function: ast.FunctionDef) -> list[str]:
             targets = list(node.targets)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             targets = [node.target]
-        flat = [t for target in targets for t in ast.walk(target) if isinstance(t, ast.Attribute)]
-        for target in flat:
+        while any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):  # a, b = ...
+            targets = [e for t in targets for e in getattr(t, "elts", [t])]
+        for target in targets:
+            if not isinstance(target, ast.Attribute):
+                continue
             root: ast.expr = target
             while isinstance(root, ast.Attribute):
                 root = root.value
