@@ -152,8 +152,8 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
     if params.target_mean_error is not None:
         _check_h3_cells(occupancy, params.resolution)
     # the occupancy is the whole input (last): no cell waits for a longer span
-    state = WindowState(WindowInput(0, occupancy_columns(occupancy), params, last=True))
-    pipelines_of(params).plan().run(state)
+    window = WindowInput(0, occupancy_columns(occupancy), params, last=True)
+    state = pipelines_of(params).plan().run(WindowState.start(window))
     if state.empty:
         raise PlanInputError("no cell of the occupancy is chosen with these settings")
     pairs, report, bars, accountant = state.pairs, state.report, state.bars, state.accountant

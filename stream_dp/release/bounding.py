@@ -64,8 +64,10 @@ class Contributions:
 
 
 class ContributionBound(Protocol):
-    def apply(self, pairs: Contributions, report: WindowReport) -> Contributions:
-        """``pairs`` bounded further; what was done goes into ``report``."""
+    def apply(
+        self, pairs: Contributions, report: WindowReport
+    ) -> tuple[Contributions, WindowReport]:
+        """``pairs`` bounded further, and ``report`` with this bound's lines."""
         ...
 
 
@@ -79,22 +81,27 @@ class BudgetMask:
     window_start: int
     accountant: PrivacyAccountant
 
-    def apply(self, pairs: Contributions, report: WindowReport) -> Contributions:
+    def apply(
+        self, pairs: Contributions, report: WindowReport
+    ) -> tuple[Contributions, WindowReport]:
         ledger, occupancy = self.ledger, pairs.occupancy
         if ledger is None or ledger.cap is None or not len(pairs.chosen):
-            return pairs
+            return pairs, report
         allowed = self.accountant.allowed_cells(ledger, occupancy.vehicles, self.window_start)
         keep = limit_to_budget(occupancy, allowed)
         if keep.all():
-            return pairs
+            return pairs, report
         withheld_vehicles = np.count_nonzero(np.bincount(occupancy.vehicle_index[~keep]))
-        report.vehicles_budget_limited = int(withheld_vehicles)
-        report.pairs_withheld_budget = int(np.count_nonzero(~keep))
+        report = replace(
+            report,
+            vehicles_budget_limited=int(withheld_vehicles),
+            pairs_withheld_budget=int(np.count_nonzero(~keep)),
+        )
         usable = np.zeros(len(self.columns), dtype=bool)
         usable[pairs.entry_of[keep]] = True
         params = self.accountant.params
         chosen = select_cells(self.columns, params.min_vehicles, params.top_cells, usable)
-        return Contributions(chosen, *occupancy_of(self.columns, chosen, usable))
+        return Contributions(chosen, *occupancy_of(self.columns, chosen, usable)), report
 
 
 @dataclass(frozen=True)
@@ -107,14 +114,17 @@ class ClipUserBound:
     error_bound: float | None
     model: ErrorModel | None = None
 
-    def apply(self, pairs: Contributions, report: WindowReport) -> Contributions:
+    def apply(
+        self, pairs: Contributions, report: WindowReport
+    ) -> tuple[Contributions, WindowReport]:
         clip = clip_user(
             pairs.occupancy, self.upper, self.epsilon, self.error_bound, model=self.model
         )
-        report.g1, report.k = clip.g1, clip.k
-        report.error_bound = float(clip.error_bound)
-        report.suppressed_pairs = clip.n_suppressed
-        return replace(pairs, clip=clip)
+        lines = replace(
+            report, g1=clip.g1, k=clip.k, error_bound=float(clip.error_bound),
+            suppressed_pairs=clip.n_suppressed,
+        )  # fmt: skip
+        return replace(pairs, clip=clip), lines
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,9 @@ class ReadingCap:
     epsilon: float
     prefix_limit: int
 
-    def apply(self, pairs: Contributions, report: WindowReport) -> Contributions:
+    def apply(
+        self, pairs: Contributions, report: WindowReport
+    ) -> tuple[Contributions, WindowReport]:
         assert pairs.clip is not None, "the cap bounds what CLIP-USER kept"
         if self.enabled:
             capped = pseudo_user_step(
@@ -135,5 +147,5 @@ class ReadingCap:
             )
         else:
             capped = no_pseudo_user(pairs.clip)
-        report.max_error = float(np.max(capped.error))
-        return replace(pairs, bounded=BoundedPairs.of_clip_user(pairs.clip, capped))
+        lines = replace(report, max_error=float(np.max(capped.error)))
+        return replace(pairs, bounded=BoundedPairs.of_clip_user(pairs.clip, capped)), lines

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(frozen=True)
 class WindowReport:
-    """The summary's lines, each written by the one stage that knows it (0: the stage did
-    nothing, e.g. in an empty window)."""
+    """The summary's lines, each set by the one stage that knows it (0: the stage did
+    nothing, e.g. in an empty window): a stage returns the report with its lines replaced
+    (``dataclasses.replace``); the withheld counts add up what each stage withholds."""
 
     #: Budget mask: vehicles limited by their remaining budget, pairs withheld for it.
     vehicles_budget_limited: int = 0

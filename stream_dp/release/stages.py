@@ -2,8 +2,9 @@
 mode (:mod:`stream_dp.release.modes`), chosen once by
 :func:`~stream_dp.release.pipelines.pipelines_of`.
 
-Each stage reads the :class:`~stream_dp.release.state.WindowState`, adds what it makes and
-writes its own lines of the report; no stage asks which mode runs. A stage may also
+Each stage reads the window so far (a frozen :class:`~stream_dp.release.state.WindowState`)
+and returns a new one with what it makes filled in (``dataclasses.replace``), writing only its
+own lines of the report; no stage asks which mode runs. A stage may also
 :meth:`~Stage.begin` background work it will need (on :mod:`stream_dp.windows.background`) as
 soon as the chosen pairs are known, so that it runs beside the bound (benchmarks/release.py).
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -38,6 +39,7 @@ from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions,
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
+from stream_dp.release.report import WindowReport
 from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
@@ -68,7 +70,8 @@ class Stage:
     def begin(self, state: WindowState) -> None:
         """Start background work this stage needs (the masked pairs are known); none here."""
 
-    def run(self, state: WindowState) -> None:
+    def run(self, state: WindowState) -> WindowState:
+        """The window so far with what this stage makes."""
         raise NotImplementedError
 
 
@@ -77,14 +80,15 @@ class Regroup(Stage):
 
     name = "regroup"
 
-    def run(self, state: WindowState) -> None:
-        if state.params.target_mean_error is None:
-            return
-        state.columns, state.adaptive, withheld = adaptive_columns(
-            state.columns, state.params, regroup_epsilon(state.params)
+    def run(self, state: WindowState) -> WindowState:
+        params = state.input.params
+        if params.target_mean_error is None:
+            return state
+        columns, adaptive, withheld = adaptive_columns(
+            state.columns, params, regroup_epsilon(params)
         )
-        state.report.cells_withheld += withheld[0]
-        state.report.readings_withheld += withheld[1]
+        report = add_withheld(state.report, *withheld)
+        return replace(state, columns=columns, adaptive=adaptive, report=report)
 
 
 class Account(Stage):
@@ -93,8 +97,8 @@ class Account(Stage):
 
     name = "accountant"
 
-    def run(self, state: WindowState) -> None:
-        state.accountant = PrivacyAccountant(state.params, state.cell_epsilons)
+    def run(self, state: WindowState) -> WindowState:
+        return replace(state, accountant=PrivacyAccountant(state.input.params, state.cell_epsilons))
 
 
 class Select(Stage):
@@ -102,10 +106,10 @@ class Select(Stage):
 
     name = "select"
 
-    def run(self, state: WindowState) -> None:
-        params, columns = state.params, state.columns
+    def run(self, state: WindowState) -> WindowState:
+        params, columns = state.input.params, state.columns
         chosen = select_cells(columns, params.min_vehicles, params.top_cells)
-        state.pairs = Contributions(chosen, *occupancy_of(columns, chosen))
+        return replace(state, pairs=Contributions(chosen, *occupancy_of(columns, chosen)))
 
 
 class Mask(Stage):
@@ -113,9 +117,10 @@ class Mask(Stage):
 
     name = "mask"
 
-    def run(self, state: WindowState) -> None:
-        mask = BudgetMask(state.columns, state.ledger, state.window_start, _accountant(state))
-        state.pairs = mask.apply(_pairs(state), state.report)
+    def run(self, state: WindowState) -> WindowState:
+        window = state.input
+        mask = BudgetMask(state.columns, window.ledger, window.window_start, _accountant(state))
+        return _bounded(state, mask.apply(_pairs(state), state.report))
 
 
 class ClipUser(Stage):
@@ -124,14 +129,14 @@ class ClipUser(Stage):
 
     name = "clip-user"
 
-    def run(self, state: WindowState) -> None:
-        params, accountant = state.params, _accountant(state)
+    def run(self, state: WindowState) -> WindowState:
+        params, accountant = state.input.params, _accountant(state)
         target, error_star = params.target_mean_error, params.error_bound
         if error_star is None and target is not None and params.variance_share == 0.0:
             error_star = target  # the model's error is then the mean_error itself
         model = accountant.error_model(LN20 if target is not None else 1.0)
         bound = ClipUserBound(params.upper, accountant.epsilon, error_star, model)
-        state.pairs = bound.apply(_pairs(state), state.report)
+        return _bounded(state, bound.apply(_pairs(state), state.report))
 
 
 class Cap(Stage):
@@ -139,10 +144,10 @@ class Cap(Stage):
 
     name = "cap"
 
-    def run(self, state: WindowState) -> None:
-        p = state.params
+    def run(self, state: WindowState) -> WindowState:
+        p = state.input.params
         cap = ReadingCap(p.pseudo_user, p.upper, _accountant(state).epsilon, p.prefix_limit)
-        state.pairs = cap.apply(_pairs(state), state.report)
+        return _bounded(state, cap.apply(_pairs(state), state.report))
 
 
 @dataclass
@@ -160,18 +165,19 @@ class Statistics(Stage):
     _entry_totals: Future[tuple[Any, Any]] | None = None
 
     def begin(self, state: WindowState) -> None:
-        if self.prefix_sums and state.params.pseudo_user:  # only the cap reads them
+        if self.prefix_sums and state.input.params.pseudo_user:  # only the cap reads them
             self._prefix_sums = start_prefix_sums(state.columns)
         self._entry_totals = start_entry_totals(state.columns, _pairs(state).entry_of)
 
-    def run(self, state: WindowState) -> None:
+    def run(self, state: WindowState) -> WindowState:
         pairs = _pairs(state)
         assert pairs.bounded is not None and self._entry_totals is not None
         with np.errstate(invalid="ignore", divide="ignore"):  # a budget's dropped cells: NaN
-            state.stats = cell_statistics(
+            stats = cell_statistics(
                 state.columns, pairs.occupancy, pairs.entry_of, pairs.bounded.capped.kept_count,
                 self._prefix_sums, self._entry_totals,
             )  # fmt: skip
+        return replace(state, stats=stats)
 
 
 class CountStatistics(Stage):
@@ -180,10 +186,10 @@ class CountStatistics(Stage):
 
     name = "statistics"
 
-    def run(self, state: WindowState) -> None:
+    def run(self, state: WindowState) -> WindowState:
         pairs = _pairs(state)
         assert pairs.bounded is not None
-        state.stats = cell_counts(pairs.occupancy, pairs.bounded.capped.kept_count)
+        return replace(state, stats=cell_counts(pairs.occupancy, pairs.bounded.capped.kept_count))
 
 
 class Withhold(Stage):
@@ -192,17 +198,18 @@ class Withhold(Stage):
 
     name = "error-bars"
 
-    def run(self, state: WindowState) -> None:
-        pairs, report, stats = _pairs(state), state.report, state.stats
+    def run(self, state: WindowState) -> WindowState:
+        pairs, report, stats, params = _pairs(state), state.report, state.stats, state.input.params
         bounded = pairs.bounded
         assert bounded is not None and stats is not None
-        state.bars = error_bars(stats, bounded.capped, _accountant(state), state.params.upper)
+        bars = error_bars(stats, bounded.capped, _accountant(state), params.upper)
         withheld = (report.cells_withheld, report.readings_withheld)
-        state.released, state.grids, report.k, withheld = released_cells(
-            state.params.target_mean_error, state.bars.mean, bounded.kept, bounded.grids,
+        released, grids, k, withheld = released_cells(
+            params.target_mean_error, bars.mean, bounded.kept, bounded.grids,
             pairs.occupancy, stats.n_readings, withheld,
         )  # fmt: skip
-        report.cells_withheld, report.readings_withheld = withheld
+        report = replace(report, k=k, cells_withheld=withheld[0], readings_withheld=withheld[1])
+        return replace(state, bars=bars, released=released, grids=grids, report=report)
 
 
 @dataclass
@@ -213,8 +220,8 @@ class Noise(Stage):
     noise: LaplaceNoise
     name = "noise"
 
-    def run(self, state: WindowState) -> None:
-        pairs, stats, params = _pairs(state), state.stats, state.params
+    def run(self, state: WindowState) -> WindowState:
+        pairs, stats, params = _pairs(state), state.stats, state.input.params
         assert pairs.bounded is not None and stats is not None and state.bars is not None
         assert state.released is not None
         capped = pairs.bounded.capped
@@ -225,10 +232,11 @@ class Noise(Stage):
                 state.columns, pairs.entry_of, capped.kept_count,
                 pairs.occupancy.cell_start, params.upper,
             )  # fmt: skip
-        state.noisy = noisy_cells(
+        noisy = noisy_cells(
             stats, capped, _accountant(state), self.noise, state.bars, state.released,
             params.upper, mechanism, cell_data,
         )  # fmt: skip
+        return replace(state, noisy=noisy)
 
 
 @dataclass
@@ -239,26 +247,27 @@ class Records(Stage):
     _ids: Future[list[str]] | None = None
 
     def begin(self, state: WindowState) -> None:
-        params = state.params
+        params = state.input.params
         self._ids = background.submit(
-            release_ids, params.app_id, state.window_start, params.resolution,
+            release_ids, params.app_id, state.input.window_start, params.resolution,
             list(_pairs(state).occupancy.cells), state.input.nonce,
         )  # fmt: skip
 
-    def run(self, state: WindowState) -> None:
+    def run(self, state: WindowState) -> WindowState:
         pairs, stats, bars, noisy = _pairs(state), state.stats, state.bars, state.noisy
         assert pairs.bounded is not None and stats is not None and bars is not None
         assert noisy is not None and state.released is not None and self._ids is not None
-        params, occupancy = state.params, pairs.occupancy
+        params, occupancy = state.input.params, pairs.occupancy
         variance_errors = (
             [None] * len(state.released) if bars.variance is None else bars.variance.tolist()
         )
-        state.cells = cell_records(
-            window_base(params, state.window_start), params, occupancy.cells,
+        cells = cell_records(
+            window_base(params, state.input.window_start), params, occupancy.cells,
             self._ids.result(), noisy, variance_errors, stats, pairs.bounded.capped.cap.tolist(),
             state.released.tolist(),
             cell_shapes(state.adaptive, occupancy.cells, params.resolution), state.report.k,
         )  # fmt: skip
+        return replace(state, cells=cells)
 
 
 class Summary(Stage):
@@ -268,19 +277,21 @@ class Summary(Stage):
 
     name = "summary"
 
-    def run(self, state: WindowState) -> None:
-        if state.ledger is not None:
-            state.loss, state.reads = _accountant(state).charge(
-                state.window_start, released_reads(state), state.ledger
+    def run(self, state: WindowState) -> WindowState:
+        window = state.input
+        if window.ledger is not None:
+            loss, reads = _accountant(state).charge(
+                window.window_start, released_reads(state), window.ledger
             )
-        state.summary = summary_of(state)
+            state = replace(state, loss=loss, reads=reads)
+        return replace(state, summary=summary_of(state))
 
 
 def released_reads(state: WindowState) -> WindowReads:
     """What a released (or empty) window read: the bound's kept entries of the cells it
     released."""
     pairs = state.pairs
-    if pairs is None or state.empty or pairs.bounded is None:
+    if pairs is None or not len(pairs.chosen) or pairs.bounded is None:
         return WindowReads()
     bounded = pairs.bounded
     return WindowReads(pairs.occupancy, bounded.kept, state.released, state.grids, bounded.capped)
@@ -295,14 +306,14 @@ def chosen_reads(state: WindowState) -> WindowReads:
     return WindowReads(pairs.occupancy, kept)
 
 
-def summary_of(state: WindowState, error: BaseException | None = None) -> dict[str, Any]:
-    """The window's summary from its state (released, empty or failed: ``error``), with the
-    loss charged to the ledger (``state.loss``)."""
-    accountant = state.accountant or PrivacyAccountant(state.params)
+def summary_of(state: WindowState) -> dict[str, Any]:
+    """The released (or empty) window's summary, with the loss charged to the ledger
+    (``state.loss``)."""
+    window = state.input
+    accountant = state.accountant or PrivacyAccountant(window.params)
     return window_summary(
-        accountant, state.window_start, state.report, state.observed,
-        state.input.late_readings, state.input.nonce, len(state.cells), error, state.loss,
-        state.released,
+        accountant, window.window_start, state.report, window.observed, window.late_readings,
+        window.nonce, len(state.cells), None, state.loss, state.released,
     )  # fmt: skip
 
 
@@ -329,24 +340,40 @@ class Pipeline:
     closing: Sequence[Stage] = ()
 
     def run(self, state: WindowState) -> WindowState:
+        """The window after every stage, each given the window its predecessor returned."""
         begun = False
         for stage in self.choice:
             if stage.pairs_final and not begun and state.pairs is not None and not state.empty:
                 self._begin(state)  # beside the vehicle budget's plan, as beside CLIP-USER
                 begun = True
-            stage.run(state)
+            state = stage.run(state)
         if not state.empty:
             if not begun:
                 self._begin(state)
             for stage in self.after_choice:
-                stage.run(state)
+                state = stage.run(state)
         for stage in self.closing:
-            stage.run(state)
+            state = stage.run(state)
         return state
 
     def _begin(self, state: WindowState) -> None:
         for stage in self.after_choice:
             stage.begin(state)
+
+
+def _bounded(state: WindowState, bound: tuple[Contributions, WindowReport]) -> WindowState:
+    """The window with a bound's pairs and report lines."""
+    pairs, report = bound
+    return replace(state, pairs=pairs, report=report)
+
+
+def add_withheld(report: WindowReport, cells: int, readings: int) -> WindowReport:
+    """``report`` with a stage's withheld cells and readings added (§12, §13.3)."""
+    return replace(
+        report,
+        cells_withheld=report.cells_withheld + cells,
+        readings_withheld=report.readings_withheld + readings,
+    )
 
 
 def _pairs(state: WindowState) -> Contributions:

@@ -116,17 +116,19 @@ class Pooled:
     withheld: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class WindowState:
-    """One window on its way through the stages: its :class:`WindowInput`, what each stage
-    made of it, and the report. ``columns``: what the stages read (pooled with the carry,
-    regrouped into adaptive cells)."""
+    """One window so far on its way through the stages (frozen): its :class:`WindowInput` and
+    what each stage made of it, each stage returning a new record with its own fields filled
+    (``dataclasses.replace``). ``columns``: what the stages read (pooled with the carry,
+    regrouped into adaptive cells); the report's lines are each written by the stage that
+    knows them."""
 
     input: WindowInput
-    columns: WindowColumns = field(init=False)
+    columns: WindowColumns
     report: WindowReport = field(default_factory=WindowReport)
-    #: Built once: at the start with ε for every cell, or by the vehicle budget's plan with
-    #: each cell's own (§13).
+    #: Built once: at the start with ε for every cell, or after the vehicle budget's plan
+    #: with each cell's own (§13).
     accountant: PrivacyAccountant | None = None
     cache: WindowCache = field(default_factory=WindowCache)
     adaptive: AdaptiveCells | None = None
@@ -141,7 +143,7 @@ class WindowState:
     released: np.ndarray | None = None
     grids: np.ndarray | None = None
     noisy: NoisyCells | None = None
-    #: The records: one per released cell, then the summary.
+    #: The records: one per released cell (the summary is the summary stage's).
     cells: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     #: With a ledger: what the release charges each vehicle, and its reads (per-cell ε).
@@ -151,9 +153,11 @@ class WindowState:
     pooled: Pooled | None = None
     carry_out: WindowColumns | None = None
 
-    def __post_init__(self) -> None:
-        if self.input.observed is not None:
-            self.columns = self.input.observed
+    @classmethod
+    def start(cls, window: WindowInput) -> WindowState:
+        """The window before any stage: its columns are the observed readings."""
+        assert window.observed is not None, "a window's stages read its readings"
+        return cls(window, window.observed)
 
     @property
     def window_start(self) -> int:

@@ -43,8 +43,14 @@ from stream_dp.fault_injection import error_point_counted
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.pipelines import pipelines_of
-from stream_dp.release.records import WindowRelease, new_release_nonce, rfc3339
-from stream_dp.release.stages import ModePipelines, Pipeline, chosen_reads, summary_of
+from stream_dp.release.records import (
+    WindowRelease,
+    new_release_nonce,
+    rfc3339,
+    window_summary,
+)
+from stream_dp.release.report import WindowReport
+from stream_dp.release.stages import ModePipelines, Pipeline, chosen_reads
 from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
@@ -76,8 +82,8 @@ def release_window(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        state = _state(window_start, columns, params, ledger, late_readings, carry, last)
-        release_pipeline(params, noise).run(state)
+        window = _input(window_start, columns, params, ledger, late_readings, carry, last)
+        state = release_pipeline(params, noise).run(WindowState.start(window))
     finally:
         if collecting:
             gc.enable()
@@ -93,7 +99,7 @@ def release_pipeline(params: ReleaseParams, noise: LaplaceNoise) -> Pipeline:
     return pipelines_of(params).release(noise)
 
 
-def _state(
+def _input(
     window_start: int,
     columns: WindowColumns | None,
     params: ReleaseParams,
@@ -101,11 +107,9 @@ def _state(
     late_readings: int = 0,
     carry: WindowColumns | None = None,
     last: bool = False,
-) -> WindowState:
+) -> WindowInput:
     nonce = new_release_nonce()  # one per release event: every record id derives from it
-    return WindowState(
-        WindowInput(window_start, columns, params, ledger, late_readings, nonce, carry, last)
-    )
+    return WindowInput(window_start, columns, params, ledger, late_readings, nonce, carry, last)
 
 
 def release_ready_window(
@@ -189,32 +193,38 @@ def failed_release(
     ``carry`` is pooled first, as the release would have (§13.3): its pairs are charged too."""
     pipelines = pipelines_of(params)
     columns, carried = pipelines.failed_input(columns, carry, window_start)
-    state = _state(window_start, columns, params, ledger, late_readings)
+    window = _input(window_start, columns, params, ledger, late_readings)
+    accountant, loss = PrivacyAccountant(params), None
     if ledger is not None:
-        reads = _failed_reads(state, pipelines, partials, carried)
-        if state.accountant is None:  # the choice failed before building it
-            state.accountant = PrivacyAccountant(params)
-        state.loss, _ = state.accountant.charge(window_start, reads, ledger)
-    most_cells = int(state.loss.cells.max(initial=0)) if state.loss is not None else 0
-    state.report.g1 = state.report.k = most_cells
-    summary = summary_of(state, error)
-    return WindowRelease(window_start, [], summary, state.loss, error_site=_site(error))
+        chosen = _failed_choice(window, pipelines)
+        if chosen is not None and chosen.accountant is not None:
+            accountant = chosen.accountant
+        reads = chosen_reads(chosen) if chosen is not None else _counted_reads(partials, carried)
+        loss, _ = accountant.charge(window_start, reads, ledger)
+    most_cells = int(loss.cells.max(initial=0)) if loss is not None else 0
+    report = WindowReport(g1=most_cells, k=most_cells)  # the charge's most cells (docstring)
+    summary = window_summary(
+        accountant, window_start, report, columns, late_readings, window.nonce, 0, error, loss
+    )
+    return WindowRelease(window_start, [], summary, loss, error_site=_site(error))
 
 
-def _failed_reads(
-    state: WindowState,
-    pipelines: ModePipelines,
-    partials: list[PartialColumns],
-    carry: WindowColumns | None = None,
+def _failed_choice(window: WindowInput, pipelines: ModePipelines) -> WindowState | None:
+    """The failed window after its mode's choice (the pairs it is charged for, module
+    docstring); None if it has no readings or the choice itself fails."""
+    if window.observed is None:
+        return None
+    try:
+        return pipelines.choice().run(WindowState.start(window))
+    except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
+        return None
+
+
+def _counted_reads(
+    partials: list[PartialColumns], carry: WindowColumns | None = None
 ) -> WindowReads:
-    """What a failed window is charged for (module docstring): the pairs its choice kept, or
-    if even the choice fails, the cells each vehicle occupies in any partial (and the carry)."""
-    if state.observed is not None:
-        try:
-            pipelines.choice().run(state)
-            return chosen_reads(state)
-        except Exception:  # noqa: BLE001 - fall back to the coarser, larger charge
-            pass
+    """What a failed window is charged for when even its choice fails (module docstring): the
+    cells each vehicle occupies in any partial (and the carry)."""
     per_vehicle: dict[str, int] = {}
     sources = [(p.pair_vehicle, p.vehicle_names) for p in partials]
     if carry is not None:

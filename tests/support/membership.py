@@ -65,7 +65,7 @@ class _RecordingPipeline(Pipeline):
     sink: list[RecordMembers]
 
     def run(self, state: WindowState) -> WindowState:
-        super().run(state)
+        state = super().run(state)
         pooled = state.pooled.columns if state.pooled is not None else state.observed
         assert pooled is not None
         self.sink.extend(_members(state, pooled))

@@ -21,6 +21,7 @@ Two steps, both functions of the occupancy, the configuration and the ledger onl
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import h3
@@ -30,14 +31,14 @@ from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice
 from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.selection import occupancy_of, select_cells
-from stream_dp.release.vehicle_budget.plan import budget_mode, budget_plan, unit_price
+from stream_dp.release.state import WindowCache
+from stream_dp.release.vehicle_budget.plan import Rooms, budget_mode, budget_plan, unit_price
 from stream_dp.release.vehicle_budget.spans import first_window_of
 from stream_dp.release.vehicle_budget.unsupported import release_needs
 
 if TYPE_CHECKING:
     from stream_dp.dp.occupancy import Occupancy
     from stream_dp.release.params import ReleaseParams
-    from stream_dp.release.state import WindowState
     from stream_dp.windows.columns import WindowColumns
 
 log = logging.getLogger(__name__)
@@ -66,49 +67,70 @@ MIN_REFUSED_SHARE = 1e-3
 LAZY_READINGS = True
 
 
-def budget_regroup(state: WindowState, mean_epsilon: float) -> tuple[int, int]:
-    """Regroup ``state.columns`` into adaptive cells its vehicles can pay for (module
-    docstring) and choose the pairs to release of them (the last choice's, §9.1); returns the
-    (cells, readings) withheld by the choice."""
-    params = state.params
-    columns, price = state.columns, unit_price(state)
+@dataclass(frozen=True)
+class Regrouped:
+    """The budget regrouping's choice: the regrouped ``columns`` (with their reading logs),
+    their ``adaptive`` cells (None: no choice was made), the ``pairs`` chosen of them and the
+    (cells, readings) ``withheld``."""
+
+    columns: WindowColumns
+    adaptive: AdaptiveCells | None
+    pairs: Contributions
+    withheld: tuple[int, int]
+
+
+def budget_regroup(
+    columns: WindowColumns,
+    params: ReleaseParams,
+    rooms: Rooms,
+    mean_epsilon: float,
+    last: bool = False,
+    due: tuple[str, ...] = (),
+) -> Regrouped:
+    """Regroup ``columns`` into adaptive cells its vehicles' ``rooms`` can pay for (module
+    docstring) and choose the pairs to release of them (the last choice's, §9.1); ``last``:
+    the input's last window, ``due``: the pool's due units (the release price,
+    :func:`~stream_dp.release.vehicle_budget.plan.epsilon_ceiling`)."""
+    cache = rooms.cache
+    price = unit_price(rooms, columns.vehicle_names, params)
     coarsest = params.coarsest
     # The release price reads each chosen cell's span start from its observed cells' (below),
     # not from the reading log: a choice's regrouped pairs get theirs only when it is kept.
     lazy = LAZY_READINGS
-    observed_start = observed_span_starts(state)
+    observed_start = observed_span_starts(columns, params, cache, rooms.window_start, last)
     refused: set[str] = set()
     withheld = (0, 0)
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
-    moves = None
+    moves, adaptive, regrouped = None, None, columns
     for _ in range(MAX_CHOICES):
         choice = BudgetChoice(price, frozenset(refused), None, memo)
         adaptive = adaptive_choice(columns, params, mean_epsilon, choice, BUDGET_DETAIL_SLACK)
         moves, withheld = adaptive_moves(columns, adaptive)
-        state.adaptive = adaptive
-        state.columns = moves.counts() if lazy else moves.columns(params.prefix_limit)
-        chosen = select_cells(state.columns, params.min_vehicles, params.top_cells)
+        regrouped = moves.counts() if lazy else moves.columns(params.prefix_limit)
+        chosen = select_cells(regrouped, params.min_vehicles, params.top_cells)
         if not len(chosen):
             break
-        state.pairs = Contributions(chosen, *occupancy_of(state.columns, chosen))
-        occupancy = state.pairs.occupancy
-        plan = budget_plan(state, occupancy, _unit_starts(adaptive, observed_start, chosen))
+        pairs = Contributions(chosen, *occupancy_of(regrouped, chosen))
+        occupancy = pairs.occupancy
+        span_start = _unit_starts(adaptive, observed_start, chosen)
+        plan = budget_plan(params, rooms, occupancy, span_start, due)
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
-        state.cache.keep_choice(state.columns, state.pairs, plan)  # the select stage's
+        cache.keep_choice(regrouped, pairs, plan)  # the select stage's
         if not len(drop) or _too_few_to_choose_again(occupancy, drop):
             break
         refused.update(occupancy.cells[g] for g in drop.tolist())
     if lazy and moves is not None:  # the kept choice's pairs, with their reading logs
-        counted, state.columns = state.columns, moves.columns(params.prefix_limit)
-        state.cache.move_choice(counted, state.columns)  # the same pairs
-    state.pairs = state.cache.chosen_pairs(state.columns)
-    if state.pairs is None:  # no choice kept of these columns (none chose a cell)
-        cells = select_cells(state.columns, params.min_vehicles, params.top_cells)
-        state.pairs = Contributions(cells, *occupancy_of(state.columns, cells))
+        counted, regrouped = regrouped, moves.columns(params.prefix_limit)
+        cache.move_choice(counted, regrouped)  # the same pairs
+    kept = cache.chosen_pairs(regrouped)
+    if kept is None:  # no choice kept of these columns (none chose a cell)
+        cells = select_cells(regrouped, params.min_vehicles, params.top_cells)
+        kept = Contributions(cells, *occupancy_of(regrouped, cells))
     if withheld[1] and log.isEnabledFor(logging.INFO):
+        assert adaptive is not None
         log.info("%s", unsupported_line(columns, adaptive, params))
-    return withheld
+    return Regrouped(regrouped, adaptive, kept, withheld)
 
 
 def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: ReleaseParams) -> str:
@@ -146,15 +168,20 @@ def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: Rele
     )
 
 
-def observed_span_starts(state: WindowState) -> np.ndarray | None:
-    """Per observed cell of ``state.columns`` (the pooled pairs, before any regrouping), the
-    start of its span: the earlier of this window and its pairs' first windows (None without
-    spans, where no release price reads it)."""
-    params, columns = state.params, state.columns
-    if not budget_mode(params).spans or state.last:
+def observed_span_starts(
+    columns: WindowColumns,
+    params: ReleaseParams,
+    cache: WindowCache,
+    window_start: int,
+    last: bool,
+) -> np.ndarray | None:
+    """Per observed cell of ``columns`` (the pooled pairs, before any regrouping), the start
+    of its span: the earlier of ``window_start`` and its pairs' first windows (None without
+    spans or at the input's ``last`` window, where no release price reads it)."""
+    if not budget_mode(params).spans or last:
         return None
-    start = np.full(len(columns.cell_names), state.window_start, dtype=np.int64)
-    first = first_window_of(state.cache, columns, params.window_seconds)
+    start = np.full(len(columns.cell_names), window_start, dtype=np.int64)
+    first = first_window_of(cache, columns, params.window_seconds)
     np.minimum.at(start, columns.cell_code, first)
     return start
 

@@ -7,12 +7,13 @@ and the cap make on the fixed-ε path)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
 from stream_dp.dp import kernels
-from stream_dp.dp.adaptive_cells import UnitPrice
+from stream_dp.dp.adaptive_cells import AdaptiveCells, UnitPrice
+from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.error_bars import mean_error
 from stream_dp.dp.grid_error import variance_sensitivity
 from stream_dp.dp.occupancy import Occupancy
@@ -21,13 +22,10 @@ from stream_dp.release.accounting import vehicle_room as room_of
 from stream_dp.release.bounding import BoundedPairs
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
+from stream_dp.release.state import WindowCache
 from stream_dp.release.vehicle_budget.planner import BudgetPlan, plan_budget
 from stream_dp.release.vehicle_budget.pooling import due_cells
 from stream_dp.release.vehicle_budget.price import release_price
-from stream_dp.release.vehicle_budget.spans import span_starts
-
-if TYPE_CHECKING:
-    from stream_dp.release.state import WindowState
 
 #: Whether the release price's re-plans (:func:`budget_plan`) run in one compiled call
 #: (``plan_budget``'s ``ceiling``: the layout built once) instead of one plan per round; the
@@ -35,19 +33,28 @@ if TYPE_CHECKING:
 PLAN_IN_ONE_CALL = True
 
 
-def vehicle_room(state: WindowState, occupancy: Occupancy) -> np.ndarray:
-    """What each vehicle of ``occupancy`` may spend in this window
-    (:func:`~stream_dp.release.accounting.vehicle_room`)."""
-    return _rooms(state, occupancy.vehicles)
+@dataclass(frozen=True)
+class Rooms:
+    """What each vehicle may spend in one window (:func:`~stream_dp.release.accounting.
+    vehicle_room`): the ``ledger``'s view under the ``mode`` at ``window_start``, kept in the
+    window's ``cache`` once per window for the same names (the regrouping's price, each plan
+    and the check read the same 10^5 vehicles' rooms)."""
+
+    mode: VehicleBudget
+    ledger: BudgetLedger | None
+    window_start: int
+    cache: WindowCache
+
+    def of(self, vehicles: Sequence[str]) -> np.ndarray:
+        """The rooms of ``vehicles`` (read-only)."""
+        return self.cache.rooms(
+            vehicles, lambda: room_of(self.mode, self.ledger, vehicles, self.window_start)
+        )
 
 
-def _rooms(state: WindowState, vehicles: Sequence[str]) -> np.ndarray:
-    """The rooms of ``vehicles`` in ``state``'s window, once per window for the same names
-    (the regrouping's price, each plan and the check read the same 10^5 vehicles' rooms)."""
-    mode = budget_mode(state.params)
-    return state.cache.rooms(
-        vehicles, lambda: room_of(mode, state.ledger, vehicles, state.window_start)
-    )
+def vehicle_room(rooms: Rooms, occupancy: Occupancy) -> np.ndarray:
+    """What each vehicle of ``occupancy`` may spend in this window."""
+    return rooms.of(occupancy.vehicles)
 
 
 def budget_mode(params: ReleaseParams) -> VehicleBudget:
@@ -57,12 +64,10 @@ def budget_mode(params: ReleaseParams) -> VehicleBudget:
     return mode
 
 
-def unit_price(state: WindowState) -> UnitPrice:
+def unit_price(rooms: Rooms, vehicles: Sequence[str], params: ReleaseParams) -> UnitPrice:
     """The adaptive cells' budget-aware pass test (§13.1): a unit passes when its vehicles'
-    rooms (of ``state.columns``' vehicles) can pay the ε it needs."""
-    room = _rooms(state, state.columns.vehicle_names)
-    burst = budget_mode(state.params).burst
-    return UnitPrice(room, 1.0 - state.params.variance_share, burst)
+    rooms (of the columns' ``vehicles``) can pay the ε it needs."""
+    return UnitPrice(rooms.of(vehicles), 1.0 - params.variance_share, rooms.mode.burst)
 
 
 #: A due cell (§13.3: pooling would push it past T) may take at most this share of the burst,
@@ -71,7 +76,11 @@ SHORT_SPAN_SHARE = 0.5
 
 
 def budget_plan(
-    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+    params: ReleaseParams,
+    rooms: Rooms,
+    occupancy: Occupancy,
+    span_start: np.ndarray | None = None,
+    due: tuple[str, ...] = (),
 ) -> BudgetPlan:
     """The window's per-cell ε and sit-outs
     (:func:`~stream_dp.release.vehicle_budget.planner.plan_budget`);
@@ -79,15 +88,16 @@ def budget_plan(
     and the plan computed again (each round drops at least one cell more, so at most one round
     per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`). Unchecked: the
     release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
-    prices its cells with. ``span_start``: per cell the start of its span if known (the
-    regrouping's, :func:`epsilon_ceiling`)."""
-    room = vehicle_room(state, occupancy)
-    ceiling = epsilon_ceiling(state, occupancy, span_start)
+    prices its cells with. ``span_start``: per cell the start of its span, None when no
+    release price applies (:func:`prices_spans`); ``due``: the pool's due units
+    (:func:`epsilon_ceiling`)."""
+    room = vehicle_room(rooms, occupancy)
+    ceiling = epsilon_ceiling(params, rooms, occupancy, span_start, due)
     if ceiling is None or PLAN_IN_ONE_CALL:
-        return _plan(state, occupancy, room, None, ceiling)
+        return _plan(params, occupancy, room, None, ceiling)
     held: np.ndarray | None = None
     while True:  # the one call's oracle: each round a fresh plan
-        plan = _plan(state, occupancy, room, held, None)
+        plan = _plan(params, occupancy, room, held, None)
         over = _over(plan, ceiling)
         if not over.any():
             return plan
@@ -95,14 +105,13 @@ def budget_plan(
 
 
 def _plan(
-    state: WindowState,
+    params: ReleaseParams,
     occupancy: Occupancy,
     room: np.ndarray,
     held: np.ndarray | None,
     ceiling: np.ndarray | None,
 ) -> BudgetPlan:
     """:func:`~stream_dp.release.vehicle_budget.planner.plan_budget` with the window's settings."""
-    params = state.params
     return plan_budget(
         occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
         variance_share=params.variance_share, max_cell_epsilon=budget_mode(params).burst,
@@ -117,37 +126,41 @@ def _over(plan: BudgetPlan, ceiling: np.ndarray) -> np.ndarray:
     return np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
 
 
+def prices_spans(params: ReleaseParams, adaptive: AdaptiveCells | None, last: bool) -> bool:
+    """Whether a release price caps the cells' ε (:func:`epsilon_ceiling`): with spans and
+    adaptive cells, before the input's last window."""
+    return adaptive is not None and budget_mode(params).spans and not last
+
+
 def epsilon_ceiling(
-    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+    params: ReleaseParams,
+    rooms: Rooms,
+    occupancy: Occupancy,
+    span_start: np.ndarray | None,
+    due: tuple[str, ...] = (),
 ) -> np.ndarray | None:
     """Per cell, the most ε it may take now: its release price (§13.3,
     :func:`~stream_dp.release.vehicle_budget.price.release_price`) from its span so far and its
     vehicles'
     rooms; a due cell's, the burst times the share of ``max_span_hours`` its span covers, at
-    least :data:`SHORT_SPAN_SHARE`. None (the burst for every cell) without spans or at the
-    input's last window (no later release to wait for). ``span_start``: per cell the start of
-    its span (default: :func:`~stream_dp.release.vehicle_budget.spans.span_starts` from the reading
-    log)."""
-    params, mode = state.params, budget_mode(state.params)
-    if state.adaptive is None or not mode.spans or state.last:
-        return None
+    least :data:`SHORT_SPAN_SHARE` (``due``: the units pooling would push past T). None (the
+    burst for every cell) when no release price applies (:func:`prices_spans`: the caller then
+    gives no ``span_start``, per cell the start of its span, e.g.
+    :func:`~stream_dp.release.vehicle_budget.spans.span_starts` from the reading log)."""
     if span_start is None:
-        assert state.pairs is not None, "the plan prices the chosen pairs"
-        seconds = params.window_seconds
-        start = span_starts(state.cache, state.columns, state.pairs, state.window_start, seconds)
-    else:
-        start = span_start
-    windows = (state.window_start - start) // params.window_seconds + 1
+        return None
+    mode, window_start = budget_mode(params), rooms.window_start
+    windows = (window_start - span_start) // params.window_seconds + 1
     burst, budget = mode.burst, mode.budget
     pace = budget * params.window_seconds / params.ledger_period_seconds
-    median_room = UnitPrice(vehicle_room(state, occupancy), 1.0, burst).pay(
+    median_room = UnitPrice(vehicle_room(rooms, occupancy), 1.0, burst).pay(
         occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells)
     )
     ceiling = release_price(windows, mode.max_span_hours, burst, pace, median_room)
-    if state.due:
-        due = due_cells(occupancy.cells, state.due)
+    if due:
+        is_due = due_cells(occupancy.cells, due)
         share = np.clip(windows / mode.max_span_hours, SHORT_SPAN_SHARE, 1.0)
-        ceiling[due] = burst * share[due]
+        ceiling[is_due] = burst * share[is_due]
     return ceiling
 
 

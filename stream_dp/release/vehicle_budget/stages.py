@@ -5,7 +5,7 @@ they share with the fixed-ε release are :mod:`stream_dp.release.stages`'."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,14 +25,18 @@ from stream_dp.release.stages import (
     Statistics,
     Summary,
     Withhold,
+    add_withheld,
 )
-from stream_dp.release.state import Pooled, WindowState
+from stream_dp.release.state import Pooled, WindowInput, WindowState
 from stream_dp.release.vehicle_budget.cells import budget_regroup
 from stream_dp.release.vehicle_budget.held import ReleasedCells, held_counts
 from stream_dp.release.vehicle_budget.plan import (
+    Rooms,
+    budget_mode,
     budget_plan,
     check_plan,
     planned_bound,
+    prices_spans,
     vehicle_room,
 )
 from stream_dp.release.vehicle_budget.pooling import choose_pooling, with_aside
@@ -60,19 +64,20 @@ class Pool(Stage):
 
     name = "pool"
 
-    def run(self, state: WindowState) -> None:
-        params, columns = state.params, state.columns
-        carry, stale = fresh_carry(state.input.carry, state.window_start, params)
+    def run(self, state: WindowState) -> WindowState:
+        window, columns = state.input, state.columns
+        params = window.params
+        carry, stale = fresh_carry(window.carry, window.window_start, params)
         choice = choose_pooling(columns, carry, params, regroup_epsilon(params))
         aside = choice.aside  # this window's own pairs: young enough to wait one more
-        if state.last and aside is not None:  # the input ends: no later window to release them
+        if window.last and aside is not None:  # the input ends: no later window to release them
             stale += int(aside.count.sum())
             aside = None
         pooled, own = pooled_with_own(choice.window, choice.carry, params.prefix_limit)
         withheld = stale + choice.withheld
-        state.pooled = Pooled(pooled, own, aside, choice.due, withheld)
-        state.columns = pooled
-        state.report.readings_withheld = withheld
+        made = Pooled(pooled, own, aside, choice.due, withheld)
+        report = replace(state.report, readings_withheld=withheld)
+        return replace(state, pooled=made, columns=pooled, report=report)
 
 
 class BudgetRegroup(Stage):
@@ -81,10 +86,17 @@ class BudgetRegroup(Stage):
 
     name = "regroup"
 
-    def run(self, state: WindowState) -> None:
-        withheld = budget_regroup(state, regroup_epsilon(state.params))
-        state.report.cells_withheld += withheld[0]  # after a stale carry's (§13.3)
-        state.report.readings_withheld += withheld[1]
+    def run(self, state: WindowState) -> WindowState:
+        window = state.input
+        regrouped = budget_regroup(
+            state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
+            window.last, state.due,
+        )  # fmt: skip
+        report = add_withheld(state.report, *regrouped.withheld)  # after a stale carry's (§13.3)
+        return replace(
+            state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs,
+            report=report,
+        )  # fmt: skip
 
 
 class Plan(Stage):
@@ -96,23 +108,32 @@ class Plan(Stage):
     name = "plan"
     pairs_final = True
 
-    def run(self, state: WindowState) -> None:
-        pairs = state.pairs
+    def run(self, state: WindowState) -> WindowState:
+        pairs, window = state.pairs, state.input
         assert pairs is not None, "the select stage runs first"
         if not len(pairs.chosen):
-            return
+            return state
+        params, rooms = window.params, _rooms(window, state)
         plan = state.cache.plan_of(pairs)  # planned by the regrouping (same inputs)
         if plan is None:
-            plan = budget_plan(state, pairs.occupancy)
-        check_plan(pairs.occupancy, plan, vehicle_room(state, pairs.occupancy))  # the one kept
-        bounded, g1, sat_out = planned_bound(pairs.occupancy, plan, state.params)
-        state.pairs = Contributions(pairs.chosen, pairs.occupancy, pairs.entry_of, None, bounded)
-        report = state.report  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
-        report.vehicles_budget_limited = sat_out
-        report.g1, report.k = g1, int(bounded.grids.max(initial=0))
-        report.error_bound = float(state.params.target_mean_error or 0.0)
-        report.suppressed_pairs = int(np.count_nonzero(~plan.kept))
-        state.budget_plan, state.cell_epsilons = plan, plan.epsilon
+            start = None
+            if prices_spans(params, state.adaptive, window.last):
+                start = span_starts(
+                    state.cache, state.columns, pairs, window.window_start, params.window_seconds
+                )
+            plan = budget_plan(params, rooms, pairs.occupancy, start, state.due)
+        check_plan(pairs.occupancy, plan, vehicle_room(rooms, pairs.occupancy))  # the one kept
+        bounded, g1, sat_out = planned_bound(pairs.occupancy, plan, params)
+        report = replace(  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
+            state.report, vehicles_budget_limited=sat_out, g1=g1,
+            k=int(bounded.grids.max(initial=0)),
+            error_bound=float(params.target_mean_error or 0.0),
+            suppressed_pairs=int(np.count_nonzero(~plan.kept)),
+        )  # fmt: skip
+        bound = Contributions(pairs.chosen, pairs.occupancy, pairs.entry_of, None, bounded)
+        return replace(
+            state, pairs=bound, budget_plan=plan, cell_epsilons=plan.epsilon, report=report
+        )
 
 
 class SpanRecords(Stage):
@@ -120,18 +141,21 @@ class SpanRecords(Stage):
 
     name = "span-records"
 
-    def run(self, state: WindowState) -> None:
+    def run(self, state: WindowState) -> WindowState:
         pairs, released, accountant = state.pairs, state.released, state.accountant
         assert pairs is not None and released is not None and accountant is not None
         occupancy = pairs.occupancy
         epsilons = accountant.cell_epsilons(len(occupancy.cells)).tolist()
-        seconds = state.params.window_seconds
-        starts = span_starts(state.cache, state.columns, pairs, state.window_start, seconds)
+        window = state.input
+        seconds = window.params.window_seconds
+        starts = span_starts(state.cache, state.columns, pairs, window.window_start, seconds)
         starts = starts.tolist()
         stamps = {start: rfc3339(start) for start in set(starts)}  # a few spans' starts
-        for record, g in zip(state.cells, np.flatnonzero(released).tolist(), strict=True):
-            record["epsilon"] = epsilons[g]
-            record["window_start"] = stamps[starts[g]]
+        cells = [
+            {**record, "epsilon": epsilons[g], "window_start": stamps[starts[g]]}
+            for record, g in zip(state.cells, np.flatnonzero(released).tolist(), strict=True)
+        ]
+        return replace(state, cells=cells)
 
 
 class Defer(Stage):
@@ -142,31 +166,40 @@ class Defer(Stage):
 
     name = "defer"
 
-    def run(self, state: WindowState) -> None:
-        params, pooled = state.params, state.pooled
+    def run(self, state: WindowState) -> WindowState:
+        window, pooled = state.input, state.pooled
         assert pooled is not None, "the pool stage runs first"
-        columns, last = pooled.columns, state.last
+        params, columns, last = window.params, pooled.columns, window.last
         adaptive = state.adaptive
         carried = np.zeros(0, dtype=np.int64)
         if not last and adaptive is not None:  # no regrouping (no T): nothing is deferred
             released = _released_cells(state)
             names = [] if released is None else released.released_names
             carried = deferred_pairs(
-                columns, adaptive, names, state.window_start, params, state.cache
+                columns, adaptive, names, window.window_start, params, state.cache
             )
         out = take_pairs(columns, carried) if len(carried) else None
-        state.carry_out = None if last else with_aside(out, pooled.aside, params.prefix_limit)
+        carry_out = None if last else with_aside(out, pooled.aside, params.prefix_limit)
+        state = replace(state, carry_out=carry_out)
         if adaptive is None:
-            return  # no regrouping (no T): nothing is carried
+            return state  # no regrouping (no T): nothing is carried
         aside = 0 if pooled.aside is None or last else int(pooled.aside.count.sum())
         counts = held_counts(
-            columns, pooled.aside, state.carry_out, state.adaptive, _released_cells(state),
+            columns, pooled.aside, carry_out, adaptive, _released_cells(state),
             int(pooled.own[carried].sum()) + aside,
         )  # fmt: skip
-        report = state.report
-        report.cells_held, report.readings_held = counts.cells_held, counts.readings_held
-        report.cells_withheld = counts.cells_withheld
-        report.readings_withheld = pooled.withheld + counts.readings_withheld
+        report = replace(
+            state.report, cells_held=counts.cells_held, readings_held=counts.readings_held,
+            cells_withheld=counts.cells_withheld,
+            readings_withheld=pooled.withheld + counts.readings_withheld,
+        )  # fmt: skip
+        return replace(state, report=report)
+
+
+def _rooms(window: WindowInput, state: WindowState) -> Rooms:
+    """The window's vehicles' rooms, kept in its cache."""
+    params = window.params
+    return Rooms(budget_mode(params), window.ledger, window.window_start, state.cache)
 
 
 def _released_cells(state: WindowState) -> ReleasedCells | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import Future
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -301,9 +300,9 @@ def _priced_plan(
 
     mp.setattr(budget, "PLAN_IN_ONE_CALL", one_call)
     mp.setattr(budget, "plan_budget", plan_counted)
-    mp.setattr(budget, "vehicle_room", lambda state, occupancy: room)
-    mp.setattr(budget, "epsilon_ceiling", lambda state, occupancy, start: ceiling)
-    return budget.budget_plan(SimpleNamespace(params=params), occ), len(asked)  # type: ignore[arg-type]
+    mp.setattr(budget, "vehicle_room", lambda rooms, occupancy: room)
+    mp.setattr(budget, "epsilon_ceiling", lambda params, rooms, occupancy, start, due: ceiling)
+    return budget.budget_plan(params, None, occ), len(asked)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])  # 3 to 5 plans each

@@ -25,13 +25,13 @@ def test_the_statistics_start_before_the_vehicle_budget_stage_which_reuses_the_l
         events.append("statistics begin")
         begin(self, state)
 
-    def recording_plan(state: stages.WindowState, occupancy: object, *span: object) -> object:
+    def recording_plan(*args: object) -> object:
         events.append("plan")
-        return plan(state, occupancy, *span)  # type: ignore[arg-type]
+        return plan(*args)  # type: ignore[arg-type]
 
-    def recording_stage(self: budget_stages.Plan, state: stages.WindowState) -> None:
+    def recording_stage(self: budget_stages.Plan, state: stages.WindowState) -> object:
         events.append("vehicle budget stage")
-        stage(self, state)
+        return stage(self, state)
 
     monkeypatch.setattr(stages.Statistics, "begin", recording_begin)
     monkeypatch.setattr(budget_stages.Plan, "run", recording_stage)

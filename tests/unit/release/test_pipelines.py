@@ -16,7 +16,8 @@ from stream_dp.release import accounting
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.modes import FixedEpsilon, VehicleBudget
 from stream_dp.release.pipelines import pipelines_of
-from stream_dp.release.stages import Pipeline
+from stream_dp.release.stages import Pipeline, Select
+from stream_dp.release.state import WindowInput, WindowState
 from stream_dp.release.window import release_window
 from tests.unit.release.charge_cases import charge_digests
 from tests.unit.release.test_vehicle_budget import _busy_windows, _params, _window
@@ -57,6 +58,79 @@ def test_no_stage_reads_the_mode() -> None:
             if isinstance(node, ast.Name) and node.id in MODE_CLASSES:
                 reading.append(f"{where}: {node.id}")
     assert reading == []
+
+
+def _state_writes(function: ast.FunctionDef) -> list[str]:
+    """Each assignment in ``function`` to an attribute of its state argument (the first after
+    ``self``), however deep (``state.pairs = ...``, ``state.report.k = ...``)."""
+    state = function.args.args[1].arg
+    writes = []
+    for node in ast.walk(function):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        while any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):  # a, b = ...
+            targets = [e for t in targets for e in getattr(t, "elts", [t])]
+        for target in targets:
+            if not isinstance(target, ast.Attribute):
+                continue
+            root: ast.expr = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id == state:
+                writes.append(ast.unparse(target))
+    return writes
+
+
+def test_no_stage_writes_the_window_state() -> None:
+    """Each stage returns the window so far with its own result filled in; none assigns an
+    attribute of the state it was given (the state is frozen)."""
+    methods = _stage_methods()
+    assert len(methods) >= 15, "the stages of both pipelines"
+    writes = [f"{where}: {write}" for where, f in methods for write in _state_writes(f)]
+    assert writes == []
+    assert WindowState.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_a_stage_returns_a_new_state() -> None:
+    """A stage's result is a new record; the state it was given is unchanged."""
+    params = _params(vehicle_budget=None, vehicle_budget_burst=None)
+    window = WindowInput(0, _window(0, _busy_windows(1, 2)[0]), params)
+    before = WindowState.start(window)
+    after = Select().run(before)
+    assert before.pairs is None and after.pairs is not None and after is not before
+    assert after.input is before.input and after.columns is before.columns
+
+
+def test_the_budget_helpers_take_what_they_read() -> None:
+    """Only the stages, the state and the release entry name the window state: the helpers
+    (the budget's plan, rooms, price and regrouping among them) take arrays."""
+    allowed = {"stages.py", "state.py", "window.py"}
+    naming = [
+        str(path.relative_to(RELEASE))
+        for path in sorted(RELEASE.rglob("*.py"))
+        if path.name not in allowed and "WindowState" in path.read_text()
+    ]
+    assert naming == []
+
+
+def test_a_failed_window_states_its_charge_without_writing_a_report() -> None:
+    """``failed_release`` takes G1 and K from the charge: no assignment in window.py writes an
+    attribute (of a state or a report)."""
+    source = (RELEASE / "window.py").read_text()
+    writes = [
+        ast.unparse(node)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.Assign, ast.AugAssign))
+        and any(
+            isinstance(t, ast.Attribute)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for t in ast.walk(target)
+        )
+    ]
+    assert writes == []
 
 
 def _names(pipeline: Pipeline) -> tuple[list[str], list[str], list[str]]:

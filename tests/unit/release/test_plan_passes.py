@@ -209,8 +209,8 @@ def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
     monkeypatch.setattr(budget, "room_of", counting)
     once = _release(windows, 4)
     assert len(asked) == 3 and once[-1].summary["vehicles_budget_limited"] > 0
-    monkeypatch.setattr(budget, "_rooms", lambda state, vehicles: counting(
-        state.params.mode, state.ledger, vehicles, state.window_start
+    monkeypatch.setattr(budget.Rooms, "of", lambda rooms, vehicles: counting(
+        rooms.mode, rooms.ledger, vehicles, rooms.window_start
     ))  # fmt: skip
     asked.clear()
     every_time = _release(windows, 4)
@@ -222,13 +222,13 @@ def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
 def test_the_room_cache_serves_the_same_names_only() -> None:
     params = _params(vehicle_budget=6.0)
     ledger = PrivacyAccountant(params).new_ledger()
-    state = SimpleNamespace(params=params, ledger=ledger, window_start=7200, cache=WindowCache())
+    rooms = budget.Rooms(budget.budget_mode(params), ledger, 7200, WindowCache())
     names, others = ("v1", "v2"), ("v1", "v3", "v4")
-    first = budget._rooms(state, names)  # type: ignore[arg-type]
-    assert budget._rooms(state, names) is first  # type: ignore[arg-type]
-    other = budget._rooms(state, others)  # type: ignore[arg-type]
-    assert len(other) == 3 and budget._rooms(state, others) is other  # type: ignore[arg-type]
-    assert budget._rooms(state, names) is not first  # type: ignore[arg-type]
+    first = rooms.of(names)
+    assert rooms.of(names) is first
+    other = rooms.of(others)
+    assert len(other) == 3 and rooms.of(others) is other
+    assert rooms.of(names) is not first
 
 
 def test_the_room_cache_tells_names_of_one_length_apart() -> None:
@@ -238,10 +238,10 @@ def test_the_room_cache_tells_names_of_one_length_apart() -> None:
     ledger = SimpleNamespace(
         budget_room=lambda vehicles, at, b, burst: np.array([rooms[v] for v in vehicles])
     )
-    state = SimpleNamespace(params=_params(vehicle_budget=6.0), ledger=ledger,
-                            window_start=7200, cache=WindowCache())  # fmt: skip
-    first = budget._rooms(state, ("v1", "v2"))  # type: ignore[arg-type]
-    second = budget._rooms(state, ("v1", "v3"))  # type: ignore[arg-type]
+    mode = budget.budget_mode(_params(vehicle_budget=6.0))
+    room_book = budget.Rooms(mode, ledger, 7200, WindowCache())  # type: ignore[arg-type]
+    first = room_book.of(("v1", "v2"))
+    second = room_book.of(("v1", "v3"))
     assert first.tolist() == [2.0, 2.0] and second.tolist() == [2.0, 0.5]
     with pytest.raises(ValueError):
         second[0] = 9.0  # shared by the price, every plan and the check

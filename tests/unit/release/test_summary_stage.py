@@ -30,8 +30,8 @@ def _noise() -> LaplaceNoise:
 def test_the_release_pipeline_alone_states_the_budget_fields() -> None:
     params = _params(vehicle_budget=12.0, epsilon=2.0, coarsest_resolution=8, max_span_hours=1)
     ledger = BudgetLedger(params.ledger_period_seconds, None)
-    state = WindowState(WindowInput(0, _window(0, _two_cells()), params, ledger, nonce="n"))
-    release_pipeline(params, _noise()).run(state)
+    window = WindowInput(0, _window(0, _two_cells()), params, ledger, nonce="n")
+    state = release_pipeline(params, _noise()).run(WindowState.start(window))
     cells, summary, loss = state.cells, state.summary, state.loss
     assert loss is not None and len(cells) == 2
     epsilons = sorted(c["epsilon"] for c in cells)
