@@ -43,11 +43,10 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.release_candidates_compiled import cell_options
 from stream_dp.dp.release_choice import Candidates, choose_releases
 from stream_dp.dp.release_hold import arrival_rates, hold_values, staleness_weight
-from stream_dp.release.state import WindowState
 from stream_dp.release.vehicle_budget import cells as budget_cells
 from stream_dp.release.vehicle_budget import plan as budget
+from stream_dp.release.vehicle_budget import stages as budget_stages
 from stream_dp.release.vehicle_budget.planner import BudgetPlan
-from stream_dp.release.vehicle_budget.spans import span_starts
 
 #: A cell's options: the least ε meeting T times these (at most the burst).
 FACTORS = (1.0, 1.5, 2.0, 3.0)
@@ -92,7 +91,7 @@ def occupancy_history(
 
 
 def _arrivals(
-    state: WindowState, occupancy: Occupancy, age: np.ndarray, count: np.ndarray
+    params: Any, window_start: int, occupancy: Occupancy, age: np.ndarray, count: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per cell its new vehicles per hour and their mean readings: from :data:`HISTORY` (the
     cell's last :data:`HISTORY_WINDOWS` windows) when set, else from its span so far."""
@@ -100,12 +99,12 @@ def _arrivals(
     if not HISTORY:
         k = np.diff(occupancy.cell_start).astype(np.float64)
         return k / age, count / k
-    step = state.params.window_seconds
+    step = params.window_seconds
     window, cell, vehicle, counts = [], [], [], []
     codes: dict[str, int] = {}
     for g, name in enumerate(occupancy.cells):
         for back in range(HISTORY_WINDOWS + 1, 0, -1):
-            for v, c in HISTORY.get((name, state.window_start - back * step), {}).items():
+            for v, c in HISTORY.get((name, window_start - back * step), {}).items():
                 window.append(-back)
                 cell.append(g)
                 vehicle.append(codes.setdefault(v, len(codes)))
@@ -116,12 +115,17 @@ def _arrivals(
 
 
 def optimised_plan(
-    state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None = None
+    params: Any,
+    rooms: Any,
+    occupancy: Occupancy,
+    span_start: np.ndarray | None = None,
+    due: tuple[str, ...] = (),
 ) -> BudgetPlan:
     """The window's plan of ``occupancy``'s cells chosen by the optimiser (module docstring);
-    the signature of ``release.budget.budget_plan``."""
-    params = state.params
-    room = budget.vehicle_room(state, occupancy)
+    the signature of ``release.vehicle_budget.plan.budget_plan``. ``span_start`` is None when
+    no release price applies: with the profile's spans, at the input's last window."""
+    window_start, last = rooms.window_start, span_start is None
+    room = budget.vehicle_room(rooms, occupancy)
     n_cells, share = len(occupancy.cells), 1.0 - params.variance_share
     start, count = occupancy.cell_start, occupancy.count
     cell_of = np.repeat(np.arange(n_cells), np.diff(start))
@@ -134,10 +138,12 @@ def optimised_plan(
     opts = cell_options(stacked, np.r_[count, count[entries]],
                         sits_out=np.r_[np.zeros(len(low), bool), low[entries]],
                         **settings)  # fmt: skip
-    ceiling = budget.epsilon_ceiling(state, occupancy, span_start) if PRICE_CEILING else None
+    ceiling = (
+        budget.epsilon_ceiling(params, rooms, occupancy, span_start, due) if PRICE_CEILING else None
+    )
     if ceiling is not None:  # the release price: what the plan would let the cell take now
         opts.meets[:] &= opts.epsilon <= ceiling[row_cell][:, None] + 1e-12
-    age = _age(state, occupancy, span_start)
+    age = _age(params, window_start, occupancy, span_start)
     kappa = staleness_weight(params.max_span_hours)
     row, column = np.nonzero(opts.meets)
     value = opts.useful[row, column] * (1.0 - kappa * age[row_cell[row]])
@@ -146,8 +152,8 @@ def optimised_plan(
     pay_start, payer, pay = _payments(stacked, row, column, opts.epsilon, read,
                                       occupancy.vehicle_index[entry_of])  # fmt: skip
     group = row_cell[row]
-    if WITH_HOLD and params.max_span_hours > 1 and not state.last:
-        arrivals, each = _arrivals(state, occupancy, age, opts.total[:n_cells])
+    if WITH_HOLD and params.max_span_hours > 1 and not last:
+        arrivals, each = _arrivals(params, window_start, occupancy, age, opts.total[:n_cells])
         hold = hold_values(start, count, age, arrivals, each,
                            max_span_hours=params.max_span_hours, staleness=kappa,
                            sits_out=None, **settings)  # fmt: skip
@@ -181,16 +187,15 @@ def _settings(params: Any, share: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _age(state: WindowState, occupancy: Occupancy, span_start: np.ndarray | None) -> np.ndarray:
-    """Per cell, the hours its span so far covers (1: this window only)."""
+def _age(
+    params: Any, window_start: int, occupancy: Occupancy, span_start: np.ndarray | None
+) -> np.ndarray:
+    """Per cell, the hours its span so far covers (1: this window only, and at the input's
+    last window, where no span start is given)."""
     n = len(occupancy.cells)
-    if state.params.max_span_hours < 2:
+    if params.max_span_hours < 2 or span_start is None or len(span_start) != n:
         return np.ones(n, dtype=np.int64)
-    if span_start is None:
-        span_start = span_starts(state) if state.pairs is not None else None
-    if span_start is None or len(span_start) != n:
-        return np.ones(n, dtype=np.int64)
-    hours = (state.window_start - np.asarray(span_start)) // state.params.window_seconds + 1
+    hours = (window_start - np.asarray(span_start)) // params.window_seconds + 1
     return np.clip(hours, 1, None).astype(np.int64)
 
 
@@ -223,13 +228,13 @@ def _payments(
 @contextmanager
 def optimiser_in_place() -> Iterator[None]:
     """``budget_plan`` replaced by :func:`optimised_plan` where the release calls it."""
-    kept = budget_cells.budget_plan, budget.budget_plan
-    budget_cells.budget_plan = optimised_plan
-    budget.budget_plan = optimised_plan
+    kept = budget_cells.budget_plan, budget.budget_plan, budget_stages.budget_plan
+    budget_cells.budget_plan = budget.budget_plan = optimised_plan
+    budget_stages.budget_plan = optimised_plan
     try:
         yield
     finally:
-        budget_cells.budget_plan, budget.budget_plan = kept
+        budget_cells.budget_plan, budget.budget_plan, budget_stages.budget_plan = kept
 
 
 def replay(data: DataSet, runs: int, quick: bool = False) -> dict[str, Any]:

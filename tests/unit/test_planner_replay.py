@@ -45,9 +45,9 @@ def test_the_optimisers_plans_keep_every_vehicle_within_its_room_and_b(
     plans: list[tuple[np.ndarray, np.ndarray]] = []
     chosen = planner_replay.optimised_plan
 
-    def watched(state: Any, occupancy: Any, span_start: Any = None) -> Any:
-        plan = chosen(state, occupancy, span_start)
-        plans.append((plan.paid, budget.vehicle_room(state, occupancy)))
+    def watched(params: Any, rooms: Any, occupancy: Any, span_start: Any = None, due=()) -> Any:
+        plan = chosen(params, rooms, occupancy, span_start, due)
+        plans.append((plan.paid, budget.vehicle_room(rooms, occupancy)))
         return plan
 
     original = budget_cells.budget_plan, budget.budget_plan
