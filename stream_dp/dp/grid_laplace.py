@@ -6,11 +6,12 @@ discrete Laplace, ``P(Z = z)`` proportional to ``exp(-|z| / t)``, drawn by CKS20
 from the OS CSPRNG (:class:`~stream_dp.dp.randomness.RandomSource`): no floating point
 touches the noisy value, so Mironov's attack has nothing to read. A shift of ``d`` grid
 steps changes the pmf by at most ``exp(d / t)``: ``t = d / epsilon`` is ``epsilon``-DP.
+Its tails (the threshold, the plan) are :mod:`stream_dp.dp.laplace_tails`, which loads no
+compiled sampler.
 """
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
@@ -31,26 +32,3 @@ def draw_many(source: RandomSource, size: int, scale: Fraction) -> NDArray[np.in
     for i, value in in_python.items():
         z[i] = value
     return z
-
-
-def upper_tail(m: int, scale: Fraction) -> float:
-    """``P(Z >= m)`` for discrete Laplace of ``scale``: ``exp(-m/t) / (1 + exp(-1/t))`` for
-    ``m >= 1`` (the pmf's normaliser is ``(1 - q) / (1 + q)``, ``q = exp(-1/t)``)."""
-    t = float(scale)
-    q = math.exp(-1.0 / t)
-    if m >= 1:
-        return math.exp(-m / t) / (1.0 + q)
-    return 1.0 - upper_tail(1 - m, scale)
-
-
-def tail_width(probability: float, scale: Fraction) -> int:
-    """The least ``m >= 1`` with ``P(Z >= m) <= probability`` (one side)."""
-    if not 0.0 < probability < 0.5:
-        raise ValueError(f"probability must be in (0, 0.5), got {probability!r}")
-    t = float(scale)
-    m = max(1, math.ceil(-t * math.log(probability * (1.0 + math.exp(-1.0 / t)))))
-    while m > 1 and upper_tail(m - 1, scale) <= probability:
-        m -= 1
-    while upper_tail(m, scale) > probability:
-        m += 1
-    return m

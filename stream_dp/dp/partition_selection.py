@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from stream_dp.dp.grid_laplace import tail_width
+from stream_dp.dp.laplace_tails import tail_width
 
 
 def threshold_steps(one_vehicle_steps: int, contribution_cells: int, delta: float,

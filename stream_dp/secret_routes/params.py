@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from stream_dp.config import Settings
-from stream_dp.dp.grid_laplace import tail_width
+from stream_dp.dp.laplace_tails import tail_width
 from stream_dp.dp.partition_selection import threshold_steps
 from stream_dp.dp.secret_accounting import COUNT_STEPS, SUM_STEPS, SecretRoutesBudget
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stream_dp.dp.grid_laplace import upper_tail
+from stream_dp.dp.laplace_tails import upper_tail
 from stream_dp.dp.noisy_mean import noisy_means
 from stream_dp.dp.secret_accounting import COUNT_STEPS, SUM_STEPS
 from stream_dp.secret_routes.params import INTERVAL_LEVEL, SecretRoutesParams

@@ -12,7 +12,8 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld
 
 from stream_dp.dp.contribution_bound import bounded_cells, kept_pairs, rounded_means
-from stream_dp.dp.grid_laplace import draw_many, tail_width, upper_tail
+from stream_dp.dp.grid_laplace import draw_many
+from stream_dp.dp.laplace_tails import tail_width, upper_tail
 from stream_dp.dp.noisy_mean import noisy_means
 from stream_dp.dp.partition_selection import threshold_steps
 from stream_dp.dp.randomness import RandomSource
