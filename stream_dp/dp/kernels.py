@@ -172,6 +172,13 @@ PLANNED_COUNTS = Kernel(
     f"{_BUDGET}.plan_passes:planned_counts",
 )
 
+#: A window's charge under per-cell ε: per vehicle its reads and their (own-share) ε (§13.1).
+READ_LOSS = Kernel(
+    "read_loss",
+    f"{_BUDGET}.plan_sums:read_loss_by_bincount",
+    f"{_BUDGET}.plan_passes:read_loss",
+)
+
 #: Every kernel, for the test that runs both forms of each.
 REGISTRY: tuple[Kernel, ...] = (
     STABLE_ORDER,
@@ -188,4 +195,5 @@ REGISTRY: tuple[Kernel, ...] = (
     TAKE_READINGS,
     KEPT_PAYMENTS,
     PLANNED_COUNTS,
+    READ_LOSS,
 )

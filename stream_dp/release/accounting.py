@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stream_dp.dp import pld_accounting
+from stream_dp.dp import kernels, pld_accounting
 from stream_dp.dp.budget_ledger import CAP_RTOL, BudgetLedger, WindowLoss
 from stream_dp.dp.grid_error import ErrorModel
 from stream_dp.dp.individual_loss import entry_epsilons
-from stream_dp.dp.kernels import compiled_step
 from stream_dp.dp.occupancy import IntArray, Occupancy
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
@@ -30,21 +29,12 @@ from stream_dp.release.params import ReleaseParams
 if TYPE_CHECKING:
     from stream_dp.dp.pseudo_user import PseudoUserResult
 
-#: One compiled pass over a budget release's entries (its only numba use here): imported at
-#: its first call, so a fixed-ε plan loads no numba.
-_read_payments = compiled_step("stream_dp.release.vehicle_budget.plan_passes:read_payments")
 
 #: Per (vehicle, cell) pair read under per-cell ε: the occupancy's vehicle names, each read
 #: pair's vehicle index and what it lost there (the run's PLD per vehicle; never published).
 Reads = tuple[tuple[str, ...], np.ndarray, np.ndarray]
 #: Per occupancy entry its kept readings, per cell its cap (the CLIP mean's ``top``, §13.1).
 Shares = tuple[np.ndarray, np.ndarray]
-
-#: Whether a per-cell-ε release is charged in compiled passes
-#: (:func:`~stream_dp.release.vehicle_budget.plan_passes.read_payments`); the tests switch it off
-#: to compare with
-#: the numpy form.
-COMPILED_LOSS = True
 
 
 @dataclass(frozen=True)
@@ -197,11 +187,8 @@ class PrivacyAccountant:
             if grids is None:
                 grids = occupancy.grids_per_vehicle(read & reads.released[occupancy.cell_index])
             return WindowLoss.of_occupancy(window_start, self.epsilon, occupancy, None, grids), None
-        shares = self._own_shares(reads.capped)
-        if COMPILED_LOSS:
-            return self._read_loss(window_start, occupancy, read, reads.released, shares)
-        return self._released_loss(
-            window_start, occupancy, read & reads.released[occupancy.cell_index], shares
+        return self._read_loss(
+            window_start, occupancy, read, reads.released, self._own_shares(reads.capped)
         )
 
     def _counted_charge(
@@ -226,15 +213,6 @@ class PrivacyAccountant:
         counts = np.where(charge > 0, counts, 0)
         return WindowLoss.of_losses(window_start, names, counts, charge)
 
-    def _released_loss(
-        self, window_start: int, occupancy: Occupancy, read: np.ndarray, shares: Shares | None
-    ) -> tuple[WindowLoss, Reads]:
-        """Per-cell ε: per vehicle the summed ε of the entries ``read`` (each its own share
-        with ``shares``, :meth:`_entry_epsilons`), and those reads (numpy)."""
-        eps = self._entry_epsilons(occupancy, read, shares)
-        reads = (occupancy.vehicles, occupancy.vehicle_index[read], eps[read])
-        return _summed_loss(window_start, occupancy, read, eps), reads
-
     def _read_loss(
         self,
         window_start: int,
@@ -243,19 +221,19 @@ class PrivacyAccountant:
         released: np.ndarray,
         shares: Shares | None,
     ) -> tuple[WindowLoss, Reads]:
-        """:meth:`_released_loss` of the entries ``kept`` in a ``released`` cell, in one
-        compiled pass over the entries (:mod:`stream_dp.release.vehicle_budget.plan_passes`): the
-        same loss and
-        reads."""
+        """Per-cell ε: per vehicle the summed ε of its entries ``kept`` in a ``released``
+        cell (each its own share with ``shares``, §13.1), and those reads, by the one kernel
+        :data:`~stream_dp.dp.kernels.READ_LOSS` (its compiled form one pass over the
+        entries)."""
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")
         own = None
         if shares is not None:
             kept_count, cap = _checked_shares(occupancy, shares)
             own = (kept_count, cap, 1.0 - self.variance_share)
-        cells, losses, _, vehicle, read_eps = _read_payments(
+        cells, losses, vehicle, read_eps = kernels.READ_LOSS.pick(occupancy.n_entries)(
             occupancy.cell_start, occupancy.vehicle_index, kept, released,
-            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), True, own,
+            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), own,
         )  # fmt: skip
         loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
         return loss, (occupancy.vehicles, vehicle, read_eps)

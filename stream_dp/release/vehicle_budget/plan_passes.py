@@ -70,6 +70,24 @@ def read_payments(
     return cells, paid, unpriced, vehicle, read_eps
 
 
+def read_loss(
+    cell_start: np.ndarray,
+    vehicle_index: np.ndarray,
+    kept: np.ndarray,
+    cell_read: np.ndarray,
+    epsilon: np.ndarray,
+    n_vehicles: int,
+    shares: tuple[np.ndarray, np.ndarray, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A window's charge under per-cell ε (:data:`stream_dp.dp.kernels.READ_LOSS`): per
+    vehicle its read entries and their summed ε, and the read entries' vehicles and ε, in
+    one pass (:func:`read_payments`)."""
+    cells, paid, _, vehicle, read_eps = read_payments(
+        cell_start, vehicle_index, kept, cell_read, epsilon, n_vehicles, True, shares
+    )
+    return cells, paid, vehicle, read_eps
+
+
 @njit(cache=True, nogil=True)
 def _share_slack(
     kept_count: np.ndarray, cap: int, cell_start: np.ndarray, g: int

@@ -164,6 +164,20 @@ def _planned_counts(rng: Rng, n: int) -> Args:
     return occ.cell_start, occ.vehicle_index, occ.count, kept, cap, epsilon, len(occ.vehicles)
 
 
+def _read_loss(rng: Rng, n: int) -> Args:
+    """A budget release's reads: a plan's kept entries, the cells released, and (half the
+    time) the own shares: per entry its readings kept under its cell's cap, a mean share."""
+    occ, kept, cap, epsilon = _plan_of(rng, n)
+    kept &= np.isfinite(epsilon)[occ.cell_index]  # a plan keeps nothing in a dropped cell
+    released = np.isfinite(epsilon) & (rng.random(len(occ.cells)) < 0.8)
+    shares = None
+    if rng.random() < 0.5:
+        kept_count = np.where(kept, np.minimum(occ.count, cap[occ.cell_index]), 0)
+        shares = (kept_count.astype(np.int64), cap.astype(np.int64), float(rng.choice([1.0, 0.75])))
+    return (occ.cell_start, occ.vehicle_index, kept, released, epsilon, len(occ.vehicles),
+            shares)  # fmt: skip
+
+
 def _by_group_then_vehicle(out: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     """Entries of one group in any order (promised for the aggregates): sorted."""
     group, vehicle, count = out
@@ -194,6 +208,7 @@ INPUTS: dict[str, Callable[[Rng, int], Args]] = {
     "take_readings": _take_readings,
     "kept_payments": _kept_payments,
     "planned_counts": _planned_counts,
+    "read_loss": _read_loss,
 }
 PROMISED: dict[str, Callable[[Any], Any]] = {
     "aggregate_pairs": _by_group_then_vehicle,

@@ -16,7 +16,7 @@ from stream_dp.dp import kernels
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.randomness import RandomSource
-from stream_dp.release import accounting, window
+from stream_dp.release import window
 from stream_dp.release.accounting import PrivacyAccountant, WindowReads
 from stream_dp.release.records import WindowRelease
 from stream_dp.release.state import WindowCache
@@ -94,9 +94,10 @@ def test_the_charge_in_compiled_passes_equals_the_numpy_charge(
     released = np.isfinite(plan.epsilon) & (rng.random(len(occ.cells)) < 0.7)
     assert (np.isfinite(plan.epsilon) & ~released).any()
     reads = WindowReads(occ, plan.kept, released)
-    fast, fast_reads = accountant.charge(3600, reads)
-    monkeypatch.setattr(accounting, "COMPILED_LOSS", False)
-    slow, slow_reads = accountant.charge(3600, reads)
+    with kernels.forced("compiled"):
+        fast, fast_reads = accountant.charge(3600, reads)
+    with kernels.forced("numpy"):
+        slow, slow_reads = accountant.charge(3600, reads)
     assert (
         fast_reads is not None and slow_reads is not None and len(slow.vehicles) < len(occ.vehicles)
     )  # some unread
@@ -143,8 +144,7 @@ def test_a_budget_release_is_the_same_with_the_numpy_forms(
     windows = _roaming_windows(3, seed)
     monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")  # the same record ids
     fast = _release(windows, seed)
-    monkeypatch.setattr(kernels, "use_compiled", lambda n: False)
-    monkeypatch.setattr(accounting, "COMPILED_LOSS", False)
+    monkeypatch.setattr(kernels, "use_compiled", lambda n: False)  # the charge's too
     slow = _release(windows, seed)
     assert all(len(r.cells) > 5 for r in fast)
     assert all(r.summary["vehicles_budget_limited"] > 0 for r in fast)
