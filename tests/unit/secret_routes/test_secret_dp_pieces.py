@@ -136,3 +136,19 @@ def test_accountant_against_dp_accounting_directly(windows: int, cells: int) -> 
     assert windows * budget.window_epsilon >= claimed
     count, total = budget.cell_epsilons
     assert budget.window_epsilon == pytest.approx(cells * float(count + total), abs=1e-8)
+
+
+@pytest.mark.parametrize("budget_b", [0.5, 1.0, 2.0, 3.0, 7.3, 20.0])
+@pytest.mark.parametrize("delta", [1e-6, 1e-9])
+@pytest.mark.parametrize("windows", [1, 2, 3])
+@pytest.mark.parametrize("cells", [1, 2, 4])
+def test_few_windows_never_publish_more_than_b(budget_b: float, delta: float, windows: int,
+                                               cells: int) -> None:  # fmt: skip
+    """For few mechanisms the PLD's pessimistic grid exceeds basic composition; the claim is
+    the smaller of the two, so it never exceeds B, and the basic sum bounds it."""
+    budget = SecretRoutesBudget(budget_b, delta, windows, cells)
+    for k in range(1, windows + 1):
+        claimed = budget.period_epsilon(k)
+        assert claimed <= budget_b
+        assert claimed <= k * budget.window_epsilon * (1 + 1e-12)
+        assert budget.period_delta(k) <= delta * (1 + 1e-12)
