@@ -42,6 +42,8 @@ from stream_dp.commands.shared import CliError, cannot_read, check_writable, pla
 from stream_dp.config import TARGET_AT_UPPER, ConfigError, Settings, load_settings
 from stream_dp.dp.secret_accounting import COUNT_STEPS
 from stream_dp.options.setting_options import default_text
+from stream_dp.secret_routes import SECRET_ROUTES
+from stream_dp.windows.readings import InvalidReading, parse_timestamp
 
 if TYPE_CHECKING:
     from stream_dp.engine import OfflineEngine
@@ -236,8 +238,49 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit file for the operator that names vehicles, never to publish (default none: "
         "not written)",
     )
+    for flag, dest, words in (("--from", "span_from", "first"), ("--to", "span_to", "end")):
+        parser.add_argument(
+            flag, dest=dest, metavar="TIME",
+            help=f"secret-routes (required): the released span's {words} window start, epoch "
+            "seconds or RFC 3339, a multiple of --window-seconds; every window in [--from, "
+            "--to) is released, readings outside are dropped",
+        )  # fmt: skip
     add_release_options(parser)
     parser.set_defaults(run=run)
+
+
+def released_span(args: argparse.Namespace, settings: Settings) -> tuple[int, int] | None:
+    """Secret routes' public span ``[--from, --to)`` (docs/math.md §14.5): required there,
+    refused under public occupancy."""
+    given = {"--from": getattr(args, "span_from", None), "--to": getattr(args, "span_to", None)}
+    if settings.privacy_model != SECRET_ROUTES:
+        for flag, value in given.items():
+            if value is not None:
+                raise CliError(f"{flag}: only with --privacy-model secret-routes")
+        return None
+    bounds = []
+    for flag, value in given.items():
+        if value is None:
+            raise CliError(f"{flag}: required under secret-routes (the released span is public)")
+        try:
+            moment = parse_timestamp(float(value) if _is_number(value) else value)
+        except InvalidReading:
+            raise CliError(f"{flag}: must be epoch seconds or RFC 3339, got {value!r}") from None
+        if moment % settings.window_seconds:
+            raise CliError(f"{flag}: must be a multiple of --window-seconds "
+                           f"({settings.window_seconds}), got {value!r}")  # fmt: skip
+        bounds.append(int(moment))
+    if bounds[0] >= bounds[1]:
+        raise CliError("--to: must be after --from")
+    return bounds[0], bounds[1]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def rejects_path(out: Path) -> Path:
@@ -277,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.sources import LineTally, SourceError, numbered_readings
 
     settings = settings_from_args(args)
+    span = released_span(args, settings)
     rejects = _check_paths(args)
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
@@ -284,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
         keep_freed_memory()
     from stream_dp.release.run_losses import RunLosses
 
-    engine = OfflineEngine(settings, LaplaceNoise())
+    engine = OfflineEngine(settings, LaplaceNoise(), span=span)
     run_losses = RunLosses(engine.params)
     windows = cells = failed = 0
     blank = LineTally()  # blank lines: skipped, counted
