@@ -245,6 +245,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "seconds or RFC 3339, a multiple of --window-seconds; every window in [--from, "
             "--to) is released, readings outside are dropped",
         )  # fmt: skip
+    parser.add_argument(
+        "--show-exact-counts",
+        action="store_true",
+        help="secret-routes: also print the exact reading counts (accepted, rejected, late) on "
+        "stderr; they are data, not protected by noise: for the operator only",
+    )
     add_release_options(parser)
     parser.set_defaults(run=run)
 
@@ -273,6 +279,14 @@ def released_span(args: argparse.Namespace, settings: Settings) -> tuple[int, in
     if bounds[0] >= bounds[1]:
         raise CliError("--to: must be after --from")
     return bounds[0], bounds[1]
+
+
+def refuse_ledger_out(args: argparse.Namespace, settings: Settings) -> None:
+    """``--ledger-out`` has nothing to write under secret-routes: every vehicle loses the
+    same, stated in every window summary."""
+    if settings.privacy_model == SECRET_ROUTES and getattr(args, "ledger_out", None):
+        raise CliError("--ledger-out: not under secret-routes (every vehicle loses the same, "
+                       "stated in every window summary)")  # fmt: skip
 
 
 def _is_number(text: str) -> bool:
@@ -320,6 +334,7 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.sources import LineTally, SourceError, numbered_readings
 
     settings = settings_from_args(args)
+    refuse_ledger_out(args, settings)
     span = released_span(args, settings)
     rejects = _check_paths(args)
     if settings.keep_freed_memory:
@@ -363,18 +378,12 @@ def run(args: argparse.Namespace) -> int:
         where = exc.filename2 or exc.filename or args.out  # a rename names its target second
         raise CliError(f"cannot write {where}: {exc.strerror}") from None
     _print_losses(engine, run_losses, cells)
-    counts = engine.counts
-    if counts.invalid:
-        by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
-        print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
-    if blank.blank:
-        print(f"skipped {blank.blank} blank lines", file=sys.stderr)
-    print(
-        f"released {windows - failed} windows, {cells} cell records, {failed} windows failed "
-        f"-> {args.out} (readings accepted {counts.accepted}, rejected {counts.invalid}, "
-        f"late {counts.late})",
-        file=sys.stderr,
-    )
+    released = f"released {windows - failed} windows, {cells} cell records, {failed} windows failed"
+    if engine.secret is None or args.show_exact_counts:
+        _print_counts(engine, rejects, blank.blank, released, args.out)
+    else:  # secret routes: the exact counts are data (docs/math.md §14.7)
+        print(f"{released} -> {args.out} (exact reading counts not shown under secret-routes: "
+              f"--show-exact-counts; rejected readings -> {rejects})", file=sys.stderr)  # fmt: skip
     if args.ledger_out is not None:
         try:
             with atomic_output(args.ledger_out) as audit:
@@ -385,6 +394,23 @@ def run(args: argparse.Namespace) -> int:
                 f"--ledger-out: cannot write {args.ledger_out}: {exc.strerror}"
             ) from None
     return 1 if failed else 0
+
+
+def _print_counts(engine: OfflineEngine, rejects: Path, blank: int, released: str,
+                  out: Path) -> None:  # fmt: skip
+    """The run's exact reading counts on stderr (under secret-routes marked: not protected)."""
+    counts = engine.counts
+    note = "" if engine.secret is None else "; exact, not protected: operator only"
+    if counts.invalid:
+        by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
+        print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
+    if blank:
+        print(f"skipped {blank} blank lines", file=sys.stderr)
+    print(
+        f"{released} -> {out} (readings accepted {counts.accepted}, rejected {counts.invalid}, "
+        f"late {counts.late}{note})",
+        file=sys.stderr,
+    )
 
 
 def _print_losses(engine: OfflineEngine, run_losses: object, cells: int) -> None:
@@ -415,7 +441,8 @@ def _promise(engine: OfflineEngine) -> str:
         f"promise (secret-routes): every vehicle loses at most epsilon "
         f"{budget.period_epsilon(budget.windows):.2f} at delta {budget.delta:g} per "
         f"{period_words(budget.windows * params.window_seconds)} "
-        f"(epsilon {budget.window_epsilon:.3f} per window, L0 {budget.cells}), U {params.upper:g}"
+        f"(epsilon {budget.window_epsilon:.3f} per window, L0 {params.contribution_cells} "
+        f"cells at each of {len(params.resolutions)} levels), U {params.upper:g}"
     )
 
 

@@ -91,3 +91,35 @@ def test_release_writes_a_summary_for_every_window_of_the_span(tmp_path: Path) -
                  "--from", "2023-11-14T20:00:00Z", "--to", str(SPAN[1])])  # fmt: skip
     assert code == 0
     assert out.read_text().count('"type":"window"') == 4
+
+
+def run_release(tmp_path: Path, *extra: str) -> int:
+    write_csv(tmp_path / "in.csv", crowd())
+    argv = ["release", str(tmp_path / "in.csv"), "--out", str(tmp_path / "out.jsonl"), *SECRET,
+            "--from", str(SPAN[0]), "--to", str(SPAN[1]), *extra]  # fmt: skip
+    return main(argv)
+
+
+def test_exact_counts_are_printed_only_when_asked_and_marked(tmp_path: Path, capsys) -> None:
+    assert run_release(tmp_path) == 0
+    err = capsys.readouterr().err
+    assert "readings accepted" not in err and "300" not in err
+    assert "exact reading counts not shown" in err
+    assert run_release(tmp_path, "--overwrite", "--show-exact-counts") == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "readings accepted 300" in last and "exact, not protected: operator only" in last
+
+
+def test_ledger_out_is_refused_naming_it(tmp_path: Path, capsys) -> None:
+    assert run_release(tmp_path, "--ledger-out", str(tmp_path / "ledger.jsonl")) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("stream-dp release: error: --ledger-out:")
+    assert not (tmp_path / "ledger.jsonl").exists()
+
+
+@pytest.mark.parametrize(("coarse", "levels"), [([], 1), (["--coarse-resolution", "6"], 2)])
+def test_the_promise_names_l0_and_the_levels(tmp_path: Path, capsys, coarse: list[str],
+                                             levels: int) -> None:  # fmt: skip
+    assert run_release(tmp_path, "--contribution-cells", "2", *coarse) == 0
+    promise = capsys.readouterr().err.splitlines()[0]
+    assert f"L0 2 cells at each of {levels} levels" in promise
