@@ -44,8 +44,14 @@ class OfflineEngine:
     """Replays readings through the same windowing, closing and release as the service."""
 
     def __init__(
-        self, settings: Settings, noise: LaplaceNoise, partitions: int | None = None
+        self,
+        settings: Settings,
+        noise: LaplaceNoise,
+        partitions: int | None = None,
+        span: tuple[int, int] | None = None,
     ) -> None:
+        """``span``: secret routes' public span ``[from, to)`` of window starts (docs/math.md
+        §14.5): every window in it is released, nothing outside it."""
         self.settings = settings
         self.params = ReleaseParams.from_settings(settings)  # all the release reads
         self.noise = noise
@@ -64,8 +70,9 @@ class OfflineEngine:
         #: The secret-routes model's releaser (docs/math.md §14); None: public occupancy.
         self.secret: SecretRoutesReleaser | None = None
         if settings.privacy_model == SECRET_ROUTES:
+            first, end = (None, None) if span is None else span
             self.secret = SecretRoutesReleaser(
-                SecretRoutesParams.from_settings(settings), noise.source
+                SecretRoutesParams.from_settings(settings), noise.source, first, end
             )
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
@@ -105,6 +112,8 @@ class OfflineEngine:
         for partition, state in enumerate(self.states):
             self.coordinator.accept(close_all_windows(state, partition))
         yield from self._release_ready(end_of_input=release_held)
+        if self.secret is not None:
+            yield from self.secret.release_to_end()
 
     def _flush(self, batches: list[ParsedBatch]) -> Iterator[WindowRelease]:
         for partition, (state, batch) in enumerate(zip(self.states, batches, strict=True)):

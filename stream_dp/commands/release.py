@@ -42,6 +42,8 @@ from stream_dp.commands.shared import CliError, cannot_read, check_writable, pla
 from stream_dp.config import TARGET_AT_UPPER, ConfigError, Settings, load_settings
 from stream_dp.dp.secret_accounting import COUNT_STEPS
 from stream_dp.options.setting_options import default_text
+from stream_dp.secret_routes import SECRET_ROUTES
+from stream_dp.windows.readings import InvalidReading, parse_timestamp
 
 if TYPE_CHECKING:
     from stream_dp.engine import OfflineEngine
@@ -236,8 +238,63 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit file for the operator that names vehicles, never to publish (default none: "
         "not written)",
     )
+    for flag, dest, words in (("--from", "span_from", "first"), ("--to", "span_to", "end")):
+        parser.add_argument(
+            flag, dest=dest, metavar="TIME",
+            help=f"secret-routes (required): the released span's {words} window start, epoch "
+            "seconds or RFC 3339, a multiple of --window-seconds; every window in [--from, "
+            "--to) is released, readings outside are dropped",
+        )  # fmt: skip
+    parser.add_argument(
+        "--show-exact-counts",
+        action="store_true",
+        help="secret-routes: also print the exact reading counts (accepted, rejected, late) on "
+        "stderr; they are data, not protected by noise: for the operator only",
+    )
     add_release_options(parser)
     parser.set_defaults(run=run)
+
+
+def released_span(args: argparse.Namespace, settings: Settings) -> tuple[int, int] | None:
+    """Secret routes' public span ``[--from, --to)`` (docs/math.md §14.5): required there,
+    refused under public occupancy."""
+    given = {"--from": getattr(args, "span_from", None), "--to": getattr(args, "span_to", None)}
+    if settings.privacy_model != SECRET_ROUTES:
+        for flag, value in given.items():
+            if value is not None:
+                raise CliError(f"{flag}: only with --privacy-model secret-routes")
+        return None
+    bounds = []
+    for flag, value in given.items():
+        if value is None:
+            raise CliError(f"{flag}: required under secret-routes (the released span is public)")
+        try:
+            moment = parse_timestamp(float(value) if _is_number(value) else value)
+        except InvalidReading:
+            raise CliError(f"{flag}: must be epoch seconds or RFC 3339, got {value!r}") from None
+        if moment % settings.window_seconds:
+            raise CliError(f"{flag}: must be a multiple of --window-seconds "
+                           f"({settings.window_seconds}), got {value!r}")  # fmt: skip
+        bounds.append(int(moment))
+    if bounds[0] >= bounds[1]:
+        raise CliError("--to: must be after --from")
+    return bounds[0], bounds[1]
+
+
+def refuse_ledger_out(args: argparse.Namespace, settings: Settings) -> None:
+    """``--ledger-out`` has nothing to write under secret-routes: every vehicle loses the
+    same, stated in every window summary."""
+    if settings.privacy_model == SECRET_ROUTES and getattr(args, "ledger_out", None):
+        raise CliError("--ledger-out: not under secret-routes (every vehicle loses the same, "
+                       "stated in every window summary)")  # fmt: skip
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def rejects_path(out: Path) -> Path:
@@ -277,6 +334,8 @@ def run(args: argparse.Namespace) -> int:
     from stream_dp.sources import LineTally, SourceError, numbered_readings
 
     settings = settings_from_args(args)
+    refuse_ledger_out(args, settings)
+    span = released_span(args, settings)
     rejects = _check_paths(args)
     if settings.keep_freed_memory:
         from stream_dp.allocator import keep_freed_memory
@@ -284,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
         keep_freed_memory()
     from stream_dp.release.run_losses import RunLosses
 
-    engine = OfflineEngine(settings, LaplaceNoise())
+    engine = OfflineEngine(settings, LaplaceNoise(), span=span)
     run_losses = RunLosses(engine.params)
     windows = cells = failed = 0
     blank = LineTally()  # blank lines: skipped, counted
@@ -319,18 +378,12 @@ def run(args: argparse.Namespace) -> int:
         where = exc.filename2 or exc.filename or args.out  # a rename names its target second
         raise CliError(f"cannot write {where}: {exc.strerror}") from None
     _print_losses(engine, run_losses, cells)
-    counts = engine.counts
-    if counts.invalid:
-        by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
-        print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
-    if blank.blank:
-        print(f"skipped {blank.blank} blank lines", file=sys.stderr)
-    print(
-        f"released {windows - failed} windows, {cells} cell records, {failed} windows failed "
-        f"-> {args.out} (readings accepted {counts.accepted}, rejected {counts.invalid}, "
-        f"late {counts.late})",
-        file=sys.stderr,
-    )
+    released = f"released {windows - failed} windows, {cells} cell records, {failed} windows failed"
+    if engine.secret is None or args.show_exact_counts:
+        _print_counts(engine, rejects, blank.blank, released, args.out)
+    else:  # secret routes: the exact counts are data (docs/math.md §14.7)
+        print(f"{released} -> {args.out} (exact reading counts not shown under secret-routes: "
+              f"--show-exact-counts; rejected readings -> {rejects})", file=sys.stderr)  # fmt: skip
     if args.ledger_out is not None:
         try:
             with atomic_output(args.ledger_out) as audit:
@@ -341,6 +394,23 @@ def run(args: argparse.Namespace) -> int:
                 f"--ledger-out: cannot write {args.ledger_out}: {exc.strerror}"
             ) from None
     return 1 if failed else 0
+
+
+def _print_counts(engine: OfflineEngine, rejects: Path, blank: int, released: str,
+                  out: Path) -> None:  # fmt: skip
+    """The run's exact reading counts on stderr (under secret-routes marked: not protected)."""
+    counts = engine.counts
+    note = "" if engine.secret is None else "; exact, not protected: operator only"
+    if counts.invalid:
+        by_reason = ", ".join(f"{r} {n}" for r, n in sorted(counts.invalid_reasons.items()))
+        print(f"skipped {counts.invalid} bad readings ({by_reason}) -> {rejects}", file=sys.stderr)
+    if blank:
+        print(f"skipped {blank} blank lines", file=sys.stderr)
+    print(
+        f"{released} -> {out} (readings accepted {counts.accepted}, rejected {counts.invalid}, "
+        f"late {counts.late}{note})",
+        file=sys.stderr,
+    )
 
 
 def _print_losses(engine: OfflineEngine, run_losses: object, cells: int) -> None:
@@ -371,7 +441,8 @@ def _promise(engine: OfflineEngine) -> str:
         f"promise (secret-routes): every vehicle loses at most epsilon "
         f"{budget.period_epsilon(budget.windows):.2f} at delta {budget.delta:g} per "
         f"{period_words(budget.windows * params.window_seconds)} "
-        f"(epsilon {budget.window_epsilon:.3f} per window, L0 {budget.cells}), U {params.upper:g}"
+        f"(epsilon {budget.window_epsilon:.3f} per window, L0 {params.contribution_cells} "
+        f"cells at each of {len(params.resolutions)} levels), U {params.upper:g}"
     )
 
 

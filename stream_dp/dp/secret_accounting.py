@@ -81,11 +81,10 @@ class SecretRoutesBudget:
         return self.cells * float(count + total) + _selection_epsilon(self.selection_delta)
 
     def period_epsilon(self, windows: int) -> float:
-        """Epsilon at ``delta`` after ``windows`` windows of one period (PLD, §14.5)."""
-        count, total = self.cell_epsilons
-        return _composed_epsilon(count, total, self.cells, windows, self) + windows * (
-            _selection_epsilon(self.selection_delta)
-        )
+        """Epsilon at ``delta`` after ``windows`` windows of one period (§14.5): the smaller
+        of the PLD's and basic composition's (the PLD's pessimistic grid can exceed the
+        basic sum for few mechanisms), plus ``windows`` selection terms."""
+        return _spent(*self.cell_epsilons, self, windows)
 
     def period_delta(self, windows: int) -> float:
         """Delta after ``windows`` windows: the PLD's share plus ``windows * delta_sel``."""
@@ -130,8 +129,23 @@ def _composed_epsilon(count: Fraction, total: Fraction, cells: int, windows: int
     return float(composed.get_epsilon_for_delta(budget.composition_delta))
 
 
+def _period_laplace_epsilon(count: Fraction, total: Fraction, budget: SecretRoutesBudget,
+                            windows: int) -> float:  # fmt: skip
+    """The Laplace releases' epsilon over ``windows`` windows: min(basic, PLD); both are
+    upper bounds at ``composition_delta`` (basic composition has delta 0)."""
+    basic = windows * budget.cells * float(count + total)
+    return min(basic, _composed_epsilon(count, total, budget.cells, windows, budget))
+
+
+def _spent(count: Fraction, total: Fraction, budget: SecretRoutesBudget, windows: int) -> float:
+    """The period's epsilon after ``windows`` windows at these per-cell epsilons."""
+    selection = windows * _selection_epsilon(budget.selection_delta)
+    return _period_laplace_epsilon(count, total, budget, windows) + selection
+
+
 @lru_cache(maxsize=64)
 def _cell_epsilons(budget: SecretRoutesBudget) -> tuple[Fraction, Fraction]:
+    """The largest split that fits (bisection); checked: the period's epsilon is <= B."""
     target = budget.budget - budget.windows * _selection_epsilon(budget.selection_delta)
     if target <= 0:
         raise ValueError("vehicle_budget: too small for the partition selection's share")
@@ -140,18 +154,22 @@ def _cell_epsilons(budget: SecretRoutesBudget) -> tuple[Fraction, Fraction]:
         return dyadic_floor(eps * budget.count_share), dyadic_floor(eps * (1 - budget.count_share))
 
     def fits(eps: float) -> bool:
-        count, total = split(eps)
-        return _composed_epsilon(count, total, budget.cells, budget.windows, budget) <= target
+        return _spent(*split(eps), budget, budget.windows) <= budget.budget
 
-    low = target / (budget.windows * budget.cells)  # basic composition: always fits
+    low = target / (budget.windows * budget.cells)  # basic composition: fits up to rounding
+    while not fits(low):  # a float ulp over: step down (dyadic floors lose more than this)
+        low *= 1 - 2**-30
     high = low
     while fits(high * 2):
         high *= 2
     high *= 2
-    for _ in range(14):  # relative precision ~ 1e-4 of the bracket
+    for _ in range(14):  # relative precision ~ 1e-4 of the bracket; low always fits
         middle = (low + high) / 2
         if fits(middle):
             low = middle
         else:
             high = middle
-    return split(low)
+    cells = split(low)
+    if not _spent(*cells, budget, budget.windows) <= budget.budget:
+        raise RuntimeError("secret-routes accountant: the period's epsilon exceeds B")
+    return cells

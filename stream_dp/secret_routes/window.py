@@ -1,8 +1,10 @@
 """Release the ready windows under secret routes: the loop the offline engine runs in this
-model (docs/math.md §14.7). Every window from the first to the last is released, an empty
-one too, so whether a window has a summary says nothing about who drove in it; a window
-whose computation raises becomes a failed summary (no cells) and the stream goes on. Each
-window counts towards every vehicle's period loss, released or failed."""
+model (docs/math.md §14.5). Every window of the public span is released, from its public
+``first`` window on (``stream-dp release``'s ``--from``, or the window the service started
+in), an empty one too, so whether a window has a summary says nothing about who drove in
+it; readings of windows before ``first`` or from ``end`` on are dropped. A window whose
+computation raises becomes a failed summary (no cells) and the stream goes on. Each window
+counts towards every vehicle's period loss, released or failed."""
 
 from __future__ import annotations
 
@@ -21,16 +23,25 @@ from stream_dp.windows.coordinator import ReleaseCoordinator
 class SecretRoutesReleaser:
     """Releases windows in order, each once, tracking the windows of the current period."""
 
-    def __init__(self, params: SecretRoutesParams, source: RandomSource) -> None:
+    def __init__(self, params: SecretRoutesParams, source: RandomSource,
+                 first: int | None = None, end: int | None = None) -> None:  # fmt: skip
+        """``first``/``end``: the public span's window starts, ``[first, end)`` (None: no
+        bound; without ``first`` the span starts at the first ready window: tests only)."""
         self.params = params
         self.source = source
+        self.first = first
+        self.end = end
         self.last: int | None = None
         self.recent: deque[int] = deque()
 
     def release_ready(self, coordinator: ReleaseCoordinator) -> Iterator[WindowRelease]:
-        """The coordinator's ready windows and any empty window between them, oldest first."""
+        """The coordinator's ready windows and any empty window between them, oldest first;
+        a window outside the span is marked released and dropped, nothing published."""
         for start in coordinator.ready_windows():
             if start in coordinator.released:
+                continue
+            if not self._in_span(start):
+                coordinator.mark_released(start, from_partials=True)
                 continue
             for empty in self._gap_before(start):
                 yield self.release(empty, WindowColumns.from_partials([]))
@@ -49,10 +60,24 @@ class SecretRoutesReleaser:
         self.recent = deque(range(first, start + step, step))
         self.last = start
 
+    def release_to_end(self) -> Iterator[WindowRelease]:
+        """The span's remaining windows, all empty (the input has ended)."""
+        if self.end is not None:
+            for empty in self._gap_before(self.end):
+                yield self.release(empty, WindowColumns.from_partials([]))
+
+    def _in_span(self, start: int) -> bool:
+        if self.last is None and self.first is not None and start < self.first:
+            return False
+        return self.end is None or start < self.end
+
     def _gap_before(self, start: int) -> range:
-        if self.last is None:
-            return range(0)
-        return range(self.last + self.params.window_seconds, start, self.params.window_seconds)
+        step = self.params.window_seconds
+        if self.last is not None:
+            return range(self.last + step, start, step)
+        if self.first is not None:
+            return range(self.first, start, step)
+        return range(0)
 
     def release(self, start: int, columns: WindowColumns) -> WindowRelease:
         """One window's release (or its failed summary), counted in the period."""

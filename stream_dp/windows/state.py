@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from stream_dp.secret_routes import SECRET_ROUTES
 from stream_dp.windows.name_order import NameSort
 
 if TYPE_CHECKING:
@@ -313,6 +314,11 @@ class PartitionState:
     A reading is late when its window was already closed: its end is at or below the
     watermark before the reading arrived (watermark = largest event time seen − grace), or
     it was closed early by the idle fallback. Late readings are dropped and counted.
+
+    With ``public_clock`` (secret routes, docs/math.md §14.7) the readings never move the
+    watermark: it is a public clock (:meth:`advance_clock`, the service's wall clock) minus
+    grace, so whether a reading is late depends on it and the clock alone, never on another
+    vehicle's timestamps; a clock never advanced (an offline file) makes no reading late.
     """
 
     window_seconds: int
@@ -322,16 +328,24 @@ class PartitionState:
     open: dict[int, WindowAccumulator] = field(default_factory=dict)
     force_closed: set[int] = field(default_factory=set)
     late_by_window: dict[int, int] = field(default_factory=dict)
+    public_clock: bool = False
 
     @classmethod
     def for_settings(cls, release: ReleaseSettings) -> PartitionState:
         """An empty state with the release group's window length, grace and prefix limit C
-        (the windows see no Kafka, operations or web setting)."""
+        (the windows see no Kafka, operations or web setting); secret routes: a public
+        clock."""
         return cls(
             window_seconds=release.window_seconds,
             grace_seconds=release.grace_seconds,
             prefix_limit=release.prefix_limit,
+            public_clock=release.privacy_model == SECRET_ROUTES,
         )
+
+    def advance_clock(self, now: float) -> None:
+        """Public clock mode: the watermark becomes ``now`` minus grace (never backwards)."""
+        self._advance(now, {})
+        self._prune_force_closed()
 
     @property
     def watermark(self) -> float:
@@ -359,6 +373,7 @@ class PartitionState:
         max_ts = self.max_ts
         grace = self.grace_seconds
         forced = self.force_closed
+        clock = self.public_clock  # the readings' times never move a public clock
         # per window: accumulator, its slot map, and the batch's slots / times / values
         batch: dict[int, tuple[WindowAccumulator, list[int], list[float], list[float], int]] = {}
         late_end = max_ts - grace  # a window ending at or before this is closed
@@ -379,7 +394,7 @@ class PartitionState:
                 acc, b_pair, b_ts, b_value, _ = entry
                 slots_get = acc.slots.get
                 lo, hi = start, start + width
-            if t > max_ts:  # t < hi and grace >= 0: the current window stays open
+            if t > max_ts and not clock:  # t < hi, grace >= 0: the window stays open
                 max_ts = t
                 late_end = t - grace
             slot = slots_get((cell, vehicle))

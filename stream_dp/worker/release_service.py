@@ -41,6 +41,7 @@ from stream_dp.secret_routes.params import SecretRoutesParams
 from stream_dp.secret_routes.window import SecretRoutesReleaser
 from stream_dp.windows.columns import WindowColumns
 from stream_dp.windows.coordinator import ReleaseCoordinator
+from stream_dp.windows.state import window_start_of
 from stream_dp.wire import internal_records as rec
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.release_log import ReleaseLogIndex, StoredRelease
@@ -113,7 +114,10 @@ class ReleaseService:
         if self.settings.privacy_model != SECRET_ROUTES:
             return None
         params = SecretRoutesParams.from_settings(self.settings)
-        return SecretRoutesReleaser(params, self.noise.source)
+        # The public span starts with the window the service starts in (§14.5); a stored
+        # summary read back on a rebuild takes over from there.
+        first = window_start_of(time.time(), self.settings.window_seconds)
+        return SecretRoutesReleaser(params, self.noise.source, first)
 
     def _new_coordinator(self) -> ReleaseCoordinator:
         s = self.settings

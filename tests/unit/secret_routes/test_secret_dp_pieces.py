@@ -18,6 +18,9 @@ from stream_dp.dp.noisy_mean import noisy_means
 from stream_dp.dp.partition_selection import threshold_steps
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.dp.secret_accounting import COUNT_STEPS, SUM_STEPS, SecretRoutesBudget
+from stream_dp.secret_routes.params import SecretRoutesParams
+from stream_dp.secret_routes.release import release_secret_window
+from tests.unit.secret_routes.columns import crowd, window_columns
 
 
 def pmf(z: np.ndarray, t: float) -> np.ndarray:
@@ -137,3 +140,48 @@ def test_accountant_against_dp_accounting_directly(windows: int, cells: int) -> 
     assert windows * budget.window_epsilon >= claimed
     count, total = budget.cell_epsilons
     assert budget.window_epsilon == pytest.approx(cells * float(count + total), abs=1e-8)
+
+
+@pytest.mark.parametrize("budget_b", [0.5, 1.0, 2.0, 3.0, 7.3, 20.0])
+@pytest.mark.parametrize("delta", [1e-6, 1e-9])
+@pytest.mark.parametrize("windows", [1, 2, 3])
+@pytest.mark.parametrize("cells", [1, 2, 4])
+def test_few_windows_never_publish_more_than_b(budget_b: float, delta: float, windows: int,
+                                               cells: int) -> None:  # fmt: skip
+    """For few mechanisms the PLD's pessimistic grid exceeds basic composition; the claim is
+    the smaller of the two, so it never exceeds B, and the basic sum bounds it."""
+    budget = SecretRoutesBudget(budget_b, delta, windows, cells)
+    for k in range(1, windows + 1):
+        claimed = budget.period_epsilon(k)
+        assert claimed <= budget_b
+        assert claimed <= k * budget.window_epsilon * (1 + 1e-12)
+        assert budget.period_delta(k) <= delta * (1 + 1e-12)
+
+
+def covered(params: SecretRoutesParams, vehicles: int, value: float, draws: int, seed: int,
+            ) -> float:  # fmt: skip
+    """Share of releases (the real window release) whose interval holds the true mean
+    ``value`` of ``vehicles`` vehicles; a cell not shown counts as a miss."""
+    columns = window_columns(crowd("a", vehicles, value))
+    source = RandomSource.seeded_for_tests(seed)
+    return sum(
+        any(c["mean_low"] <= value <= c["mean_high"] for c in release.cells)
+        for release in (release_secret_window(0, columns, params, source, 1) for _ in range(draws))
+    ) / draws  # fmt: skip
+
+
+@pytest.mark.parametrize("vehicles", [7, 40])
+def test_interval_coverage_is_tight_near_the_threshold(vehicles: int) -> None:
+    """Count noise small (share 0.95): the sum's two tails at alpha/4 each leave ~97.5 %;
+    widths taken at alpha/2 would leave ~95 % and fail here. 7 vehicles: T is ~5."""
+    params = SecretRoutesParams(SecretRoutesBudget(4.0, 1e-6, 1, 1, count_share=0.95))
+    assert 5 < params.threshold / COUNT_STEPS < vehicles + 1
+    assert 0.97 <= covered(params, vehicles, 30.0, 6000, seed=3) <= 0.99
+
+
+def test_interval_allows_for_each_vehicles_rounded_mean() -> None:
+    """Noise nearly nil: 30 is 0.46 of a sum step off the grid, so only the half-step
+    rounding term keeps the unrounded true mean inside the interval."""
+    params = SecretRoutesParams(SecretRoutesBudget(2000.0, 1e-6, 1, 1))
+    assert abs(30.0 / 65 * SUM_STEPS - round(30.0 / 65 * SUM_STEPS)) > 0.4
+    assert covered(params, 200, 30.0, 300, seed=4) == 1.0

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 import h3
+import pytest
 from scipy.stats import beta
 
 from stream_dp.config import load_settings
@@ -97,17 +98,39 @@ def _bound(params: SecretRoutesParams, event: Callable[[WindowRelease], bool],
     )
 
 
+@dataclass(frozen=True)
+class HalfCountNoise(SecretRoutesParams):
+    """A broken release: the count noise half of what its epsilon needs (the count alone
+    then loses about the whole window's epsilon: only a count-only claim catches it)."""
+
+    @property
+    def count_scale(self) -> Fraction:
+        return super().count_scale / 2
+
+
+def count_claim(params: SecretRoutesParams) -> float:
+    """What an event on the noisy counts alone may show: ``L0 eps_n`` plus the selection's
+    ``-ln(1 - delta_sel)`` (§14.4), not the whole window's epsilon."""
+    budget = params.budget
+    return budget.cells * float(budget.cell_epsilons[0]) - math.log1p(-budget.selection_delta)
+
+
 def test_epsilon_lower_bound_stays_below_the_claim() -> None:
     params = SecretRoutesParams(BUDGET, window_seconds=3600)
-    claimed = params.budget.window_epsilon
-    for event in (count_at_least("a", 31), mean_at_least("a", 21.0)):
-        found = _bound(params, event, 4000)
-        assert 0.3 < found < claimed  # the test has power, and finds nothing above the claim
+    found = _bound(params, count_at_least("a", 31), 4000)
+    assert 0.3 < found < count_claim(params)  # the count's part of the window's epsilon
+    found = _bound(params, mean_at_least("a", 21.0), 4000)
+    assert 0.3 < found < params.budget.window_epsilon
 
 
 def test_positive_control_quartered_count_noise_is_caught() -> None:
     broken = QuarterCountNoise(BUDGET, window_seconds=3600)
     assert _bound(broken, count_at_least("a", 31), 4000) > broken.budget.window_epsilon
+
+
+def test_positive_control_halved_count_noise_is_caught_by_the_count_claim() -> None:
+    broken = HalfCountNoise(BUDGET, window_seconds=3600)
+    assert _bound(broken, count_at_least("a", 31), 4000) > count_claim(broken)
 
 
 def test_partition_selection_shows_a_lone_vehicles_cell_within_delta() -> None:
@@ -130,6 +153,28 @@ HOUR = 3600
 START = 1_700_000_000 - 1_700_000_000 % 7200
 
 
+#: The released span: an empty hour, the two hours with readings, an empty hour.
+SPAN = (START - HOUR, START + 3 * HOUR)
+
+
+def lone_x(ts: float) -> dict[str, Any]:
+    lat, lon = POINTS["B"]
+    return {"vehicle_id": "x", "ts": ts, "lat": lat, "lon": lon, "speed": 60.0}
+
+
+#: Other neighbours: the added vehicle's only reading in the empty first or last hour, hours
+#: ahead and first in the input, or in the first hour but last in the input (out of order).
+LONE = {"first hour": START - HOUR + 5, "last hour": START + 2 * HOUR + 5,
+        "future, first": START + 10 * HOUR, "out of order": START + 7}  # fmt: skip
+
+
+def neighbour(name: str) -> list[dict[str, Any]]:
+    rows = stream(False)
+    if name in ("future, first", "first hour"):
+        return [lone_x(LONE[name]), *rows]
+    return [*rows, lone_x(LONE[name])]
+
+
 def stream(with_vehicle: bool) -> list[dict[str, Any]]:
     """Two hours, 40 vehicles in each of three cells each hour; the added vehicle visits A,
     B and C in the first hour and A in the second."""
@@ -148,17 +193,30 @@ def stream(with_vehicle: bool) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["ts"])
 
 
-def engine_release(with_vehicle: bool, seed: int) -> list[WindowRelease]:
+def engine_release(with_vehicle: bool, seed: int, rows: list[dict[str, Any]] | None = None,
+                   ) -> list[WindowRelease]:  # fmt: skip
+    rows = stream(with_vehicle) if rows is None else rows
     settings = load_settings(
         privacy_model="secret-routes", vehicle_budget=4.0, budget_period_seconds=2 * HOUR,
         window_seconds=HOUR, contribution_cells=2, resolution=7, accounting_delta=1e-6,
     )  # fmt: skip
-    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(seed)))
-    return [r for batch in (engine.feed(stream(with_vehicle)), engine.finish(True)) for r in batch]
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(seed))
+    engine = OfflineEngine(settings, noise, span=SPAN)
+    return [r for batch in (engine.feed(rows), engine.finish(True)) for r in batch]
 
 
-def test_neighbouring_streams_differ_only_in_noisy_fields() -> None:
-    a, b = engine_release(True, 5), engine_release(False, 5)
+def untouched_cells(release: WindowRelease) -> list[tuple[Any, ...]]:
+    """The noisy fields of cells A and C, which the lone readings never touch."""
+    untouched = {h3.latlng_to_cell(*POINTS[p], 7) for p in "AC"}
+    fields = ("cell", "n_vehicles_noisy", "mean", "mean_low", "mean_high")
+    return [tuple(c[f] for f in fields) for c in release.cells if c["cell"] in untouched]
+
+
+@pytest.mark.parametrize("name", ["visits", *LONE])
+def test_neighbouring_streams_differ_only_in_noisy_fields(name: str) -> None:
+    added = stream(True) if name == "visits" else neighbour(name)
+    a, b = engine_release(True, 5, added), engine_release(False, 5)
+    assert [r.window_start for r in b] == list(range(*SPAN, HOUR))
     assert [r.window_start for r in a] == [r.window_start for r in b]  # one summary a window
     for ra, rb in zip(a, b, strict=True):
         for record in [*ra.records, *rb.records]:
@@ -168,6 +226,9 @@ def test_neighbouring_streams_differ_only_in_noisy_fields() -> None:
         assert ra.summary.keys() == rb.summary.keys()
         for key in ("epsilon_window", "epsilon_period", "delta_period", "windows_in_period"):
             assert ra.summary[key] == rb.summary[key]  # the same for every vehicle, present or not
+    if name in ("last hour", "future, first", "out of order"):  # x adds no cell before them:
+        for ra, rb in zip(a[:3], b[:3], strict=True):  # the same noise draws: A and C
+            assert untouched_cells(ra) == untouched_cells(rb)  # come out the very same
 
 
 def test_neighbouring_streams_event_bound_below_the_window_epsilon() -> None:
@@ -175,12 +236,12 @@ def test_neighbouring_streams_event_bound_below_the_window_epsilon() -> None:
     runs = 600
 
     def event(releases: list[WindowRelease]) -> bool:
-        first = releases[0].cells
+        first = releases[1].cells
         return any(c["cell"] == cell_a and c["n_vehicles_noisy"] >= 40.5 for c in first)
 
     with_vehicle = sum(event(engine_release(True, 10_000 + s)) for s in range(runs))
     without = sum(event(engine_release(False, 20_000 + s)) for s in range(runs))
-    claimed = engine_release(True, 0)[0].summary["epsilon_window"]
+    claimed = engine_release(True, 0)[1].summary["epsilon_window"]
     found = epsilon_lower_bound(with_vehicle, without, runs, 1e-6)
     assert with_vehicle > without  # the added vehicle moves the count: the event sees it
     assert found < claimed

@@ -71,7 +71,8 @@ def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
         writer.writerows(rows)
     out = tmp_path / "out.jsonl"
     code = main(["release", str(path), "--out", str(out), "--privacy-model", "secret-routes",
-                 "--window-seconds", "3600", "--resolution", "7"])  # fmt: skip
+                 "--window-seconds", "3600", "--resolution", "7",
+                 "--from", "2023-11-15T00:00:00Z", "--to", "1700010000"])  # fmt: skip
     assert code == 0
     assert "promise (secret-routes)" in capsys.readouterr().err
     records = [json.loads(line) for line in out.read_text().splitlines()]
