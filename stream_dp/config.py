@@ -36,6 +36,9 @@ from stream_dp.dp.secret_accounting import pld_available as secret_routes_availa
 from stream_dp.web.basemap import OSM, check_map_tiles
 
 #: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
+#: ``privacy_model`` of the two models (docs/math.md §1-13 and §14).
+PUBLIC_OCCUPANCY, SECRET_ROUTES = "public-occupancy", "secret-routes"
+PrivacyModel = Literal["public-occupancy", "secret-routes"]
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
 DEFAULT_MAX_SPAN_HOURS = 8
@@ -172,7 +175,7 @@ class ReleaseSettings(BaseModel):
         le=168,
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
     )
-    privacy_model: Literal["public-occupancy", "secret-routes"] = Field(
+    privacy_model: PrivacyModel = Field(
         "public-occupancy",
         description="'public-occupancy': who was in which cell is public (fixed routes; "
         "docs/math.md §1-13); 'secret-routes': nothing about a vehicle is public, every "
@@ -340,7 +343,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 "must be >= epsilon (one released cell costs epsilon), got "
                 f"{self.budget_cap:g} < {self.epsilon:g}",
             )
-        if self.privacy_model == "secret-routes":
+        if self.privacy_model == SECRET_ROUTES:
             self._check_secret_routes()
         else:
             self._check_no_secret_routes_knobs()

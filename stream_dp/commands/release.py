@@ -243,7 +243,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             flag, dest=dest, metavar="TIME",
             help=f"secret-routes (required): the released span's {words} window start, epoch "
             "seconds or RFC 3339, a multiple of --window-seconds; every window in [--from, "
-            "--to) is released, readings outside are dropped",
+            "--to) is released, readings outside are dropped (default none)",
         )  # fmt: skip
     parser.add_argument(
         "--show-exact-counts",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from stream_dp.secret_routes import SECRET_ROUTES
+from stream_dp.config import SECRET_ROUTES
 from stream_dp.windows.name_order import NameSort
 
 if TYPE_CHECKING:

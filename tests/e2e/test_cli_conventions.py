@@ -150,7 +150,9 @@ def test_a_command_that_needs_a_missing_extra_says_which_in_one_line(
 # --- issue 34 item 7: every command's options in one style --------------------------------
 
 #: The metavars of the options: one word per kind of value.
-METAVARS = {"N", "X", "FILE", "DIR", "HOST", "HOST:PORT[,...]", "NAME", "START", "URL", "TEXT"}
+METAVARS = {
+    "N", "X", "FILE", "DIR", "HOST", "HOST:PORT[,...]", "NAME", "START", "TIME", "URL", "TEXT",
+}  # fmt: skip
 #: ``(default …)`` closing the help, parentheses inside allowed: ``(default max(0, r - 5))``.
 DEFAULT_SHOWN = re.compile(r"\(default [^()]*(?:\([^()]*\)[^()]*)*\)$")
 
