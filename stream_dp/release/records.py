@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from stream_dp.config import PUBLIC_OCCUPANCY
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
@@ -112,9 +113,10 @@ class WindowRelease:
 
 
 def window_base(params: ReleaseParams, window_start: int) -> dict[str, Any]:
-    """The fields every record of the window carries."""
+    """The fields every record of the window carries (the model that protected it too)."""
     return {
         "schema_version": SCHEMA_VERSION,
+        "privacy_model": PUBLIC_OCCUPANCY,
         "window_start": rfc3339(window_start),
         "window_end": rfc3339(window_start + params.window_seconds),
         "resolution": params.resolution,
