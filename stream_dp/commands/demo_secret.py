@@ -29,6 +29,23 @@ DEFAULT_HOURS = 4
 CITY_START = 1_767_596_400
 
 
+#: Real seconds per window of the demo's replay clock.
+SECONDS_PER_WINDOW = 10.0
+
+
+def replay_clock(window_seconds: int, hours: int | None, rate: float | None) -> dict[str, float]:
+    """The declared replay clock of the demo (docs/math.md §14.7): from the city's first
+    window, a window every :data:`SECONDS_PER_WINDOW` s; with ``--rate`` at most half the
+    pace the readings are produced at, so no window closes before its readings are sent."""
+    speed = window_seconds / SECONDS_PER_WINDOW
+    if rate is not None:
+        hours = hours or DEFAULT_HOURS
+        produced_in = hours * DENSE_VEHICLES * READINGS_PER_HOUR / rate
+        speed = min(speed, hours * HOUR / (2 * produced_in))
+    start = CITY_START // window_seconds * window_seconds
+    return {"clock_start": float(start), "clock_speed": speed}
+
+
 def dense_city_readings(hours: int, seed: int = 7) -> list[dict[str, Any]]:
     """``hours`` hours of :data:`DENSE_VEHICLES` cars, each at a uniform position in the
     city's square at each of its readings, a speed of 10-50 km/h; in event-time order."""
