@@ -6,6 +6,8 @@ docs/math.md §14.4: about 150 vehicles at the budget profile's B 14 per 7 days,
 vehicle, hourly windows; ``stream-dp plan --privacy-model secret-routes`` shows it). So this demo
 replays a dense synthetic city instead: ``DENSE_VEHICLES`` cars driving inside a 2 km square
 of Midtown Manhattan, each reporting every ten minutes (seeded: the data, never the noise).
+Its readings are in the past, so the worker runs on a declared replay clock
+(:func:`replay_clock`, docs/math.md §14.7) unless ``--clock-start`` gives one.
 """
 
 from __future__ import annotations
