@@ -16,6 +16,7 @@ import os
 import tempfile
 import tomllib
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -283,6 +284,19 @@ class OperationsSettings(BaseModel):
         Path(tempfile.gettempdir()) / "stream-dp",
         description="Local scratch directory of the worker (state itself lives in Kafka).",
     )
+    clock_start: float | None = Field(
+        None,
+        description="secret-routes, serve: a declared replay clock starting here (RFC 3339 or "
+        "epoch seconds) when the worker starts; none: the wall clock (docs/math.md §14.7).",
+    )
+    clock_speed: float = Field(
+        1.0, gt=0, description="secret-routes, serve: replay clock seconds per real second."
+    )
+
+    @field_validator("clock_start", mode="before")
+    @classmethod
+    def _clock_start(cls, value: Any) -> Any:
+        return parse_instant(value)
 
 
 class WebSettings(BaseModel):
@@ -347,6 +361,8 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             self._check_secret_routes()
         else:
             self._check_no_secret_routes_knobs()
+        if self.clock_start is None and self.clock_speed != 1.0:
+            raise SettingError("clock_speed", "needs clock_start (the wall clock runs at 1)")
         if self.vehicle_budget is not None:
             if self.budget_cap is not None:
                 raise SettingError(
@@ -437,7 +453,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             )
 
     def _check_no_secret_routes_knobs(self) -> None:
-        for name in ("contribution_cells", "count_share", "coarse_resolution"):
+        for name in ("contribution_cells", "count_share", "coarse_resolution", "clock_start"):
             if getattr(self, name) != type(self).model_fields[name].default:
                 raise SettingError(name, "has no effect without privacy_model secret-routes")
 
@@ -650,6 +666,26 @@ def none_word_to_none(value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() == NONE_WORD:
         return None
     return value
+
+
+def parse_instant(value: Any) -> Any:
+    """Epoch seconds from an RFC 3339 text with its offset (``2026-01-05T07:00:00Z``) or a
+    number (as text too); anything else is left to the field's own check."""
+    value = none_word_to_none(value)
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"must be RFC 3339 or epoch seconds, got {text!r}") from None
+    if when.tzinfo is None:
+        raise ValueError(f"needs its UTC offset (e.g. Z), got {text!r}")
+    return when.timestamp()
 
 
 def parse_int_option(name: str, text: str, minimum: int) -> int:

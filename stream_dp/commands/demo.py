@@ -26,6 +26,7 @@ import orjson
 
 from stream_dp.commands import demo_secret
 from stream_dp.commands.basemap_options import add_basemap_options
+from stream_dp.commands.clock_options import add_clock_options
 from stream_dp.commands.profile import promise
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import CliError, plain_text
@@ -75,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_basemap_options(parser)
     add_release_options(parser, DEMO_DEFAULTS)
+    add_clock_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -96,6 +98,9 @@ def demo_settings(args: argparse.Namespace) -> Settings:
     starts empty)."""
     settings = settings_from_args(args, **DEMO_DEFAULTS)
     secret = settings.privacy_model == SECRET_ROUTES  # no spans there (docs/math.md §14)
+    if secret and settings.clock_start is None:  # the city is old data: its own clock
+        clock = demo_secret.replay_clock(settings.window_seconds, args.hours, args.rate)
+        return settings_from_args(args, **DEMO_DEFAULTS, **clock)
     if args.hours is not None and settings.vehicle_budget is not None and not secret:
         if "max_span_hours" not in settings.model_fields_set:
             # A replay of N hours holds no span longer than N: its last window then releases

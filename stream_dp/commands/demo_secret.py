@@ -6,6 +6,8 @@ docs/math.md §14.4: about 150 vehicles at the budget profile's B 14 per 7 days,
 vehicle, hourly windows; ``stream-dp plan --privacy-model secret-routes`` shows it). So this demo
 replays a dense synthetic city instead: ``DENSE_VEHICLES`` cars driving inside a 2 km square
 of Midtown Manhattan, each reporting every ten minutes (seeded: the data, never the noise).
+Its readings are in the past, so the worker runs on a declared replay clock
+(:func:`replay_clock`, docs/math.md §14.7) unless ``--clock-start`` gives one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,23 @@ READINGS_PER_HOUR = 6
 DEFAULT_HOURS = 4
 #: 2026-01-05 07:00 UTC, a Monday morning.
 CITY_START = 1_767_596_400
+
+
+#: Real seconds per window of the demo's replay clock.
+SECONDS_PER_WINDOW = 10.0
+
+
+def replay_clock(window_seconds: int, hours: int | None, rate: float | None) -> dict[str, float]:
+    """The declared replay clock of the demo (docs/math.md §14.7): from the city's first
+    window, a window every :data:`SECONDS_PER_WINDOW` s; with ``--rate`` at most half the
+    pace the readings are produced at, so no window closes before its readings are sent."""
+    speed = window_seconds / SECONDS_PER_WINDOW
+    if rate is not None:
+        hours = hours or DEFAULT_HOURS
+        produced_in = hours * DENSE_VEHICLES * READINGS_PER_HOUR / rate
+        speed = min(speed, hours * HOUR / (2 * produced_in))
+    start = CITY_START // window_seconds * window_seconds
+    return {"clock_start": float(start), "clock_speed": speed}
 
 
 def dense_city_readings(hours: int, seed: int = 7) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from stream_dp.commands.basemap_options import BASEMAP_SETTINGS
+from stream_dp.commands.clock_options import CLOCK_SETTINGS
 from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
 from stream_dp.config import TARGET_AT_UPPER, ConfigError, Settings, load_settings
@@ -174,7 +175,7 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds", "privacy_model",
         "contribution_cells", "count_share", "coarse_resolution",
     )  # fmt: skip
-    values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS)}
+    values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS, *CLOCK_SETTINGS)}
     if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:
         values["vehicle_budget"] = "none"  # --fixed-cells: no budget, unless one is given
     flags = {k for k, v in values.items() if v is not None}

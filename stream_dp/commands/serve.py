@@ -14,6 +14,7 @@ import logging.config
 from typing import TYPE_CHECKING
 
 from stream_dp.commands.basemap_options import add_basemap_options
+from stream_dp.commands.clock_options import add_clock_options
 from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.release import add_release_options, settings_from_args
 from stream_dp.commands.shared import (
@@ -50,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--log-format", choices=["text", "json"], help="log lines (default text)")
     add_basemap_options(parser)
     add_release_options(parser)
+    add_clock_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -43,6 +43,7 @@ from stream_dp.worker.idle_rule import (
 )
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.recovery import PartitionRuntime, Revoked, recover_partition
+from stream_dp.worker.service_clock import ServiceClock
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class IngestProcessor:
         #: Partitions whose broker-confirmed end fell below what they had applied (the
         #: broker lost or truncated their log), as of the last tick.
         self.input_lost: set[int] = set()
+        #: The public clock of secret routes: the wall clock or the declared replay clock.
+        self.clock = ServiceClock.for_settings(settings)
 
     # --- recovery ---------------------------------------------------------------------
     async def _runtime(
@@ -200,8 +203,8 @@ class IngestProcessor:
         if last_offset == runtime.applied_offset:
             return
         state = runtime.state
-        if state.public_clock:  # secret routes: lateness by the wall clock alone (§14.7)
-            state.advance_clock(time.time())
+        if state.public_clock:  # secret routes: lateness by the public clock alone (§14.7)
+            state.advance_clock(self.clock.now())
         outcome = state.add_batch(
             batch.vehicle, batch.ts, batch.cell, batch.speed, record_delta=True
         )
@@ -311,6 +314,7 @@ class IngestProcessor:
         def revoked(partition: int) -> bool:
             return still_assigned is not None and partition not in still_assigned
 
+        self.clock.begin()  # a replay clock runs from the first tick (§14.7)
         async with self.lock:
             lost: set[int] = set()
             for partition in assigned:
@@ -342,7 +346,7 @@ class IngestProcessor:
                 if revoked(partition):
                     continue
                 if runtime.state.public_clock:  # secret routes: close by the clock, not idle
-                    runtime.state.advance_clock(time.time())
+                    runtime.state.advance_clock(self.clock.now())
                     await self._close_windows(
                         partition, runtime, runtime.state.due_windows(), forced=False
                     )

@@ -53,6 +53,7 @@ from stream_dp.worker.release_snapshots import (
     known_published,
 )
 from stream_dp.worker.resume_plan import plan_resume
+from stream_dp.worker.service_clock import ServiceClock
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +115,12 @@ class ReleaseService:
         if self.settings.privacy_model != SECRET_ROUTES:
             return None
         params = SecretRoutesParams.from_settings(self.settings)
-        # The public span starts with the window the service starts in (§14.5); a stored
-        # summary read back on a rebuild takes over from there.
-        first = window_start_of(time.time(), self.settings.window_seconds)
+        # The public span starts with the window the service's clock starts in (§14.5, §14.7:
+        # the wall clock or the declared replay clock); a stored summary read back on a
+        # rebuild takes over from there.
+        first = window_start_of(
+            ServiceClock.for_settings(self.settings).now(), self.settings.window_seconds
+        )
         return SecretRoutesReleaser(params, self.noise.source, first)
 
     def _new_coordinator(self) -> ReleaseCoordinator:
