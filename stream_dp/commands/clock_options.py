@@ -15,7 +15,7 @@ def add_clock_options(parser: argparse.ArgumentParser) -> None:
         "--clock-start",
         metavar="TIME",
         help="the public clock starts here (RFC 3339 or epoch seconds) when the worker starts, "
-        "to replay old data (default: the wall clock)",
+        "to replay old data (default none: the wall clock)",
     )
     group.add_argument(
         "--clock-speed",
