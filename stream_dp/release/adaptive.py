@@ -208,17 +208,16 @@ def released_cells(
     grids: np.ndarray,
     occupancy: Occupancy,
     n_readings: np.ndarray,
-    cells_withheld: tuple[int, int],
 ) -> tuple[np.ndarray, np.ndarray, int, tuple[int, int]]:
     """Which cells are released (those whose mean_error meets T; all without T), the cells
     each vehicle is read in over them (CLIP-USER's G_l: the cap never empties a kept entry),
-    their maximum K, and the (cells, readings) withheld so far plus these. ``kept``: per
-    entry, kept by the bound; ``grids``: per vehicle, its kept cells."""
+    their maximum K, and the (cells, readings) these withhold. ``kept``: per entry, kept by
+    the bound; ``grids``: per vehicle, its kept cells."""
     n_cells = len(occupancy.cells)
     released = np.ones(n_cells, dtype=bool) if target is None else mean_errors <= target
+    withheld = (0, 0)
     if not released.all():
         in_released = released[occupancy.cell_index]
         grids = occupancy.grids_per_vehicle(kept & in_released)
-        more = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
-        cells_withheld = (cells_withheld[0] + more[0], cells_withheld[1] + more[1])
-    return released, grids, int(grids.max(initial=0)), cells_withheld
+        withheld = (int(np.count_nonzero(~released)), int(n_readings[~released].sum()))
+    return released, grids, int(grids.max(initial=0)), withheld

@@ -120,8 +120,8 @@ class ClipUserBound:
         clip = clip_user(
             pairs.occupancy, self.upper, self.epsilon, self.error_bound, model=self.model
         )
-        lines = replace(
-            report, g1=clip.g1, k=clip.k, error_bound=float(clip.error_bound),
+        lines = replace(  # K is the error bars' (over the cells released)
+            report, g1=clip.g1, error_bound=float(clip.error_bound),
             suppressed_pairs=clip.n_suppressed,
         )  # fmt: skip
         return replace(pairs, clip=clip), lines

@@ -203,6 +203,7 @@ def window_summary(
     stated = report if error is None else None  # a failed window states none of its data
     base = window_base(params, window_start)
     base["epsilon"] = accountant.window_epsilon(released if error is None else None)
+    withheld = report.withheld()  # each stage's own line, summed
     return {
         **base,
         "type": "window",
@@ -226,8 +227,8 @@ def window_summary(
         "budget_period_seconds": params.budget_period_seconds,
         "vehicles_budget_limited": _line(stated, "vehicles_budget_limited"),
         "pairs_withheld_budget": _line(stated, "pairs_withheld_budget"),
-        "cells_withheld": _line(stated, "cells_withheld"),
-        "readings_withheld": _line(stated, "readings_withheld"),
+        "cells_withheld": None if stated is None else withheld.cells,
+        "readings_withheld": None if stated is None else withheld.readings,
         "cells_held": _line(stated, "cells_held"),
         "readings_held": _line(stated, "readings_held"),
         "variance_share": params.variance_share,

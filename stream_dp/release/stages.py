@@ -3,10 +3,12 @@ mode (:mod:`stream_dp.release.modes`), chosen once by
 :func:`~stream_dp.release.pipelines.pipelines_of`.
 
 Each stage reads the window so far (a frozen :class:`~stream_dp.release.state.WindowState`)
-and returns a new one with what it makes filled in (``dataclasses.replace``), writing only its
-own lines of the report; no stage asks which mode runs. A stage may also
-:meth:`~Stage.begin` background work it will need (on :mod:`stream_dp.windows.background`) as
-soon as the chosen pairs are known, so that it runs beside the bound (benchmarks/release.py).
+and returns a new one with what it makes filled in (``dataclasses.replace``), writing only the
+state fields and report lines it declares (:attr:`Stage.writes`, :attr:`Stage.reports`; the
+pipeline checks both, :mod:`stream_dp.release.stage_contract`); no stage asks which mode
+runs. A stage may also :meth:`~Stage.begin` background work it will need (on
+:mod:`stream_dp.windows.background`) as soon as the chosen pairs are known, so that it runs
+beside the bound (benchmarks/release.py).
 
 Fixed ε (:class:`~stream_dp.release.modes.FixedEpsilon`): accountant → regroup (adaptive
 cells, §12) → select (§9.1) → mask (the ledger's cap, §8.4) → CLIP-USER (§5) → cap (§6,
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -39,8 +41,13 @@ from stream_dp.release.bounding import BudgetMask, ClipUserBound, Contributions,
 from stream_dp.release.noisy import CellDataOf, error_bars, noisy_cells
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import cell_records, release_ids, window_base, window_summary
-from stream_dp.release.report import WindowReport
+from stream_dp.release.report import WindowReport, Withheld
 from stream_dp.release.selection import occupancy_of, select_cells
+from stream_dp.release.stage_contract import (
+    check_declared,
+    check_report_owners,
+    check_stage_writes,
+)
 from stream_dp.release.state import WindowState
 from stream_dp.release.statistics import (
     cell_counts,
@@ -60,12 +67,20 @@ if TYPE_CHECKING:
 
 
 class Stage:
-    """One named step of the release."""
+    """One named step of the release, declaring what it makes: the fields of the window state
+    it writes (``writes``) and its own lines of the report (``reports``); the pipeline checks
+    that it changes nothing else (:func:`run_stage`)."""
 
     name = "stage"
     #: The pairs (entries, columns) are final before this stage runs: it only chooses what
     #: is kept of them, so the later stages' background work may start beside it.
     pairs_final = False
+    writes: ClassVar[frozenset[str]] = frozenset()
+    reports: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        check_declared(cls.__name__, cls.writes, cls.reports)
 
     def begin(self, state: WindowState) -> None:
         """Start background work this stage needs (the masked pairs are known); none here."""
@@ -79,6 +94,8 @@ class Regroup(Stage):
     """With ``target_mean_error`` T, regroup into the adaptive cells of the occupancy (§12)."""
 
     name = "regroup"
+    writes = frozenset({"columns", "adaptive"})
+    reports = frozenset({"withheld_regroup"})
 
     def run(self, state: WindowState) -> WindowState:
         params = state.input.params
@@ -87,7 +104,7 @@ class Regroup(Stage):
         columns, adaptive, withheld = adaptive_columns(
             state.columns, params, regroup_epsilon(params)
         )
-        report = add_withheld(state.report, *withheld)
+        report = replace(state.report, withheld_regroup=Withheld(*withheld))
         return replace(state, columns=columns, adaptive=adaptive, report=report)
 
 
@@ -96,6 +113,7 @@ class Account(Stage):
     (:attr:`~stream_dp.release.state.WindowState.cell_epsilons`), else ε for every cell."""
 
     name = "accountant"
+    writes = frozenset({"accountant"})
 
     def run(self, state: WindowState) -> WindowState:
         return replace(state, accountant=PrivacyAccountant(state.input.params, state.cell_epsilons))
@@ -105,6 +123,7 @@ class Select(Stage):
     """The cells to release and their occupancy array, from public counts (§9.1)."""
 
     name = "select"
+    writes = frozenset({"pairs"})
 
     def run(self, state: WindowState) -> WindowState:
         params, columns = state.input.params, state.columns
@@ -116,6 +135,8 @@ class Mask(Stage):
     """With a budget cap, each vehicle keeps the cells its remaining budget allows (§8.4)."""
 
     name = "mask"
+    writes = frozenset({"pairs"})
+    reports = frozenset({"vehicles_budget_limited", "pairs_withheld_budget"})
 
     def run(self, state: WindowState) -> WindowState:
         window = state.input
@@ -128,6 +149,8 @@ class ClipUser(Stage):
     (with adaptive cells and no variance, T)."""
 
     name = "clip-user"
+    writes = frozenset({"pairs"})
+    reports = frozenset({"g1", "error_bound", "suppressed_pairs"})
 
     def run(self, state: WindowState) -> WindowState:
         params, accountant = state.input.params, _accountant(state)
@@ -143,6 +166,8 @@ class Cap(Stage):
     """The pseudo-user cap (Sec. V-B3, §6), or every kept reading when it is off."""
 
     name = "cap"
+    writes = frozenset({"pairs"})
+    reports = frozenset({"max_error"})
 
     def run(self, state: WindowState) -> WindowState:
         p = state.input.params
@@ -161,6 +186,7 @@ class Statistics(Stage):
 
     prefix_sums: bool = True
     name = "statistics"
+    writes = frozenset({"stats"})
     _prefix_sums: Future[tuple[Any, ...]] | None = None
     _entry_totals: Future[tuple[Any, Any]] | None = None
 
@@ -185,6 +211,7 @@ class CountStatistics(Stage):
     the kept counts the error bars and the withholding read, as :class:`Statistics` has them."""
 
     name = "statistics"
+    writes = frozenset({"stats"})
 
     def run(self, state: WindowState) -> WindowState:
         pairs = _pairs(state)
@@ -197,18 +224,19 @@ class Withhold(Stage):
     over the cells released (§12)."""
 
     name = "error-bars"
+    writes = frozenset({"bars", "released", "grids"})
+    reports = frozenset({"k", "withheld_error_bars"})
 
     def run(self, state: WindowState) -> WindowState:
         pairs, report, stats, params = _pairs(state), state.report, state.stats, state.input.params
         bounded = pairs.bounded
         assert bounded is not None and stats is not None
         bars = error_bars(stats, bounded.capped, _accountant(state), params.upper)
-        withheld = (report.cells_withheld, report.readings_withheld)
         released, grids, k, withheld = released_cells(
             params.target_mean_error, bars.mean, bounded.kept, bounded.grids,
-            pairs.occupancy, stats.n_readings, withheld,
+            pairs.occupancy, stats.n_readings,
         )  # fmt: skip
-        report = replace(report, k=k, cells_withheld=withheld[0], readings_withheld=withheld[1])
+        report = replace(report, k=k, withheld_error_bars=Withheld(*withheld))
         return replace(state, bars=bars, released=released, grids=grids, report=report)
 
 
@@ -219,6 +247,7 @@ class Noise(Stage):
 
     noise: LaplaceNoise
     name = "noise"
+    writes = frozenset({"noisy"})
 
     def run(self, state: WindowState) -> WindowState:
         pairs, stats, params = _pairs(state), state.stats, state.input.params
@@ -244,6 +273,7 @@ class Records(Stage):
     """One record per released cell (§9.5); the release ids are hashed beside CLIP-USER."""
 
     name = "records"
+    writes = frozenset({"cells"})
     _ids: Future[list[str]] | None = None
 
     def begin(self, state: WindowState) -> None:
@@ -276,6 +306,7 @@ class Summary(Stage):
     place a released window's budget fields are set."""
 
     name = "summary"
+    writes = frozenset({"loss", "reads", "summary"})
 
     def run(self, state: WindowState) -> WindowState:
         window = state.input
@@ -339,6 +370,10 @@ class Pipeline:
     choice: Sequence[Stage] = ()
     closing: Sequence[Stage] = ()
 
+    def __post_init__(self) -> None:
+        stages = [*self.choice, *self.after_choice, *self.closing]
+        check_report_owners((stage.name, stage.reports) for stage in stages)
+
     def run(self, state: WindowState) -> WindowState:
         """The window after every stage, each given the window its predecessor returned."""
         begun = False
@@ -346,14 +381,14 @@ class Pipeline:
             if stage.pairs_final and not begun and state.pairs is not None and not state.empty:
                 self._begin(state)  # beside the vehicle budget's plan, as beside CLIP-USER
                 begun = True
-            state = stage.run(state)
+            state = run_stage(stage, state)
         if not state.empty:
             if not begun:
                 self._begin(state)
             for stage in self.after_choice:
-                state = stage.run(state)
+                state = run_stage(stage, state)
         for stage in self.closing:
-            state = stage.run(state)
+            state = run_stage(stage, state)
         return state
 
     def _begin(self, state: WindowState) -> None:
@@ -361,19 +396,18 @@ class Pipeline:
             stage.begin(state)
 
 
+def run_stage(stage: Stage, state: WindowState) -> WindowState:
+    """``stage`` run on ``state``, checked to have written only what it declares (identity
+    of each field: cheap, in every release)."""
+    after = stage.run(state)
+    check_stage_writes(stage.name, stage.writes, stage.reports, state, after)
+    return after
+
+
 def _bounded(state: WindowState, bound: tuple[Contributions, WindowReport]) -> WindowState:
     """The window with a bound's pairs and report lines."""
     pairs, report = bound
     return replace(state, pairs=pairs, report=report)
-
-
-def add_withheld(report: WindowReport, cells: int, readings: int) -> WindowReport:
-    """``report`` with a stage's withheld cells and readings added (§12, §13.3)."""
-    return replace(
-        report,
-        cells_withheld=report.cells_withheld + cells,
-        readings_withheld=report.readings_withheld + readings,
-    )
 
 
 def _pairs(state: WindowState) -> Contributions:

@@ -15,6 +15,7 @@ from stream_dp.release.bounding import Contributions
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import rfc3339
+from stream_dp.release.report import Withheld
 from stream_dp.release.stages import (
     Account,
     CountStatistics,
@@ -25,7 +26,6 @@ from stream_dp.release.stages import (
     Statistics,
     Summary,
     Withhold,
-    add_withheld,
 )
 from stream_dp.release.state import Pooled, WindowInput, WindowState
 from stream_dp.release.vehicle_budget.cells import budget_regroup
@@ -63,6 +63,8 @@ class Pool(Stage):
     end, the pairs set aside are withheld."""
 
     name = "pool"
+    writes = frozenset({"pooled", "columns"})
+    reports = frozenset({"withheld_pool"})
 
     def run(self, state: WindowState) -> WindowState:
         window, columns = state.input, state.columns
@@ -76,7 +78,7 @@ class Pool(Stage):
         pooled, own = pooled_with_own(choice.window, choice.carry, params.prefix_limit)
         withheld = stale + choice.withheld
         made = Pooled(pooled, own, aside, choice.due, withheld)
-        report = replace(state.report, readings_withheld=withheld)
+        report = replace(state.report, withheld_pool=Withheld(readings=withheld))
         return replace(state, pooled=made, columns=pooled, report=report)
 
 
@@ -85,6 +87,8 @@ class BudgetRegroup(Stage):
     (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1)."""
 
     name = "regroup"
+    writes = frozenset({"columns", "adaptive", "pairs"})
+    reports = frozenset({"withheld_regroup"})
 
     def run(self, state: WindowState) -> WindowState:
         window = state.input
@@ -92,7 +96,7 @@ class BudgetRegroup(Stage):
             state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
             window.last, state.due,
         )  # fmt: skip
-        report = add_withheld(state.report, *regrouped.withheld)  # after a stale carry's (§13.3)
+        report = replace(state.report, withheld_regroup=Withheld(*regrouped.withheld))
         return replace(
             state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs,
             report=report,
@@ -107,6 +111,8 @@ class Plan(Stage):
 
     name = "plan"
     pairs_final = True
+    writes = frozenset({"pairs", "budget_plan", "cell_epsilons"})
+    reports = frozenset({"vehicles_budget_limited", "g1", "error_bound", "suppressed_pairs"})
 
     def run(self, state: WindowState) -> WindowState:
         pairs, window = state.pairs, state.input
@@ -126,7 +132,6 @@ class Plan(Stage):
         bounded, g1, sat_out = planned_bound(pairs.occupancy, plan, params)
         report = replace(  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
             state.report, vehicles_budget_limited=sat_out, g1=g1,
-            k=int(bounded.grids.max(initial=0)),
             error_bound=float(params.target_mean_error or 0.0),
             suppressed_pairs=int(np.count_nonzero(~plan.kept)),
         )  # fmt: skip
@@ -140,6 +145,7 @@ class SpanRecords(Stage):
     """Each record states its own ε and the start of its span (§13, §13.3)."""
 
     name = "span-records"
+    writes = frozenset({"cells"})
 
     def run(self, state: WindowState) -> WindowState:
         pairs, released, accountant = state.pairs, state.released, state.accountant
@@ -165,6 +171,8 @@ class Defer(Stage):
     (:mod:`stream_dp.release.vehicle_budget.held`)."""
 
     name = "defer"
+    writes = frozenset({"carry_out"})
+    reports = frozenset({"cells_held", "readings_held", "withheld_defer"})
 
     def run(self, state: WindowState) -> WindowState:
         window, pooled = state.input, state.pooled
@@ -188,10 +196,10 @@ class Defer(Stage):
             columns, pooled.aside, carry_out, adaptive, _released_cells(state),
             int(pooled.own[carried].sum()) + aside,
         )  # fmt: skip
+        settled = Withheld(counts.cells_withheld, counts.readings_withheld)
         report = replace(
             state.report, cells_held=counts.cells_held, readings_held=counts.readings_held,
-            cells_withheld=counts.cells_withheld,
-            readings_withheld=pooled.withheld + counts.readings_withheld,
+            withheld_defer=settled,
         )  # fmt: skip
         return replace(state, report=report)
 
