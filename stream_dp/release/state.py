@@ -106,14 +106,13 @@ class WindowInput:
 class Pooled:
     """What the pool stage made of the window and its carry (§13.3): the pooled ``columns``
     the later stages read, per pooled pair its readings of this window (``own``), the
-    window's pairs set ``aside`` to wait, the ``due`` units (released now rather than held)
-    and the carried readings ``withheld`` before pooling."""
+    window's pairs set ``aside`` to wait and the ``due`` units (released now rather than
+    held); the carried readings withheld before pooling are the pool stage's report line."""
 
     columns: WindowColumns
     own: np.ndarray
     aside: WindowColumns | None
     due: tuple[str, ...]
-    withheld: int
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,8 @@ class WindowState:
     what each stage made of it, each stage returning a new record with its own fields filled
     (``dataclasses.replace``). ``columns``: what the stages read (pooled with the carry,
     regrouped into adaptive cells); the report's lines are each written by the stage that
-    knows them."""
+    knows them. Each stage declares the fields and lines it writes
+    (:attr:`~stream_dp.release.stages.Stage.writes`), checked after it runs."""
 
     input: WindowInput
     columns: WindowColumns

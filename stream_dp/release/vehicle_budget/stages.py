@@ -77,7 +77,7 @@ class Pool(Stage):
             aside = None
         pooled, own = pooled_with_own(choice.window, choice.carry, params.prefix_limit)
         withheld = stale + choice.withheld
-        made = Pooled(pooled, own, aside, choice.due, withheld)
+        made = Pooled(pooled, own, aside, choice.due)
         report = replace(state.report, withheld_pool=Withheld(readings=withheld))
         return replace(state, pooled=made, columns=pooled, report=report)
 
