@@ -1,0 +1,113 @@
+"""The optimiser as the budget pipeline's plan stage (``budget_planner = "optimiser"``,
+docs/math.md §13.4): it releases where the rules' refusal loop gives up, never charges a
+vehicle past B, and its setting fails fast naming the field."""
+
+from __future__ import annotations
+
+import h3
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream_dp.cli import build_parser, main
+from stream_dp.commands.release import settings_from_args
+from stream_dp.config import ConfigError, load_settings
+from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.params import ReleaseParams
+from tests.unit.release.test_budget_cells import HOUR, PARENT, A, C, _params, _run, _twice
+
+FAR = h3.latlng_to_cell(40.85, -73.80, 8)
+
+
+def _refused_window(planner: str) -> list[tuple[str, int, int]]:
+    """One hour: A (10 vessels × 2 readings, and s0-s4 with one each), C (3 vessels, too few
+    alone) and FAR (250 vessels × 130 readings, and s0-s4). s0-s4 spent 1.37 an hour before:
+    their room (~1.55) pays FAR and A's parent (ε 1.26), not A itself (1.56). Returns the
+    records' (cell, resolution, readings)."""
+    hour = _twice([(A, f"a{v}") for v in range(10)] + [(C, f"c{v}") for v in range(3)])
+    hour += _twice([(FAR, f"s{v}") for v in range(5)])
+    hour += [(FAR, f"d{v}") for v in range(250) for _ in range(130)]
+    hour += [(A, f"s{v}") for v in range(5)]
+    params = _params(max_span_hours=1, budget_planner=planner)
+    ledger = PrivacyAccountant(params).new_ledger()
+    spent = [f"s{v}" for v in range(5)]
+    ledger.record(WindowLoss.of_losses(-HOUR, spent, [1] * 5, [1.37] * 5))
+    (release,) = _run(params, [hour], ledger)
+    return sorted((r["cell"], r["resolution"], r["n_readings"]) for r in release.cells)
+
+
+def test_the_optimiser_releases_the_parent_the_rules_refusal_loop_gives_up() -> None:
+    # The rules: A passes the price but s0-s4 cannot pay it beside FAR; A (and C with it)
+    # hold under MIN_REFUSED_SHARE of the window's readings, so no second choice pools
+    # them: 31 readings withheld. The optimiser weighs A's parent in the same choice.
+    assert _refused_window("rules") == [(FAR, 8, 32510)]
+    assert _refused_window("optimiser") == sorted([(FAR, 8, 32510), (PARENT, 7, 31)])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hours=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 4), st.integers(0, 24), st.integers(1, 6)),
+            min_size=20, max_size=80,
+        ),
+        min_size=1, max_size=4,
+    ),
+    spans=st.sampled_from([1, 2]),
+    burst=st.sampled_from([1.0, 14.0 / 6, 7.0]),
+)  # fmt: skip
+def test_no_vehicle_loses_more_than_b_under_the_optimiser(
+    hours: list[list[tuple[int, int, int]]], spans: int, burst: float
+) -> None:
+    # Random small windows: 5 cells (four res-8 siblings under one parent and one far), 25
+    # vehicles, 1-6 readings a pair; B 14 per day; every window released (the plan passes
+    # check_plan), and each vehicle's recorded losses over the day sum to at most B.
+    cells = [*sorted(h3.cell_to_children(PARENT, 8))[:4], FAR]
+    pairs = [[(cells[c], f"v{v}") for c, v, n in hour for _ in range(n)] for hour in hours]
+    params = _params(max_span_hours=spans, vehicle_budget_burst=burst, budget_planner="optimiser")
+    releases = _run(params, pairs)
+    lost: dict[str, float] = {}
+    for release in releases:
+        assert release.summary.get("error") is None
+        loss = release.loss
+        assert loss is not None
+        each = loss.cells * loss.epsilon if loss.losses is None else loss.losses
+        for vehicle, x in zip(loss.vehicles, np.asarray(each).tolist(), strict=True):
+            lost[vehicle] = lost.get(vehicle, 0.0) + x
+    assert max(lost.values(), default=0.0) <= params.vehicle_budget + 1e-9
+
+
+def test_the_setting_reaches_the_mode_and_defaults_to_the_rules() -> None:
+    assert _params().mode.planner == "rules"
+    settings_ = load_settings(vehicle_budget=14, target_mean_error=10, budget_planner="optimiser")
+    assert ReleaseParams.from_settings(settings_).mode.planner == "optimiser"
+
+
+def test_a_bad_planner_fails_fast_naming_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="^budget_planner: must be one of rules, optimiser"):
+        _params(budget_planner="greedy")
+    with pytest.raises(ConfigError, match="budget_planner"):
+        load_settings(vehicle_budget=14, target_mean_error=10, budget_planner="greedy")
+    monkeypatch.setenv("STREAM_DP_BUDGET_PLANNER", "greedy")
+    with pytest.raises(ConfigError, match="STREAM_DP_BUDGET_PLANNER"):
+        load_settings(vehicle_budget=14, target_mean_error=10)
+    monkeypatch.setenv("STREAM_DP_BUDGET_PLANNER", "optimiser")
+    with pytest.raises(ConfigError, match="budget_planner.*has no effect without vehicle_budget"):
+        load_settings(vehicle_budget="none")
+
+
+def test_the_cli_flag_is_checked_and_reaches_the_settings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["release", "missing.jsonl", "--out", "o.jsonl", "--budget-planner", "greedy"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--budget-planner" in err and "greedy" in err
+    monkeypatch.delenv("STREAM_DP_BUDGET_PLANNER", raising=False)
+    args = build_parser("release").parse_args(
+        ["release", "in.jsonl", "--out", "o.jsonl", "--budget-planner", "optimiser"]
+    )
+    assert settings_from_args(args).budget_planner == "optimiser"
