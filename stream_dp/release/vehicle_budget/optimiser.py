@@ -156,27 +156,36 @@ def _options(
     starts: np.ndarray | None,
     due: tuple[str, ...],
 ) -> Options:
-    """Each cell's options (a sit-out variant where a vehicle's room is low), ``meets`` cut
-    to the cell's release price."""
+    """Each cell's options, ``meets`` cut to the cell's release price, and a sit-out variant
+    of each cell with a vehicle whose room is under :data:`SIT_OUT_SHARE` of the burst."""
     n = len(cells.names)
     cell_of = cells.cell_index
+    settings = {
+        "upper": params.upper, "target": float(params.target_mean_error),
+        "tau": USEFUL_SHARE * params.upper, "factors": np.array(FACTORS),
+        "max_epsilon": params.vehicle_burst, "mean_share": 1.0 - params.variance_share,
+        "min_vehicles": params.min_vehicles,
+        "prefix_limit": params.prefix_limit if params.pseudo_user else None,
+    }  # fmt: skip
+    occupancy = Occupancy(cells.names, columns.vehicle_names, cell_of, cells.vehicle, cells.count)
+    span_start = _cell_starts(cells, starts)
+    ceiling = epsilon_ceiling(params, rooms, occupancy, span_start, due)
+    free = epsilon_ceiling(params, rooms, occupancy, span_start, due, exponent=np.inf)
     low = room[cells.vehicle] < SIT_OUT_SHARE * params.vehicle_burst
     twin = np.flatnonzero(np.bincount(cell_of, weights=low, minlength=n) > 0)
     entries = entries_of(cells.start, twin)
     start = np.r_[cells.start, cells.start[-1] + np.cumsum(np.diff(cells.start)[twin])]
     read = np.r_[np.ones(len(low), dtype=bool), ~low[entries]]
     options = cell_options(
-        start.astype(np.int64), np.r_[cells.count, cells.count[entries]], upper=params.upper,
-        target=float(params.target_mean_error), tau=USEFUL_SHARE * params.upper,
-        factors=np.array(FACTORS), max_epsilon=params.vehicle_burst,
-        mean_share=1.0 - params.variance_share, min_vehicles=params.min_vehicles,
-        prefix_limit=params.prefix_limit if params.pseudo_user else None, sits_out=~read,
+        start.astype(np.int64), np.r_[cells.count, cells.count[entries]], sits_out=~read,
+        **settings,
     )  # fmt: skip
     row_cell = np.r_[np.arange(n), twin].astype(np.int64)
-    occupancy = Occupancy(cells.names, columns.vehicle_names, cell_of, cells.vehicle, cells.count)
-    ceiling = epsilon_ceiling(params, rooms, occupancy, _cell_starts(cells, starts), due)
-    if ceiling is not None:  # the release price: what the pacing lets the cell take now
+    if ceiling is not None and free is not None:
+        # the release price: what the pacing lets the cell take now; past the least ε
+        # meeting T, only budget that would otherwise overflow its vehicles' buckets
         options.meets[:] &= options.epsilon <= ceiling[row_cell][:, None] + 1e-12
+        options.meets[:, 1:] &= options.epsilon[:, 1:] <= free[row_cell][:, None] + 1e-12
     vehicle = np.r_[cells.vehicle, cells.vehicle[entries]]
     return Options(options, row_cell, start.astype(np.int64), vehicle, read)
 
