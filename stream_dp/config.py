@@ -40,7 +40,7 @@ from stream_dp.web.basemap import OSM, check_map_tiles
 #: ``privacy_model`` of the two models (docs/math.md §1-13 and §14).
 PUBLIC_OCCUPANCY, SECRET_ROUTES = "public-occupancy", "secret-routes"
 PrivacyModel = Literal["public-occupancy", "secret-routes"]
-#: ``budget_planner``: how the vehicle budget plans a window (docs/math.md §13.1, §13.4).
+#: ``budget_planner``: how the vehicle budget plans a window (docs/math.md §13.1, §13.5).
 BudgetPlanner = Literal["rules", "optimiser"]
 BUDGET_PLANNERS: tuple[str, ...] = get_args(BudgetPlanner)
 DEFAULT_BURST_SHARE = 0.25
@@ -182,7 +182,7 @@ class ReleaseSettings(BaseModel):
     budget_planner: BudgetPlanner = Field(
         "rules",
         description="With vehicle_budget: 'rules' (the least epsilon meeting T, refusals) or "
-        "'optimiser' (expected useful readings within each vehicle's room, docs/math.md §13.4).",
+        "'optimiser' (expected useful readings within each vehicle's room, docs/math.md §13.5).",
     )
     privacy_model: PrivacyModel = Field(
         "public-occupancy",

@@ -130,7 +130,7 @@ def add_release_options(
         choices=BUDGET_PLANNERS,
         metavar="{" + ",".join(BUDGET_PLANNERS) + "}",
         help="with a vehicle budget: how a window is planned, the rules or the optimiser "
-        f"(docs/math.md §13.4) (default {default('budget_planner')})",
+        f"(docs/math.md §13.5) (default {default('budget_planner')})",
     )
     group.add_argument(
         "--mean-mechanism",

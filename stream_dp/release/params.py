@@ -55,7 +55,7 @@ class ReleaseParams:
     vehicle_budget: float | None = None
     vehicle_budget_burst: float | None = None
     max_span_hours: int = DEFAULT_MAX_SPAN_HOURS
-    #: How the vehicle budget plans a window: "rules" or "optimiser" (docs/math.md §13.4).
+    #: How the vehicle budget plans a window: "rules" or "optimiser" (docs/math.md §13.5).
     budget_planner: str = "rules"
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"

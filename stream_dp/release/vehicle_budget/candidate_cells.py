@@ -1,4 +1,4 @@
-"""The cells the optimiser may release in a window (docs/math.md §13.4): the regrouping's
+"""The cells the optimiser may release in a window (docs/math.md §13.5): the regrouping's
 cells and, for the ones it names, their parents up to R0, each with its vehicles' readings
 (CSR) and the observed cells it covers. Counts and names only (public, §2.2)."""
 

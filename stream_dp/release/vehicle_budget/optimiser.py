@@ -1,4 +1,4 @@
-"""The budget pipeline's plan as an optimisation (docs/math.md §13.4; ``budget_planner =
+"""The budget pipeline's plan as an optimisation (docs/math.md §13.5; ``budget_planner =
 "optimiser"``): one regrouping of the window's pooled pairs, then the releases chosen among
 its cells and their parents up to R0 by :func:`~stream_dp.dp.release_choice.choose_releases`
 (expected useful readings, each vehicle within its room, each observed cell released once),
@@ -55,7 +55,7 @@ FACTORS = (1.0, 1.5, 2.0, 3.0)
 #: A cell with a vehicle whose room is under this share of the burst also has the option
 #: where those vehicles sit out (their readings stay in M, they pay nothing, §13.1).
 SIT_OUT_SHARE = 1 / 16
-#: τ: a released mean is useful within this share of U of the truth (§13.4).
+#: τ: a released mean is useful within this share of U of the truth (§13.5).
 USEFUL_SHARE = 0.1
 
 

@@ -85,7 +85,7 @@ class BudgetRegroup(Stage):
     """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan:
     the rules' (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1) or the
     optimiser's (:func:`~stream_dp.release.vehicle_budget.optimiser.optimised_regroup`,
-    §13.4), as ``budget_planner`` says."""
+    §13.5), as ``budget_planner`` says."""
 
     name = "regroup"
 
