@@ -1,5 +1,5 @@
 """The optimiser as the budget pipeline's plan stage (``budget_planner = "optimiser"``,
-docs/math.md §13.4): it releases where the rules' refusal loop gives up, never charges a
+docs/math.md §13.5): it releases where the rules' refusal loop gives up, never charges a
 vehicle past B, and its setting fails fast naming the field."""
 
 from __future__ import annotations
