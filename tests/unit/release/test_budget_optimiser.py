@@ -13,10 +13,15 @@ from hypothesis import strategies as st
 from stream_dp.cli import build_parser, main
 from stream_dp.commands.release import settings_from_args
 from stream_dp.config import ConfigError, load_settings
+from stream_dp.dp.adaptive_cells import AdaptiveCells
 from stream_dp.dp.budget_ledger import WindowLoss
 from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.adaptive import adaptive_moves
 from stream_dp.release.params import ReleaseParams
-from tests.unit.release.test_budget_cells import HOUR, PARENT, A, C, _params, _run, _twice
+from stream_dp.release.selection import occupancy_of
+from stream_dp.release.vehicle_budget.candidate_cells import candidate_cells
+from stream_dp.windows.columns import WindowColumns
+from tests.unit.release.test_budget_cells import HOUR, PARENT, A, B, C, _params, _run, _twice
 
 FAR = h3.latlng_to_cell(40.85, -73.80, 8)
 
@@ -111,3 +116,31 @@ def test_the_cli_flag_is_checked_and_reaches_the_settings(
         ["release", "in.jsonl", "--out", "o.jsonl", "--budget-planner", "optimiser"]
     )
     assert settings_from_args(args).budget_planner == "optimiser"
+
+
+def test_a_lifted_cells_parent_covers_it_and_the_withheld_cells_under_it_not_its_siblings() -> None:
+    # A (lifted) and B are regrouped cells under PARENT, C under it was withheld, FAR is
+    # elsewhere: the candidates are the three cells and PARENT, which covers A and C (B stays
+    # apart, so PARENT is a remainder), its vehicles' readings summed over both.
+    cells = [A] * 3 + [B] * 2 + [C] + [FAR] * 2
+    vehicles = ["v0", "v1", "v0", "v2", "v3", "v1", "v4", "v5"]
+    columns = WindowColumns.from_readings(cells, vehicles, [0.0] * 8, [30.0] * 8, 64)
+    names = (FAR, A, B)  # sorted as the regrouping's are
+    assert list(names) == sorted(names) and list(columns.cell_names) == sorted([A, B, C, FAR])
+    unit_of_cell = np.array([names.index(c) if c in names else -1 for c in columns.cell_names])
+    adaptive = AdaptiveCells(names, np.array([8, 8, 8]), np.zeros(3, dtype=bool),
+                             np.zeros(3), unit_of_cell)  # fmt: skip
+    moves, _ = adaptive_moves(columns, adaptive)
+    units, _ = occupancy_of(moves.counts(), np.arange(3))
+    out = candidate_cells(columns, adaptive, units, np.array([False, True, False]), 7)
+    assert out.names == (FAR, A, B, PARENT)
+    assert out.unit.tolist() == [0, 1, 2, -1] and out.remainder.tolist() == [0, 0, 0, 1]
+    covered = out.covers[out.covers_start[3] : out.covers_start[4]]
+    assert sorted(columns.cell_names[o] for o in covered.tolist()) == sorted([A, C])
+    entries = slice(out.start[3], out.start[4])
+    readings = {
+        columns.vehicle_names[v]: int(n)
+        for v, n in zip(out.vehicle[entries].tolist(), out.count[entries].tolist(), strict=True)
+    }
+    assert readings == {"v0": 2, "v1": 2}  # v0 twice in A; v1 once in A and once in C
+    assert candidate_cells(columns, adaptive, units, np.zeros(3, dtype=bool), 7).names == names
