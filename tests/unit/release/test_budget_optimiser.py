@@ -4,6 +4,9 @@ vehicle past B, and its setting fails fast naming the field."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import h3
 import numpy as np
 import pytest
@@ -14,13 +17,18 @@ from stream_dp.cli import build_parser, main
 from stream_dp.commands.release import settings_from_args
 from stream_dp.config import ConfigError, load_settings
 from stream_dp.dp.adaptive_cells import AdaptiveCells
-from stream_dp.dp.budget_ledger import WindowLoss
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.randomness import RandomSource
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.adaptive import adaptive_moves
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.selection import occupancy_of
 from stream_dp.release.vehicle_budget.candidate_cells import candidate_cells
+from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
+from tests.unit import test_plan_budget as plan_budget
+from tests.unit.dp.test_adaptive_cells import targeted_window
 from tests.unit.release.test_budget_cells import HOUR, PARENT, A, B, C, _params, _run, _twice
 
 FAR = h3.latlng_to_cell(40.85, -73.80, 8)
@@ -144,3 +152,23 @@ def test_a_lifted_cells_parent_covers_it_and_the_withheld_cells_under_it_not_its
     }
     assert readings == {"v0": 2, "v1": 2}  # v0 twice in A; v1 once in A and once in C
     assert candidate_cells(columns, adaptive, units, np.zeros(3, dtype=bool), 7).names == names
+
+
+def test_plan_states_what_the_optimisers_release_publishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `stream-dp plan --budget-planner optimiser` runs the same pipeline as the release: the
+    # same cells at the same ε, the same busiest loss.
+    values = {**plan_budget.BUDGET, "max_span_hours": 4, "budget_planner": "optimiser"}
+    params = ReleaseParams.from_settings(load_settings(epsilon=1.0, **values))
+    window = targeted_window(5)
+    ledger = BudgetLedger(params.ledger_period_seconds, None)
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(5))
+    release = release_window(0, window, params, noise, ledger=ledger, last=True)
+    assert len(release.cells) >= 3
+    path = plan_budget._occupancy_csv(tmp_path / "occupancy.csv", window)
+    assert main(["plan", str(path), "--epsilon", "1", *plan_budget._options(values), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    released = {cell: grid["epsilon"] for cell, grid in plan["grids"].items() if grid["released"]}
+    assert released == {record["cell"]: record["epsilon"] for record in release.cells}
+    assert plan["max_vehicle_loss"] == pytest.approx(release.summary["max_vehicle_loss"])
