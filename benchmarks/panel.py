@@ -69,6 +69,7 @@ from usefulness import (
 from usefulness import _epoch as epoch
 
 from stream_dp.commands.profile import BUDGET_PROFILE
+from stream_dp.config import BUDGET_PLANNERS
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
@@ -359,10 +360,13 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def million_ratio() -> tuple[float, float]:
-    """The profile's release of ``release.py``'s 1M-reading window (as the input's last window,
-    so it releases) against the fixed-epsilon targeted row's, alternately (usefulness.py)."""
-    return release_time(dict(BUDGET_PROFILE), million_window(), last=True)
+def million_ratio(columns: Any, planner: str, last: bool) -> tuple[float, float]:
+    """The profile's release of ``release.py``'s 1M-reading window (``columns``) with
+    ``budget_planner``
+    ``planner`` (live, or as the input's ``last`` window) against the fixed-epsilon targeted
+    row's, alternately (usefulness.py)."""
+    row = {**BUDGET_PROFILE, "budget_planner": planner}
+    return release_time(row, columns, last=last)
 
 
 def main() -> int:
@@ -377,8 +381,12 @@ def main() -> int:
                         help="only print and plot the results in these JSON files")  # fmt: skip
     args = parser.parse_args()
     if args.million:
-        seconds, ratio = million_ratio()
-        print(f"1M-reading window: profile {seconds:.3f} s, {ratio:.2f}x the fixed-eps release")
+        columns = million_window()
+        for planner in BUDGET_PLANNERS:
+            for last in (False, True):
+                seconds, ratio = million_ratio(columns, planner, last)
+                print(f"1M-reading window ({'last' if last else 'live'}), budget_planner "
+                      f"{planner}: {seconds:.3f} s, budgeted / fixed {ratio:.2f}x")  # fmt: skip
     if args.report:
         return report([r for path in args.report for r in earlier(path)], args.plot)
     runs = 2 if args.quick else args.runs

@@ -1,5 +1,9 @@
-"""Whole data sets released with the optimiser in place of the plan's choice (issue 37,
-item 3 of the planner's continuation): the evidence for wiring it in.
+"""Whole data sets released by the rules' plan and by the optimiser (issue 37). By default
+the optimiser is the release's own setting (``budget_planner = "optimiser"``,
+``release/vehicle_budget/optimiser.py``: one regrouping, its cells and the parents of those
+that cannot be released alone, paced by the release price, no hold), run as the panel runs
+it. ``--hold``, ``--hold-history`` and ``--unpaced`` replay the earlier variants, patched in
+by attribute (the evidence for wiring it in):
 
 For every window the regrouping chooses its cells as it does today; the *plan* of those cells
 (``release.budget.budget_plan``: per cell its ε and cap, the sit-outs, what each vehicle pays)
@@ -252,11 +256,15 @@ def replay(data: DataSet, runs: int, quick: bool = False) -> dict[str, Any]:
             settings.resolution if coarsest is None else coarsest, settings.window_seconds,
         ))  # fmt: skip
     out: dict[str, Any] = {"name": data.name, "plan": [], "optimiser": []}
+    patched = WITH_HOLD or not PRICE_CEILING  # variants the setting does not offer
+    optimiser = row if patched else {**row, "budget_planner": "optimiser"}
+    variants = (("plan", row, _as_is), ("optimiser", optimiser,
+                                         optimiser_in_place if patched else _as_is))  # fmt: skip
     for seed in range(runs):
-        for label, context in (("plan", _as_is), ("optimiser", optimiser_in_place)):
+        for label, settings, context in variants:
             began = time.perf_counter()
             with context():
-                run = one_run(truth, row, seed, data.period_seconds)
+                run = one_run(truth, settings, seed, data.period_seconds)
             run["wall"] = time.perf_counter() - began
             assert run["loss"] <= data.budget + 1e-9, f"{data.name}: a vehicle past B"
             out[label].append(run)

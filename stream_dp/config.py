@@ -40,6 +40,9 @@ from stream_dp.web.basemap import OSM, check_map_tiles
 #: ``privacy_model`` of the two models (docs/math.md §1-13 and §14).
 PUBLIC_OCCUPANCY, SECRET_ROUTES = "public-occupancy", "secret-routes"
 PrivacyModel = Literal["public-occupancy", "secret-routes"]
+#: ``budget_planner``: how the vehicle budget plans a window (docs/math.md §13.1, §13.5).
+BudgetPlanner = Literal["rules", "optimiser"]
+BUDGET_PLANNERS: tuple[str, ...] = get_args(BudgetPlanner)
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
 DEFAULT_MAX_SPAN_HOURS = 8
@@ -175,6 +178,11 @@ class ReleaseSettings(BaseModel):
         ge=1,
         le=168,
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
+    )
+    budget_planner: BudgetPlanner = Field(
+        "rules",
+        description="With vehicle_budget: 'rules' (the least epsilon meeting T, refusals) or "
+        "'optimiser' (expected useful readings within each vehicle's room, docs/math.md §13.5).",
     )
     privacy_model: PrivacyModel = Field(
         "public-occupancy",
@@ -430,8 +438,8 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
         if self.vehicle_budget is None:
             raise SettingError("vehicle_budget", "secret-routes needs a budget B per period")
         refused = (
-            "vehicle_budget_burst", "max_span_hours", "budget_cap", "top_cells", "min_vehicles",
-            "error_bound", "mean_mechanism", "delta", "accounting",
+            "vehicle_budget_burst", "max_span_hours", "budget_planner", "budget_cap", "top_cells",
+            "min_vehicles", "error_bound", "mean_mechanism", "delta", "accounting",
         )  # fmt: skip
         changed = [n for n in refused if getattr(self, n) != type(self).model_fields[n].default]
         if self.target_mean_error != default_target_mean_error(self.upper):
@@ -467,6 +475,8 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 "max_span_hours",
                 f"has no effect without vehicle_budget (got {self.max_span_hours})",
             )
+        if self.budget_planner != type(self).model_fields["budget_planner"].default:
+            raise SettingError("budget_planner", "has no effect without vehicle_budget")
 
     def _check_basemap(self) -> None:
         """A tile server's credit is the operator's to give; no tiles, nothing to credit."""

@@ -40,7 +40,13 @@ from stream_dp.commands.basemap_options import BASEMAP_SETTINGS
 from stream_dp.commands.clock_options import CLOCK_SETTINGS
 from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
-from stream_dp.config import TARGET_AT_UPPER, ConfigError, Settings, load_settings
+from stream_dp.config import (
+    BUDGET_PLANNERS,
+    TARGET_AT_UPPER,
+    ConfigError,
+    Settings,
+    load_settings,
+)
 from stream_dp.dp.secret_accounting import COUNT_STEPS
 from stream_dp.options.setting_options import default_text
 from stream_dp.secret_routes import SECRET_ROUTES
@@ -120,6 +126,13 @@ def add_release_options(
         f"(docs/math.md §14) (default {default('privacy_model')})",
     )
     group.add_argument(
+        "--budget-planner",
+        choices=BUDGET_PLANNERS,
+        metavar="{" + ",".join(BUDGET_PLANNERS) + "}",
+        help="with a vehicle budget: how a window is planned, the rules or the optimiser "
+        f"(docs/math.md §13.5) (default {default('budget_planner')})",
+    )
+    group.add_argument(
         "--mean-mechanism",
         choices=MEAN_MECHANISM_NAMES,
         metavar="NAME",
@@ -173,7 +186,7 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
         "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds", "privacy_model",
-        "contribution_cells", "count_share", "coarse_resolution",
+        "budget_planner", "contribution_cells", "count_share", "coarse_resolution",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS, *CLOCK_SETTINGS)}
     if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:

@@ -1,4 +1,4 @@
-"""Candidate releases and what each is worth, from public counts only (docs/planner-draft.md,
+"""Candidate releases and what each is worth, from public counts only (docs/math.md §13.5,
 "The objective").
 
 For a cell of ``M`` readings whose vehicle ``l`` has ``m_l`` of them (capped at the stored

@@ -1,5 +1,5 @@
 """The window's releases chosen as an optimisation over public quantities
-(docs/planner-draft.md, "The objective" and "The solver").
+(docs/math.md §13.5, "The objective" and "The solver").
 
 Given candidate releases, each in one exclusive *group* (the options for the same readings:
 one cell at several ε or sit-out variants), each with a

@@ -1,4 +1,4 @@
-"""Compiled (numba) passes of the release choice's solver (docs/planner-draft.md, "The
+"""Compiled (numba) passes of the release choice's solver (docs/math.md §13.5, "The
 solver"): the greedy that turns an order of candidates into a feasible choice, and the
 upgrade pass that makes the choice maximal.
 

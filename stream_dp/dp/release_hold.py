@@ -1,5 +1,5 @@
 """The *hold* option of a cell: pool its readings into the span instead of releasing them now
-(docs/planner-draft.md, "The hold candidate").
+(docs/math.md §13.5; the hold was measured in benchmarks/planner_gaps.md, not wired in).
 
 Holding a cell ``h`` more hours is worth the expected useful readings of the pooled cell at
 the end of those hours, minus a staleness cost per reading and hour. Everything is public:
@@ -36,7 +36,7 @@ IntArray = NDArray[np.int64]
 def staleness_weight(max_span_hours: int) -> float:
     """κ, the staleness cost of a useful reading per hour it waits: ``1 / (2 max_span_hours)``
     (a reading released at the operator's span limit is worth half a live one). One value for
-    all data: it depends only on the operator's limit (docs/planner-draft.md)."""
+    all data: it depends only on the operator's limit (docs/math.md §13.5)."""
     if max_span_hours < 1:
         raise ValueError(f"max_span_hours: must be >= 1, got {max_span_hours!r}")
     return 1.0 / (2.0 * max_span_hours)

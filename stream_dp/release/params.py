@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from stream_dp.config import (
+    BUDGET_PLANNERS,
     DEFAULT_BURST_SHARE,
     DEFAULT_MAX_SPAN_HOURS,
     ConfigError,
@@ -54,6 +55,8 @@ class ReleaseParams:
     vehicle_budget: float | None = None
     vehicle_budget_burst: float | None = None
     max_span_hours: int = DEFAULT_MAX_SPAN_HOURS
+    #: How the vehicle budget plans a window: "rules" or "optimiser" (docs/math.md §13.5).
+    budget_planner: str = "rules"
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"
     #: The mode, built from the fields above (:mod:`stream_dp.release.modes`): the release
@@ -100,6 +103,11 @@ class ReleaseParams:
                 raise ValueError(f"{name}: must be a finite number > 0, got {value!r}")
         if self.max_span_hours < 1:
             raise ValueError(f"max_span_hours: must be >= 1, got {self.max_span_hours!r}")
+        if self.budget_planner not in BUDGET_PLANNERS:
+            raise ValueError(
+                f"budget_planner: must be one of {', '.join(BUDGET_PLANNERS)}, "
+                f"got {self.budget_planner!r}"
+            )
         if self.vehicle_budget is None:
             return
         if self.budget_cap is not None:
@@ -115,7 +123,7 @@ class ReleaseParams:
             return FixedEpsilon()
         return VehicleBudget(
             float(self.vehicle_budget), self.vehicle_burst, self.max_span_hours,
-            self.budget_period_seconds,
+            self.budget_period_seconds, self.budget_planner,
         )  # fmt: skip
 
     @property

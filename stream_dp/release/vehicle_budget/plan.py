@@ -25,7 +25,7 @@ from stream_dp.release.params import ReleaseParams
 from stream_dp.release.state import WindowCache
 from stream_dp.release.vehicle_budget.planner import BudgetPlan, plan_budget
 from stream_dp.release.vehicle_budget.pooling import due_cells
-from stream_dp.release.vehicle_budget.price import release_price
+from stream_dp.release.vehicle_budget.price import SHARE_EXPONENT, release_price
 
 #: Whether the release price's re-plans (:func:`budget_plan`) run in one compiled call
 #: (``plan_budget``'s ``ceiling``: the layout built once) instead of one plan per round; the
@@ -138,6 +138,7 @@ def epsilon_ceiling(
     occupancy: Occupancy,
     span_start: np.ndarray | None,
     due: tuple[str, ...] = (),
+    exponent: float = SHARE_EXPONENT,
 ) -> np.ndarray | None:
     """Per cell, the most ε it may take now: its release price (§13.3,
     :func:`~stream_dp.release.vehicle_budget.price.release_price`) from its span so far and its
@@ -146,7 +147,9 @@ def epsilon_ceiling(
     least :data:`SHORT_SPAN_SHARE` (``due``: the units pooling would push past T). None (the
     burst for every cell) when no release price applies (:func:`prices_spans`: the caller then
     gives no ``span_start``, per cell the start of its span, e.g.
-    :func:`~stream_dp.release.vehicle_budget.spans.span_starts` from the reading log)."""
+    :func:`~stream_dp.release.vehicle_budget.spans.span_starts` from the reading log);
+    ``exponent``: the paced share's (+inf: the overflow alone before the span's last window,
+    the budget that spending now takes from no later release)."""
     if span_start is None:
         return None
     mode, window_start = budget_mode(params), rooms.window_start
@@ -156,7 +159,7 @@ def epsilon_ceiling(
     median_room = UnitPrice(vehicle_room(rooms, occupancy), 1.0, burst).pay(
         occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells)
     )
-    ceiling = release_price(windows, mode.max_span_hours, burst, pace, median_room)
+    ceiling = release_price(windows, mode.max_span_hours, burst, pace, median_room, exponent)
     if due:
         is_due = due_cells(occupancy.cells, due)
         share = np.clip(windows / mode.max_span_hours, SHORT_SPAN_SHARE, 1.0)

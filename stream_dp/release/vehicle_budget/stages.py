@@ -30,6 +30,7 @@ from stream_dp.release.stages import (
 from stream_dp.release.state import Pooled, WindowInput, WindowState
 from stream_dp.release.vehicle_budget.cells import budget_regroup
 from stream_dp.release.vehicle_budget.held import ReleasedCells, held_counts
+from stream_dp.release.vehicle_budget.optimiser import optimised_regroup
 from stream_dp.release.vehicle_budget.plan import (
     Rooms,
     budget_mode,
@@ -83,8 +84,10 @@ class Pool(Stage):
 
 
 class BudgetRegroup(Stage):
-    """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan
-    (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1)."""
+    """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan:
+    the rules' (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1) or the
+    optimiser's (:func:`~stream_dp.release.vehicle_budget.optimiser.optimised_regroup`,
+    §13.5), as ``budget_planner`` says."""
 
     name = "regroup"
     writes = frozenset({"columns", "adaptive", "pairs"})
@@ -92,7 +95,12 @@ class BudgetRegroup(Stage):
 
     def run(self, state: WindowState) -> WindowState:
         window = state.input
-        regrouped = budget_regroup(
+        regroup = (
+            optimised_regroup
+            if budget_mode(window.params).planner == "optimiser"
+            else budget_regroup
+        )
+        regrouped = regroup(
             state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
             window.last, state.due,
         )  # fmt: skip

@@ -1,0 +1,174 @@
+"""The optimiser as the budget pipeline's plan stage (``budget_planner = "optimiser"``,
+docs/math.md §13.5): it releases where the rules' refusal loop gives up, never charges a
+vehicle past B, and its setting fails fast naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h3
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stream_dp.cli import build_parser, main
+from stream_dp.commands.release import settings_from_args
+from stream_dp.config import ConfigError, load_settings
+from stream_dp.dp.adaptive_cells import AdaptiveCells
+from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.randomness import RandomSource
+from stream_dp.release.accounting import PrivacyAccountant
+from stream_dp.release.adaptive import adaptive_moves
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.selection import occupancy_of
+from stream_dp.release.vehicle_budget.candidate_cells import candidate_cells
+from stream_dp.release.window import release_window
+from stream_dp.windows.columns import WindowColumns
+from tests.unit import test_plan_budget as plan_budget
+from tests.unit.dp.test_adaptive_cells import targeted_window
+from tests.unit.release.test_budget_cells import HOUR, PARENT, A, B, C, _params, _run, _twice
+
+FAR = h3.latlng_to_cell(40.85, -73.80, 8)
+
+
+def _refused_window(planner: str) -> list[tuple[str, int, int]]:
+    """One hour: A (10 vessels × 2 readings, and s0-s4 with one each), C (3 vessels, too few
+    alone) and FAR (250 vessels × 130 readings, and s0-s4). s0-s4 spent 1.37 an hour before:
+    their room (~1.55) pays FAR and A's parent (ε 1.26), not A itself (1.56). Returns the
+    records' (cell, resolution, readings)."""
+    hour = _twice([(A, f"a{v}") for v in range(10)] + [(C, f"c{v}") for v in range(3)])
+    hour += _twice([(FAR, f"s{v}") for v in range(5)])
+    hour += [(FAR, f"d{v}") for v in range(250) for _ in range(130)]
+    hour += [(A, f"s{v}") for v in range(5)]
+    params = _params(max_span_hours=1, budget_planner=planner)
+    ledger = PrivacyAccountant(params).new_ledger()
+    spent = [f"s{v}" for v in range(5)]
+    ledger.record(WindowLoss.of_losses(-HOUR, spent, [1] * 5, [1.37] * 5))
+    (release,) = _run(params, [hour], ledger)
+    return sorted((r["cell"], r["resolution"], r["n_readings"]) for r in release.cells)
+
+
+def test_the_optimiser_releases_the_parent_the_rules_refusal_loop_gives_up() -> None:
+    # The rules: A passes the price but s0-s4 cannot pay it beside FAR; A (and C with it)
+    # hold under MIN_REFUSED_SHARE of the window's readings, so no second choice pools
+    # them: 31 readings withheld. The optimiser weighs A's parent in the same choice.
+    assert _refused_window("rules") == [(FAR, 8, 32510)]
+    assert _refused_window("optimiser") == sorted([(FAR, 8, 32510), (PARENT, 7, 31)])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hours=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 4), st.integers(0, 24), st.integers(1, 6)),
+            min_size=20, max_size=80,
+        ),
+        min_size=1, max_size=4,
+    ),
+    spans=st.sampled_from([1, 2]),
+    burst=st.sampled_from([1.0, 14.0 / 6, 7.0]),
+)  # fmt: skip
+def test_no_vehicle_loses_more_than_b_under_the_optimiser(
+    hours: list[list[tuple[int, int, int]]], spans: int, burst: float
+) -> None:
+    # Random small windows: 5 cells (four res-8 siblings under one parent and one far), 25
+    # vehicles, 1-6 readings a pair; B 14 per day; every window released (the plan passes
+    # check_plan), and each vehicle's recorded losses over the day sum to at most B.
+    cells = [*sorted(h3.cell_to_children(PARENT, 8))[:4], FAR]
+    pairs = [[(cells[c], f"v{v}") for c, v, n in hour for _ in range(n)] for hour in hours]
+    params = _params(max_span_hours=spans, vehicle_budget_burst=burst, budget_planner="optimiser")
+    releases = _run(params, pairs)
+    lost: dict[str, float] = {}
+    for release in releases:
+        assert release.summary.get("error") is None
+        loss = release.loss
+        assert loss is not None
+        each = loss.cells * loss.epsilon if loss.losses is None else loss.losses
+        for vehicle, x in zip(loss.vehicles, np.asarray(each).tolist(), strict=True):
+            lost[vehicle] = lost.get(vehicle, 0.0) + x
+    assert max(lost.values(), default=0.0) <= params.vehicle_budget + 1e-9
+
+
+def test_the_setting_reaches_the_mode_and_defaults_to_the_rules() -> None:
+    assert _params().mode.planner == "rules"
+    settings_ = load_settings(vehicle_budget=14, target_mean_error=10, budget_planner="optimiser")
+    assert ReleaseParams.from_settings(settings_).mode.planner == "optimiser"
+
+
+def test_a_bad_planner_fails_fast_naming_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="^budget_planner: must be one of rules, optimiser"):
+        _params(budget_planner="greedy")
+    with pytest.raises(ConfigError, match="budget_planner"):
+        load_settings(vehicle_budget=14, target_mean_error=10, budget_planner="greedy")
+    monkeypatch.setenv("STREAM_DP_BUDGET_PLANNER", "greedy")
+    with pytest.raises(ConfigError, match="STREAM_DP_BUDGET_PLANNER"):
+        load_settings(vehicle_budget=14, target_mean_error=10)
+    monkeypatch.setenv("STREAM_DP_BUDGET_PLANNER", "optimiser")
+    with pytest.raises(ConfigError, match="budget_planner.*has no effect without vehicle_budget"):
+        load_settings(vehicle_budget="none")
+
+
+def test_the_cli_flag_is_checked_and_reaches_the_settings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["release", "missing.jsonl", "--out", "o.jsonl", "--budget-planner", "greedy"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--budget-planner" in err and "greedy" in err
+    monkeypatch.delenv("STREAM_DP_BUDGET_PLANNER", raising=False)
+    args = build_parser("release").parse_args(
+        ["release", "in.jsonl", "--out", "o.jsonl", "--budget-planner", "optimiser"]
+    )
+    assert settings_from_args(args).budget_planner == "optimiser"
+
+
+def test_a_lifted_cells_parent_covers_it_and_the_withheld_cells_under_it_not_its_siblings() -> None:
+    # A (lifted) and B are regrouped cells under PARENT, C under it was withheld, FAR is
+    # elsewhere: the candidates are the three cells and PARENT, which covers A and C (B stays
+    # apart, so PARENT is a remainder), its vehicles' readings summed over both.
+    cells = [A] * 3 + [B] * 2 + [C] + [FAR] * 2
+    vehicles = ["v0", "v1", "v0", "v2", "v3", "v1", "v4", "v5"]
+    columns = WindowColumns.from_readings(cells, vehicles, [0.0] * 8, [30.0] * 8, 64)
+    names = (FAR, A, B)  # sorted as the regrouping's are
+    assert list(names) == sorted(names) and list(columns.cell_names) == sorted([A, B, C, FAR])
+    unit_of_cell = np.array([names.index(c) if c in names else -1 for c in columns.cell_names])
+    adaptive = AdaptiveCells(names, np.array([8, 8, 8]), np.zeros(3, dtype=bool),
+                             np.zeros(3), unit_of_cell)  # fmt: skip
+    moves, _ = adaptive_moves(columns, adaptive)
+    units, _ = occupancy_of(moves.counts(), np.arange(3))
+    out = candidate_cells(columns, adaptive, units, np.array([False, True, False]), 7)
+    assert out.names == (FAR, A, B, PARENT)
+    assert out.unit.tolist() == [0, 1, 2, -1] and out.remainder.tolist() == [0, 0, 0, 1]
+    covered = out.covers[out.covers_start[3] : out.covers_start[4]]
+    assert sorted(columns.cell_names[o] for o in covered.tolist()) == sorted([A, C])
+    entries = slice(out.start[3], out.start[4])
+    readings = {
+        columns.vehicle_names[v]: int(n)
+        for v, n in zip(out.vehicle[entries].tolist(), out.count[entries].tolist(), strict=True)
+    }
+    assert readings == {"v0": 2, "v1": 2}  # v0 twice in A; v1 once in A and once in C
+    assert candidate_cells(columns, adaptive, units, np.zeros(3, dtype=bool), 7).names == names
+
+
+def test_plan_states_what_the_optimisers_release_publishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `stream-dp plan --budget-planner optimiser` runs the same pipeline as the release: the
+    # same cells at the same ε, the same busiest loss.
+    values = {**plan_budget.BUDGET, "max_span_hours": 4, "budget_planner": "optimiser"}
+    params = ReleaseParams.from_settings(load_settings(epsilon=1.0, **values))
+    window = targeted_window(5)
+    ledger = BudgetLedger(params.ledger_period_seconds, None)
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(5))
+    release = release_window(0, window, params, noise, ledger=ledger, last=True)
+    assert len(release.cells) >= 3
+    path = plan_budget._occupancy_csv(tmp_path / "occupancy.csv", window)
+    assert main(["plan", str(path), "--epsilon", "1", *plan_budget._options(values), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    released = {cell: grid["epsilon"] for cell, grid in plan["grids"].items() if grid["released"]}
+    assert released == {record["cell"]: record["epsilon"] for record in release.cells}
+    assert plan["max_vehicle_loss"] == pytest.approx(release.summary["max_vehicle_loss"])
