@@ -5,6 +5,7 @@ they share with the fixed-ε release are :mod:`stream_dp.release.stages`'."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from stream_dp.release.stages import (
     Withhold,
 )
 from stream_dp.release.state import Pooled, WindowInput, WindowState
-from stream_dp.release.vehicle_budget.cells import budget_regroup
+from stream_dp.release.vehicle_budget.cells import Regrouped, budget_regroup
 from stream_dp.release.vehicle_budget.held import ReleasedCells, held_counts
 from stream_dp.release.vehicle_budget.optimiser import optimised_regroup
 from stream_dp.release.vehicle_budget.plan import (
@@ -83,24 +84,22 @@ class Pool(Stage):
         return replace(state, pooled=made, columns=pooled, report=report)
 
 
+@dataclass
 class BudgetRegroup(Stage):
-    """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan:
-    the rules' (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1) or the
+    """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan,
+    by the planner the pipeline was built with (``budget_planner``): the rules'
+    (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1) or the
     optimiser's (:func:`~stream_dp.release.vehicle_budget.optimiser.optimised_regroup`,
-    §13.5), as ``budget_planner`` says."""
+    §13.5)."""
 
+    regroup: Callable[..., Regrouped] = budget_regroup
     name = "regroup"
     writes = frozenset({"columns", "adaptive", "pairs"})
     reports = frozenset({"withheld_regroup"})
 
     def run(self, state: WindowState) -> WindowState:
         window = state.input
-        regroup = (
-            optimised_regroup
-            if budget_mode(window.params).planner == "optimiser"
-            else budget_regroup
-        )
-        regrouped = regroup(
+        regrouped = self.regroup(
             state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
             window.last, state.due,
         )  # fmt: skip
@@ -109,6 +108,13 @@ class BudgetRegroup(Stage):
             state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs,
             report=report,
         )  # fmt: skip
+
+
+#: ``budget_planner`` → the regrouping that plans (§13.1 rules, §13.5 optimiser).
+PLANNERS: dict[str, Callable[..., Regrouped]] = {
+    "rules": budget_regroup,
+    "optimiser": optimised_regroup,
+}
 
 
 class Plan(Stage):
@@ -235,7 +241,7 @@ class BudgetPipelines:
 
     def _choice(self, pool: bool) -> list[Stage]:
         pooling: list[Stage] = [Pool()] if pool else []
-        return [*pooling, BudgetRegroup(), Plan(), Account()]
+        return [*pooling, BudgetRegroup(PLANNERS[self.mode.planner]), Plan(), Account()]
 
     def release(self, noise: LaplaceNoise) -> Pipeline:
         after = [Statistics(prefix_sums=False), Withhold(), Noise(noise), Records(), SpanRecords()]
