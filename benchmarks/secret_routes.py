@@ -115,9 +115,18 @@ def _epoch(stamp: str) -> float:
     return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
+def file_span(readings: list[dict[str, Any]], window_seconds: int) -> tuple[int, int]:
+    """The span an operator declares for a file it knows: its whole windows, first to last
+    (a benchmark's choice; ``stream-dp release`` takes it from ``--from/--to``)."""
+    times = [float(r["ts"]) for r in readings]
+    first = int(min(times)) // window_seconds * window_seconds
+    return first, (int(max(times)) // window_seconds + 1) * window_seconds
+
+
 def release(data: DataSet, readings: list[dict[str, Any]], config: Config, seed: int) -> list[Any]:
-    engine = OfflineEngine(secret_settings(data, config),
-                           LaplaceNoise(RandomSource.seeded_for_tests(seed)))  # fmt: skip
+    span = file_span(readings, config.hours * 3600)
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(seed))
+    engine = OfflineEngine(secret_settings(data, config), noise, span=span)
     return [r for batch in (engine.feed(readings), engine.finish(True)) for r in batch]
 
 
