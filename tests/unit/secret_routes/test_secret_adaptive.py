@@ -106,6 +106,19 @@ def test_fine_cells_come_only_from_split_coarse_cells() -> None:
     assert by_cell[PARENT]["n_vehicles_noisy"] == pytest.approx(340, abs=30)
 
 
+def test_a_child_below_the_selection_threshold_shows_under_a_split_parent() -> None:
+    """12 vehicles in a child: far below the threshold a fixed level needs (21), above the
+    adaptive cut (5): shown in (almost) every run when adaptive, in none when fixed."""
+    budget = SecretRoutesBudget(8.0, 1e-6, 1, 2, count_share=0.2)
+    pairs = crowd(FINE, 300, 20.0) + crowd(SIBLING, 12, 40.0)
+    found = {}
+    for choice in (ADAPTIVE, FIXED):
+        params = two_levels(budget, choice)
+        assert params.fine_cut < 12 * COUNT_STEPS < params.threshold - 8 * COUNT_STEPS
+        found[choice] = shown_runs(params, pairs, shows(SIBLING), 50, seed=3)
+    assert found[ADAPTIVE] >= 45 and found[FIXED] == 0
+
+
 def shows(cell: str) -> Callable[[WindowRelease], bool]:
     return lambda release: any(c["cell"] == cell for c in release.cells)
 
