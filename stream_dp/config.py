@@ -455,7 +455,10 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             raise SettingError(
                 "coarse_resolution", f"must be < resolution ({self.resolution}), got {coarse}"
             )
-        if coarse is None and "resolution_choice" in self.model_fields_set:
+        if (
+            coarse is None
+            and self.resolution_choice != type(self).model_fields["resolution_choice"].default
+        ):
             raise SettingError("resolution_choice", "has no effect without coarse_resolution")
         if not secret_routes_available():
             raise SettingError(

@@ -74,7 +74,7 @@ def test_settings_charge_both_levels_and_select_on_the_coarse_one_only() -> None
 
 
 @pytest.mark.parametrize(("values", "field"), [
-    ({"privacy_model": "secret-routes", "resolution_choice": "adaptive"}, "resolution_choice"),
+    ({"privacy_model": "secret-routes", "resolution_choice": "fixed"}, "resolution_choice"),
     ({"resolution_choice": "fixed"}, "resolution_choice"),
     ({"privacy_model": "secret-routes", "coarse_resolution": 7, "resolution_choice": "some"},
      "resolution_choice"),
