@@ -41,10 +41,10 @@ def fixed_levels(columns: WindowColumns, params: SecretRoutesParams,
     return levels
 
 
-def thresholded_level(names: tuple[str, ...], vehicle: NDArray[np.int64], cell: NDArray[np.int64],
-                 count: NDArray[np.int64], total: NDArray[np.float64],
-                 params: SecretRoutesParams, source: RandomSource,
-                 resolution: int) -> ReleasedCells:  # fmt: skip
+def thresholded_level(names: tuple[str, ...], vehicle: NDArray[np.int64],
+                      cell: NDArray[np.int64], count: NDArray[np.int64],
+                      total: NDArray[np.float64], params: SecretRoutesParams,
+                      source: RandomSource, resolution: int) -> ReleasedCells:  # fmt: skip
     """One level: noisy counts of every touched cell, the threshold, noisy sums of the shown
     cells, their means and intervals (§14.3, §14.4, §14.6)."""
     bounded = bounded_cells(vehicle, cell, count, total, params.upper,
@@ -80,8 +80,9 @@ def by_parent(names: tuple[str, ...], vehicle: NDArray[np.int64], cell: NDArray[
                count: NDArray[np.int64], total: NDArray[np.float64], resolution: int,
                ) -> tuple[tuple[str, ...], NDArray[np.int64], NDArray[np.int64],
                           NDArray[np.int64], NDArray[np.float64]]:  # fmt: skip
-    """Each vehicle's kept pairs merged by their cell's parent at ``resolution``: one pair per
-    (vehicle, parent), its counts and sums added (at most L0 parents a vehicle)."""
+    """Each vehicle's pairs merged by their cell's parent at ``resolution``: one pair per
+    (vehicle, parent), its counts and sums added (of kept pairs: at most L0 parents a
+    vehicle, §14.9; of all its pairs: the adaptive coarse level keeps L0 after, §14.10)."""
     parents = [h3.cell_to_parent(name, resolution) for name in names]
     parent_names, parent_of = np.unique(np.array(parents, dtype=object), return_inverse=True)
     width = max(len(parent_names), 1)
