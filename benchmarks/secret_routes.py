@@ -57,10 +57,12 @@ class Config:
     cells: int
     resolution: int
     coarse: int | None = None
+    choice: str = "fixed"
 
     def label(self) -> str:
         levels = "" if self.coarse is None else f" + {self.coarse}"
-        return f"{self.hours} h, L0 {self.cells}, res {self.resolution}{levels}"
+        adaptive = ", adaptive" if self.choice == "adaptive" else ""
+        return f"{self.hours} h, L0 {self.cells}, res {self.resolution}{levels}{adaptive}"
 
 
 #: The configuration of the table, and the sweep's (city only, ``--sweep``).
@@ -73,10 +75,16 @@ SWEEP = (
     Config(3, 1, 8),
 )
 #: Two levels of cells (``--levels``, city only).
-LEVELS = (Config(3, 1, 8, 7), Config(3, 2, 8, 7), Config(3, 2, 7, 6))
+LEVELS = (Config(3, 1, 8, 7), Config(3, 2, 8, 7), Config(3, 1, 7, 6), Config(3, 2, 7, 6))
+#: The same levels, the fine one chosen from the coarse noisy counts (``--adaptive``).
+ADAPTIVE = tuple(
+    Config(h, cells, fine, fine - 1, "adaptive")
+    for h, cells, fine in ((3, 1, 8), (3, 2, 8), (3, 1, 7), (3, 2, 7), (2, 1, 7), (2, 1, 8))
+)
 
 
 def secret_settings(data: DataSet, config: Config) -> Any:
+    levels = {} if config.coarse is None else {"resolution_choice": config.choice}
     return load_settings(
         app_id="secret-routes-bench",
         privacy_model="secret-routes",
@@ -87,6 +95,7 @@ def secret_settings(data: DataSet, config: Config) -> Any:
         contribution_cells=config.cells,
         resolution=config.resolution,
         coarse_resolution=config.coarse,
+        **levels,
     )
 
 
@@ -115,9 +124,18 @@ def _epoch(stamp: str) -> float:
     return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
+def file_span(readings: list[dict[str, Any]], window_seconds: int) -> tuple[int, int]:
+    """The span an operator declares for a file it knows: its whole windows, first to last
+    (a benchmark's choice; ``stream-dp release`` takes it from ``--from/--to``)."""
+    times = [float(r["ts"]) for r in readings]
+    first = int(min(times)) // window_seconds * window_seconds
+    return first, (int(max(times)) // window_seconds + 1) * window_seconds
+
+
 def release(data: DataSet, readings: list[dict[str, Any]], config: Config, seed: int) -> list[Any]:
-    engine = OfflineEngine(secret_settings(data, config),
-                           LaplaceNoise(RandomSource.seeded_for_tests(seed)))  # fmt: skip
+    span = file_span(readings, config.hours * 3600)
+    noise = LaplaceNoise(RandomSource.seeded_for_tests(seed))
+    engine = OfflineEngine(secret_settings(data, config), noise, span=span)
     return [r for batch in (engine.feed(readings), engine.finish(True)) for r in batch]
 
 
@@ -261,6 +279,7 @@ def main() -> int:
     parser.add_argument("--sweep", action="store_true", help="the city's configurations")
     parser.add_argument("--no-public", action="store_true", help="skip the public profile")
     parser.add_argument("--levels", action="store_true", help="the city's two-level runs")
+    parser.add_argument("--adaptive", action="store_true", help="the city's adaptive runs")
     parser.add_argument("--million", action="store_true", help="the 1M-window release times")
     args = parser.parse_args()
     panel = {d.name: d for d in PANEL}
@@ -286,7 +305,7 @@ def main() -> int:
               f"{row['epsilon_period']:.2f}, {row['delta_period']:.1g} | {_pct(row['honest'])} | "
               f"{_pct(row.get('pipeline_dp', float('nan')))} | {_pct(public['coverage'])} | "
               f"{public['staleness']:.2f} | {public['loss']:.2f} |", flush=True)  # fmt: skip
-    if args.sweep or args.levels:
+    if args.sweep or args.levels or args.adaptive:
         data = panel["city"]
         readings = data.readings(False)
         truth = Truth(readings, upper=data.upper)
@@ -294,7 +313,8 @@ def main() -> int:
         print("| window h | L0 | res | useful % | finest level % | staleness h | cells | "
               "eps/window | threshold | bar honest % |")  # fmt: skip
         print("|" + "---|" * 10)
-        for config in (SWEEP if args.sweep else ()) + (LEVELS if args.levels else ()):
+        chosen = (SWEEP if args.sweep else ()) + (LEVELS if args.levels else ())
+        for config in chosen + (ADAPTIVE if args.adaptive else ()):
             row = run_config(data, readings, truth, config, with_baseline=False)
             res = config.label().split("res ")[1]
             print(f"| {config.hours} | {config.cells} | {res} | {_pct(row['coverage'])} | "

@@ -36,13 +36,15 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from stream_dp.dp.secret_accounting import pld_available as secret_routes_available
 from stream_dp.web.basemap import OSM, check_map_tiles
 
-#: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
 #: ``privacy_model`` of the two models (docs/math.md §1-13 and §14).
 PUBLIC_OCCUPANCY, SECRET_ROUTES = "public-occupancy", "secret-routes"
 PrivacyModel = Literal["public-occupancy", "secret-routes"]
 #: ``budget_planner``: how the vehicle budget plans a window (docs/math.md §13.1, §13.5).
 BudgetPlanner = Literal["rules", "optimiser"]
 BUDGET_PLANNERS: tuple[str, ...] = get_args(BudgetPlanner)
+#: ``resolution_choice`` under secret routes with two levels (docs/math.md §14.9, §14.10).
+ResolutionChoice = Literal["fixed", "adaptive"]
+#: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
 DEFAULT_MAX_SPAN_HOURS = 8
@@ -199,6 +201,12 @@ class ReleaseSettings(BaseModel):
         le=15,
         description="secret-routes: also release the parents of the cells at this coarser "
         "resolution (two levels, each L0 cells a vehicle; none: one level).",
+    )
+    resolution_choice: ResolutionChoice = Field(
+        "adaptive",
+        description="secret-routes with coarse_resolution: 'adaptive' releases the fine level "
+        "only under the coarse cells whose noisy count asks for it (docs/math.md §14.10); "
+        "'fixed' releases both levels everywhere (§14.9).",
     )
     count_share: float = Field(
         0.5,
@@ -455,13 +463,19 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             raise SettingError(
                 "coarse_resolution", f"must be < resolution ({self.resolution}), got {coarse}"
             )
+        if (
+            coarse is None
+            and self.resolution_choice != type(self).model_fields["resolution_choice"].default
+        ):
+            raise SettingError("resolution_choice", "has no effect without coarse_resolution")
         if not secret_routes_available():
             raise SettingError(
                 "privacy_model", "secret-routes needs dp-accounting: pip install 'stream-dp[pld]'"
             )
 
     def _check_no_secret_routes_knobs(self) -> None:
-        for name in ("contribution_cells", "count_share", "coarse_resolution", "clock_start"):
+        for name in ("contribution_cells", "count_share", "coarse_resolution",
+                     "resolution_choice", "clock_start"):  # fmt: skip
             if getattr(self, name) != type(self).model_fields[name].default:
                 raise SettingError(name, "has no effect without privacy_model secret-routes")
 

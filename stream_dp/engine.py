@@ -40,6 +40,23 @@ class EngineCounts:
     invalid_reasons: dict[str, int] = field(default_factory=dict)
 
 
+def checked_span(span: tuple[int, int] | None, window_seconds: int) -> tuple[int, int]:
+    """Secret routes' span, required (docs/math.md §14.5): a start read from the data would
+    say when its first vehicle appeared. Window starts, ``from < to``."""
+    if span is None:
+        raise ValueError(
+            "span: required under secret-routes (the public [from, to) of window starts; "
+            "stream-dp release --from/--to), never read from the data"
+        )
+    first, end = span
+    if first % window_seconds or end % window_seconds or first >= end:
+        raise ValueError(
+            f"span: must be window starts (multiples of {window_seconds}) with from < to, "
+            f"got {span!r}"
+        )
+    return first, end
+
+
 class OfflineEngine:
     """Replays readings through the same windowing, closing and release as the service."""
 
@@ -51,7 +68,8 @@ class OfflineEngine:
         span: tuple[int, int] | None = None,
     ) -> None:
         """``span``: secret routes' public span ``[from, to)`` of window starts (docs/math.md
-        §14.5): every window in it is released, nothing outside it."""
+        §14.5), required there and refused under public occupancy: every window in it is
+        released, nothing outside it."""
         self.settings = settings
         self.params = ReleaseParams.from_settings(settings)  # all the release reads
         self.noise = noise
@@ -70,10 +88,12 @@ class OfflineEngine:
         #: The secret-routes model's releaser (docs/math.md §14); None: public occupancy.
         self.secret: SecretRoutesReleaser | None = None
         if settings.privacy_model == SECRET_ROUTES:
-            first, end = (None, None) if span is None else span
+            first, end = checked_span(span, settings.window_seconds)
             self.secret = SecretRoutesReleaser(
                 SecretRoutesParams.from_settings(settings), noise.source, first, end
             )
+        elif span is not None:
+            raise ValueError("span: only under privacy_model secret-routes")
 
     def feed(self, readings: Iterable[Any], batch_size: int = 5000) -> Iterator[WindowRelease]:
         """Ingest raw reading objects (dicts) in order; yield windows as they complete."""

@@ -133,6 +133,14 @@ def add_release_options(
         f"(docs/math.md §13.5) (default {default('budget_planner')})",
     )
     group.add_argument(
+        "--resolution-choice",
+        choices=("fixed", "adaptive"),
+        metavar="{fixed,adaptive}",
+        help="secret-routes with --coarse-resolution: both levels everywhere, or the fine "
+        "level only where the coarse noisy counts ask for it (docs/math.md §14.10) "
+        f"(default {default('resolution_choice')})",
+    )
+    group.add_argument(
         "--mean-mechanism",
         choices=MEAN_MECHANISM_NAMES,
         metavar="NAME",
@@ -187,6 +195,7 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds", "privacy_model",
         "budget_planner", "contribution_cells", "count_share", "coarse_resolution",
+        "resolution_choice",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS, *CLOCK_SETTINGS)}
     if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:

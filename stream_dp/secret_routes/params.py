@@ -8,11 +8,15 @@ from fractions import Fraction
 
 from stream_dp.config import Settings
 from stream_dp.dp.laplace_tails import tail_width
+from stream_dp.dp.level_choice import fine_cut_steps
 from stream_dp.dp.partition_selection import threshold_steps
 from stream_dp.dp.secret_accounting import COUNT_STEPS, SUM_STEPS, SecretRoutesBudget
 
 #: Coverage of the published interval (§14.6).
 INTERVAL_LEVEL = 0.95
+#: ``resolution_choice``: both levels everywhere (§14.9), or the fine level only under the
+#: coarse cells whose noisy count asks for it (§14.10).
+FIXED, ADAPTIVE = "fixed", "adaptive"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class SecretRoutesParams:
     contribution_cells: int = 1
     #: The second, coarser level of cells (§14.9); None: one level.
     coarse_resolution: int | None = None
+    #: With two levels: ADAPTIVE (§14.10) or FIXED (§14.9).
+    resolution_choice: str = ADAPTIVE
 
     def __post_init__(self) -> None:
         """The accountant counts every level's cells: ``L0`` per level."""
@@ -36,6 +42,26 @@ class SecretRoutesParams:
                 f"budget.cells: must be contribution_cells x levels "
                 f"({self.contribution_cells} x {len(self.resolutions)}), got {self.budget.cells}"
             )
+        if self.resolution_choice not in (FIXED, ADAPTIVE):
+            raise ValueError(f"resolution_choice: must be {FIXED!r} or {ADAPTIVE!r}, "
+                             f"got {self.resolution_choice!r}")  # fmt: skip
+
+    @property
+    def adaptive(self) -> bool:
+        """Two levels, the fine one released under the split coarse cells only (§14.10)."""
+        return self.resolution_choice == ADAPTIVE and self.coarse_resolution is not None
+
+    @property
+    def selected_cells(self) -> int:
+        """The cells per vehicle a partition selection may show alone (the threshold's union
+        bound, §14.4): every level's ``L0``, or only the coarse level's when adaptive (the
+        fine level's candidates are public, §14.10)."""
+        return self.contribution_cells if self.adaptive else self.budget.cells
+
+    @property
+    def fine_cut(self) -> int:
+        """The adaptive fine level's cut in count steps (§14.10)."""
+        return fine_cut_steps(self.sum_scale, SUM_STEPS, COUNT_STEPS)
 
     @property
     def resolutions(self) -> tuple[int, ...]:
@@ -58,7 +84,7 @@ class SecretRoutesParams:
         )
         return cls(budget, settings.upper, settings.resolution, settings.window_seconds,
                    settings.app_id, settings.contribution_cells,
-                   settings.coarse_resolution)  # fmt: skip
+                   settings.coarse_resolution, settings.resolution_choice)  # fmt: skip
 
     @property
     def count_scale(self) -> Fraction:
@@ -74,7 +100,8 @@ class SecretRoutesParams:
     def threshold(self) -> int:
         """T in count steps (§14.4)."""
         b = self.budget
-        return threshold_steps(COUNT_STEPS, b.cells, b.selection_delta, self.count_scale)
+        return threshold_steps(COUNT_STEPS, self.selected_cells, b.selection_delta,
+                               self.count_scale)  # fmt: skip
 
     def widths(self) -> tuple[float, float]:
         """(count, sum) half-widths of the interval, in vehicles and in units of U (§14.6)."""

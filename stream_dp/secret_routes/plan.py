@@ -48,6 +48,19 @@ def outlook(params: SecretRoutesParams, counts: tuple[int, ...] = DEFAULT_COUNTS
     return [CellOutlook(n, shown_probability(params, n), mean_error(params, n)) for n in counts]
 
 
+def _levels_line(params: SecretRoutesParams) -> list[str]:
+    """The second level, if any, in words (§14.9, §14.10)."""
+    coarse = params.coarse_resolution
+    if coarse is None:
+        return []
+    if not params.adaptive:
+        return [f"levels: fixed, resolution {params.resolution} and its parents at {coarse}, "
+                "each level by the threshold"]  # fmt: skip
+    return [f"levels: adaptive, resolution {coarse} by the threshold first; under a cell whose "
+            f"noisy count reaches {params.fine_cut / COUNT_STEPS:.1f}, its children at "
+            f"{params.resolution}, each shown when its noisy count reaches that too"]  # fmt: skip
+
+
 def format_outlook(params: SecretRoutesParams, rows: list[CellOutlook]) -> str:
     """The plan in words and the table over n."""
     b = params.budget
@@ -62,6 +75,7 @@ def format_outlook(params: SecretRoutesParams, rows: list[CellOutlook]) -> str:
         f"cells: resolution {params.resolution}, at most {params.contribution_cells} a vehicle "
         f"a window; a cell is shown when its noisy vehicle count reaches "
         f"{params.threshold / COUNT_STEPS:.1f}",
+        *_levels_line(params),
         "",
         f"{'vehicles':>8} {'P(shown)':>9} {f'{INTERVAL_LEVEL:.0%} bar':>9}  (mean at U/2, "
         f"U {params.upper:g})",

@@ -85,6 +85,8 @@ def window_summary(window_start: int, params: SecretRoutesParams, cells_released
         "cells_released": cells_released,
         "contribution_cells": params.contribution_cells,
         "coarse_resolution": params.coarse_resolution,
+        "resolution_choice": None if params.coarse_resolution is None else params.resolution_choice,
+        "fine_cut_vehicles": params.fine_cut / COUNT_STEPS if params.adaptive else None,
         "threshold_vehicles": params.threshold / COUNT_STEPS,
         "vehicle_budget": budget.budget,
         "accounting_delta": budget.delta,

@@ -23,10 +23,11 @@ from stream_dp.windows.coordinator import ReleaseCoordinator
 class SecretRoutesReleaser:
     """Releases windows in order, each once, tracking the windows of the current period."""
 
-    def __init__(self, params: SecretRoutesParams, source: RandomSource,
-                 first: int | None = None, end: int | None = None) -> None:  # fmt: skip
-        """``first``/``end``: the public span's window starts, ``[first, end)`` (None: no
-        bound; without ``first`` the span starts at the first ready window: tests only)."""
+    def __init__(self, params: SecretRoutesParams, source: RandomSource, first: int,
+                 end: int | None = None) -> None:  # fmt: skip
+        """``first``/``end``: the public span's window starts, ``[first, end)`` (``end``
+        None: no end, the service). ``first`` is required: a span started by the first ready
+        window would say when the first vehicle appeared."""
         self.params = params
         self.source = source
         self.first = first
@@ -67,7 +68,7 @@ class SecretRoutesReleaser:
                 yield self.release(empty, WindowColumns.from_partials([]))
 
     def _in_span(self, start: int) -> bool:
-        if self.last is None and self.first is not None and start < self.first:
+        if self.last is None and start < self.first:
             return False
         return self.end is None or start < self.end
 
@@ -75,9 +76,7 @@ class SecretRoutesReleaser:
         step = self.params.window_seconds
         if self.last is not None:
             return range(self.last + step, start, step)
-        if self.first is not None:
-            return range(self.first, start, step)
-        return range(0)
+        return range(self.first, start, step)
 
     def release(self, start: int, columns: WindowColumns) -> WindowRelease:
         """One window's release (or its failed summary), counted in the period."""

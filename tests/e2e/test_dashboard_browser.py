@@ -33,7 +33,7 @@ import h3
 import orjson
 import pytest
 
-from stream_dp.commands.demo_secret import dense_city_readings
+from stream_dp.commands.demo_secret import CITY_START, dense_city_readings
 from stream_dp.config import Settings, load_settings
 from stream_dp.dashboard.span_text import span_text
 from stream_dp.dp.noise import LaplaceNoise
@@ -617,7 +617,9 @@ def test_secret_routes_records_show_noisy_counts_their_interval_and_the_model(
     the model, the window's and the period's epsilon of every vehicle, and a cell's noisy
     count and 95 % interval; no exact count is shown."""
     settings = load_settings(privacy_model="secret-routes")
-    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(8)))
+    first = CITY_START // settings.window_seconds * settings.window_seconds
+    span = (first, first + settings.window_seconds)
+    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(8)), span=span)
     releases = [w for part in (engine.feed(dense_city_readings(1)), engine.finish()) for w in part]
     (release,) = releases
     records = release.records

@@ -46,3 +46,18 @@ def test_the_quick_start_check_finds_a_third_command_or_a_second_block() -> None
     assert quick_start_commands(page.format(two + "\nstream-dp serve", "")) != [list(QUICK_START)]
     assert len(quick_start_commands(page.format(two, "```\nmake\n```\n"))) == 2
     assert quick_start_commands("# x\n\n## Start\n\n```\nls\n```\n") == []
+
+
+def test_which_privacy_model_is_a_section_saying_when_each_applies_with_the_table() -> None:
+    """Issue 36: in plain words, when the public-occupancy model applies (fixed routes) and
+    when secret-routes is required (probe vehicles), and the measured table of both models
+    and PipelineDP on the same data."""
+    body = sections(README.read_text()).get("Which privacy model", "")
+    words = body.lower()
+    for word in ("public-occupancy", "buses", "ferries", "secret-routes", "probe vehicles",
+                 "connected cars", "taxis"):  # fmt: skip
+        assert word in words, word
+    header = next((line for line in body.splitlines() if line.startswith("| data")), "")
+    assert all(name in header for name in ("secret-routes", "PipelineDP", "public-occupancy"))
+    rows = [line for line in body.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) >= 4 and any("city" in row for row in rows)

@@ -27,7 +27,9 @@ def test_the_demo_accepts_secret_routes_with_hours() -> None:
 def test_the_dense_city_releases_cells_every_hour_under_the_demo_defaults() -> None:
     settings = demo.demo_settings(demo_args("--privacy-model", "secret-routes"))
     readings = demo_secret.dense_city_readings(2)
-    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(3)))
+    first = demo_secret.CITY_START // settings.window_seconds * settings.window_seconds
+    span = (first, first + 2 * demo_secret.HOUR)
+    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(3)), span=span)
     out = [w for part in (engine.feed(readings), engine.finish()) for w in part]
     assert len(out) == 2
     for window in out:

@@ -58,7 +58,8 @@ def kept_by_engine(rows: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) 
         privacy_model="secret-routes", vehicle_budget=4.0, budget_period_seconds=4 * HOUR,
         window_seconds=HOUR, contribution_cells=1, resolution=7, accounting_delta=1e-6,
     )  # fmt: skip
-    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(1)))
+    span = (START, START + 6 * HOUR)
+    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(1)), span=span)
     for _ in (*engine.feed(rows, batch_size=50), *engine.finish(True)):
         pass
     return kept

@@ -1,5 +1,6 @@
-"""Two levels of cells under secret routes (docs/math.md §14.9): the kept pairs' parents are
-released too, each level L0 cells a vehicle, both in the accountant and the threshold."""
+"""Two fixed levels of cells under secret routes (docs/math.md §14.9): the kept pairs' parents
+are released too, each level L0 cells a vehicle, both in the accountant and the threshold
+(the adaptive choice, the default with two levels: test_secret_adaptive.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from stream_dp.config import load_settings
 from stream_dp.dp.randomness import RandomSource
 from stream_dp.dp.secret_accounting import SecretRoutesBudget
-from stream_dp.secret_routes.params import SecretRoutesParams
+from stream_dp.secret_routes.params import FIXED, SecretRoutesParams
 from stream_dp.secret_routes.release import release_secret_window
 from tests.unit.secret_routes.columns import crowd, window_columns
 from tests.unit.secret_routes.test_secret_privacy import NoThreshold, cp_low
@@ -31,7 +32,7 @@ def test_settings_put_both_levels_in_the_accountant() -> None:
 
 def test_parents_hold_every_kept_vehicle_of_their_children() -> None:
     params = SecretRoutesParams(SecretRoutesBudget(8.0, 1e-6, 1, 2), window_seconds=3600,
-                                coarse_resolution=7)  # fmt: skip
+                                coarse_resolution=7, resolution_choice=FIXED)  # fmt: skip
     pairs = crowd(FINE, 300, 20.0) + crowd(SIBLING, 300, 40.0)
     out = release_secret_window(
         0, window_columns(pairs), params, RandomSource.seeded_for_tests(4), 1
@@ -47,8 +48,10 @@ def test_parents_hold_every_kept_vehicle_of_their_children() -> None:
 
 def test_a_lone_vehicle_shows_at_neither_level_beyond_delta() -> None:
     budget = SecretRoutesBudget(2.0, 0.2, 1, 2)  # L0 1 at two levels: delta_sel 0.02
-    params = SecretRoutesParams(budget, window_seconds=3600, coarse_resolution=7)
-    broken = NoThreshold(budget, window_seconds=3600, coarse_resolution=7)
+    params = SecretRoutesParams(budget, window_seconds=3600, coarse_resolution=7,
+                                resolution_choice=FIXED)  # fmt: skip
+    broken = NoThreshold(budget, window_seconds=3600, coarse_resolution=7,
+                         resolution_choice=FIXED)  # fmt: skip
     pairs = crowd(FINE, 40, 20.0) + [("x", LONE, [50.0])]
     lone = {LONE, h3.cell_to_parent(LONE, 7)}
     runs = 3000

@@ -56,6 +56,21 @@ def test_a_lone_vehicle_in_an_empty_first_or_last_hour_changes_no_summary(x_ts: 
     assert [r.summary["windows_in_period"] for r in without] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("span", [None, (START + 5, SPAN[1]), (SPAN[1], START)])
+def test_the_engine_refuses_to_start_without_a_window_aligned_span(
+    span: tuple[int, int] | None,
+) -> None:
+    """At the API level too (not only the CLI): no span would start the clock at the first
+    reading, i.e. say when the first vehicle appeared."""
+    with pytest.raises(ValueError, match=r"^span: "):
+        released(crowd(), span)
+
+
+def test_a_span_is_refused_under_public_occupancy() -> None:
+    with pytest.raises(ValueError, match=r"^span: only under privacy_model secret-routes"):
+        OfflineEngine(load_settings(), LaplaceNoise(), span=SPAN)
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -21,7 +21,7 @@ HOUR = 3600
 
 def releaser() -> SecretRoutesReleaser:
     params = SecretRoutesParams(SecretRoutesBudget(4.0, 1e-6, 2, 1), window_seconds=HOUR)
-    return SecretRoutesReleaser(params, RandomSource.seeded_for_tests(1))
+    return SecretRoutesReleaser(params, RandomSource.seeded_for_tests(1), first=0)
 
 
 def test_gaps_get_empty_summaries_and_the_period_rolls() -> None:
@@ -60,8 +60,9 @@ def test_a_failing_window_is_a_failed_summary_and_the_next_one_releases(monkeypa
 
 def test_the_engine_releases_an_empty_hour_between_two_with_readings() -> None:
     settings = load_settings(privacy_model="secret-routes", window_seconds=HOUR, resolution=7)
-    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(2)))
     start = 1_700_006_400
+    span = (start, start + 3 * HOUR)
+    engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(2)), span=span)
     rows = [
         {"vehicle_id": f"v{i}", "ts": start + hour * HOUR + i, "lat": 40.7, "lon": -74.0,
          "speed": 30.0}
@@ -77,7 +78,7 @@ def test_a_rebuilt_releaser_counts_on_from_the_stored_summary() -> None:
     """A restart's releaser told the latest stored window (hour 3, third of its period)
     fills the empty hour after it and counts on: never from one again."""
     params = SecretRoutesParams(SecretRoutesBudget(4.0, 1e-6, 6, 1), window_seconds=HOUR)
-    r = SecretRoutesReleaser(params, RandomSource.seeded_for_tests(2))
+    r = SecretRoutesReleaser(params, RandomSource.seeded_for_tests(2), first=0)
     r.note_stored(3 * HOUR, 3)
     r.note_stored(2 * HOUR, 2)  # an older stored window read after it changes nothing
     gap = list(r._gap_before(5 * HOUR))
