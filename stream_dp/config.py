@@ -44,6 +44,7 @@ BudgetPlanner = Literal["rules", "optimiser"]
 BUDGET_PLANNERS: tuple[str, ...] = get_args(BudgetPlanner)
 #: ``resolution_choice`` under secret routes with two levels (docs/math.md §14.9, §14.10).
 ResolutionChoice = Literal["fixed", "adaptive"]
+RESOLUTION_CHOICES: tuple[str, ...] = get_args(ResolutionChoice)
 #: The pacing burst when unset: this share of the vehicle budget B (docs/math.md §13.1).
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).

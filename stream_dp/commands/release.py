@@ -42,6 +42,7 @@ from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
 from stream_dp.config import (
     BUDGET_PLANNERS,
+    RESOLUTION_CHOICES,
     TARGET_AT_UPPER,
     ConfigError,
     Settings,
@@ -134,8 +135,8 @@ def add_release_options(
     )
     group.add_argument(
         "--resolution-choice",
-        choices=("fixed", "adaptive"),
-        metavar="{fixed,adaptive}",
+        choices=RESOLUTION_CHOICES,
+        metavar="{" + ",".join(RESOLUTION_CHOICES) + "}",
         help="secret-routes with --coarse-resolution: both levels everywhere, or the fine "
         "level only where the coarse noisy counts ask for it (docs/math.md §14.10) "
         f"(default {default('resolution_choice')})",
