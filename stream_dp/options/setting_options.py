@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Literal, get_args, get_origin
 
 from stream_dp.config import COARSEST_RESOLUTION_STEPS, TARGET_AT_UPPER, Settings
 
@@ -23,7 +23,10 @@ def setting_default(name: str) -> str:
 
 
 def setting_metavar(name: str) -> str:
-    """The metavar of a numeric setting's option: N for an integer, X for a number."""
+    """The metavar of a setting's option: its choices ``{a,b}`` for a setting of named
+    choices, N for an integer, X for a number."""
     annotation = Settings.model_fields[name].annotation
+    if get_origin(annotation) is Literal:
+        return "{" + ",".join(map(str, get_args(annotation))) + "}"
     kinds = set(get_args(annotation) or (annotation,)) - {type(None)}
     return "N" if kinds == {int} else "X"
