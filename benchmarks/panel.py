@@ -162,12 +162,14 @@ PANEL: tuple[DataSet, ...] = (
 )  # fmt: skip
 
 
-def profile_row(data: DataSet) -> dict[str, Any]:
-    """The recommended profile at the data set's U (T at the profile's share of U) and B."""
+def profile_row(data: DataSet, planner: str = "rules") -> dict[str, Any]:
+    """The recommended profile at the data set's U (T at the profile's share of U) and B,
+    planned by ``planner`` (``budget_planner``)."""
     t = BUDGET_PROFILE["target_mean_error"] * data.upper / UPPER
     return {
         **BUDGET_PROFILE, "upper": data.upper, "target_mean_error": t,
         "vehicle_budget": data.budget, "budget_period_seconds": data.period_seconds,
+        "budget_planner": planner,
     }  # fmt: skip
 
 
@@ -263,11 +265,11 @@ def summarise(runs: list[dict[str, Any]], budget: float) -> dict[str, dict[str, 
     return out
 
 
-def measure(data: DataSet, runs: int, quick: bool) -> dict[str, Any]:
+def measure(data: DataSet, runs: int, quick: bool, planner: str = "rules") -> dict[str, Any]:
     """Every run of the profile and of the baseline on one data set, and their summaries."""
     readings = data.readings(quick)
     truth = Truth(readings, upper=data.upper)
-    profile, baseline = profile_row(data), baseline_row(data)
+    profile, baseline = profile_row(data, planner), baseline_row(data)
     warm = Truth(readings[:WARM_UP], upper=data.upper)
     one_run(warm, profile, 0, data.period_seconds), one_run(warm, baseline, 0, data.period_seconds)
     budgeted, fixed = [], []
@@ -375,6 +377,8 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="a data set's name (repeatable)")
     parser.add_argument("--quick", action="store_true", help="2 runs and a smaller city")
     parser.add_argument("--million", action="store_true", help="also time the 1M-reading window")
+    parser.add_argument("--budget-planner", choices=BUDGET_PLANNERS, default="rules",
+                        help="the profile's budget_planner")  # fmt: skip
     parser.add_argument("--json", type=Path, default=DATA / "panel.json")
     parser.add_argument("--plot", type=Path, default=HERE.parent / "docs" / "panel.png")
     parser.add_argument("--report", type=Path, action="append",
@@ -398,7 +402,7 @@ def main() -> int:
     DATA.mkdir(exist_ok=True)
     results = {r["name"]: r for r in earlier(args.json) if args.only}
     for data in chosen:
-        results[data.name] = measure(data, runs, args.quick)
+        results[data.name] = measure(data, runs, args.quick, args.budget_planner)
         args.json.write_text(json.dumps(list(results.values()), indent=1, default=float))
     return report(list(results.values()), args.plot)
 
