@@ -57,6 +57,11 @@ MODES: dict[str, dict[str, Any]] = {
     },  # fmt: skip
     "vehicle budget": {"coarsest_resolution": 6, "max_span_hours": 4},
     "vehicle budget, no spans": {"coarsest_resolution": 6, "max_span_hours": 1},
+    "vehicle budget, optimiser": {
+        "coarsest_resolution": 6,
+        "max_span_hours": 4,
+        "budget_planner": "optimiser",
+    },
 }
 
 
