@@ -34,6 +34,7 @@ from tests.unit.secret_routes.test_secret_privacy import NoThreshold, cp_low, ep
 from tests.unit.secret_routes.test_secret_routes_settings import SCHEMA
 from tests.unit.secret_routes.test_secret_span import run_release
 
+ROOT = Path(__file__).resolve().parents[3]
 FINE = h3.latlng_to_cell(40.70, -74.00, 8)
 PARENT = h3.cell_to_parent(FINE, 7)
 SIBLING = next(c for c in h3.cell_to_children(PARENT, 8) if c != FINE)
@@ -201,6 +202,31 @@ def shown_runs(params: SecretRoutesParams, pairs: list[Pair], event: Callable[[W
     source = RandomSource.seeded_for_tests(seed)
     columns = window_columns(pairs)
     return sum(event(release_secret_window(0, columns, params, source, 1)) for _ in range(runs))
+
+
+def empty_candidate_chance(count_share: float, vehicle_budget: float) -> float:
+    """``P(Z_n >= c)``: an empty fine candidate shown by its count noise alone (§14.10)."""
+    p = SecretRoutesParams.from_settings(load_settings(
+        privacy_model="secret-routes", coarse_resolution=7, count_share=count_share,
+        vehicle_budget=vehicle_budget,
+    ))  # fmt: skip
+    return upper_tail(p.fine_cut, p.count_scale)
+
+
+def test_output_doc_states_the_empty_candidate_chance() -> None:
+    """docs/output.md: the chance depends on count_share alone (B 4, 14, 56 agree), and its
+    figures at 0.1, 0.2 and the default 0.5 are the computed ones."""
+    chances = {}
+    for share in (0.1, 0.2, 0.5):
+        by_budget = [empty_candidate_chance(share, b) for b in (4.0, 14.0, 56.0)]
+        assert max(by_budget) == pytest.approx(min(by_budget), rel=1e-3)
+        chances[share] = by_budget[1]
+    mantissa, exponent = f"{chances[0.5]:.0e}".split("e")
+    superscript = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    stated = (f"about {100 * chances[0.1]:.0f} % at 0.1, {100 * chances[0.2]:.1f} % at 0.2, "
+              f"{mantissa}·10{superscript} at the default 0.5")  # fmt: skip
+    assert load_settings().count_share == 0.5
+    assert stated in " ".join((ROOT / "docs" / "output.md").read_text().split())
 
 
 def touched_candidates_only(monkeypatch: pytest.MonkeyPatch) -> None:
