@@ -2,7 +2,9 @@
 §14.4, §14.6): no data is read and no noise drawn. For a cell of ``n`` vehicles (each adding
 one clipped mean to it), the chance that it is shown — its noisy count reaches the threshold
 T — and the half-width of its 95 % interval when the noisy count and sum come out at their
-expected values (``n`` and ``n U / 2``: a mean at the middle of [0, U])."""
+expected values (``n`` and ``n U / 2``: a mean at the middle of [0, U]). With adaptive levels
+(§14.10) T selects the coarse cells, and a fine cell under a split one is shown at the fine
+cut c: its chance at c too."""
 
 from __future__ import annotations
 
@@ -26,11 +28,18 @@ class CellOutlook:
     vehicles: int
     shown_probability: float
     mean_error: float
+    #: Adaptive levels: the chance at the fine cut (a fine cell under a split coarse cell).
+    fine_probability: float | None = None
 
 
 def shown_probability(params: SecretRoutesParams, vehicles: int) -> float:
     """``P(n + Z >= T)`` in count steps, Z the count's discrete Laplace noise (§14.4)."""
-    return upper_tail(params.threshold - vehicles * COUNT_STEPS, params.count_scale)
+    return reach_probability(params, vehicles, params.threshold)
+
+
+def reach_probability(params: SecretRoutesParams, vehicles: int, cut: int) -> float:
+    """``P(n + Z >= cut)`` in count steps (the threshold, §14.4, or the fine cut, §14.10)."""
+    return upper_tail(cut - vehicles * COUNT_STEPS, params.count_scale)
 
 
 def mean_error(params: SecretRoutesParams, vehicles: int) -> float:
@@ -44,8 +53,12 @@ def mean_error(params: SecretRoutesParams, vehicles: int) -> float:
 
 def outlook(params: SecretRoutesParams, counts: tuple[int, ...] = DEFAULT_COUNTS,
             ) -> list[CellOutlook]:  # fmt: skip
-    """The table's rows, one per vehicle count."""
-    return [CellOutlook(n, shown_probability(params, n), mean_error(params, n)) for n in counts]
+    """The table's rows, one per vehicle count (with the fine cut's chance when adaptive)."""
+    return [
+        CellOutlook(n, shown_probability(params, n), mean_error(params, n),
+                    reach_probability(params, n, params.fine_cut) if params.adaptive else None)
+        for n in counts
+    ]  # fmt: skip
 
 
 def _levels_line(params: SecretRoutesParams) -> list[str]:
@@ -61,8 +74,31 @@ def _levels_line(params: SecretRoutesParams) -> list[str]:
             f"{params.resolution}, each shown when its noisy count reaches that too"]  # fmt: skip
 
 
+def _cells_line(params: SecretRoutesParams) -> str:
+    """The cells the threshold selects: the coarse ones when adaptive (§14.10)."""
+    threshold = f"noisy vehicle count reaches {params.threshold / COUNT_STEPS:.1f}"
+    if params.adaptive:
+        return (f"cells: resolution {params.coarse_resolution} first, at most "
+                f"{params.contribution_cells} a vehicle a window at each level; a cell at "
+                f"{params.coarse_resolution} is shown when its {threshold}")  # fmt: skip
+    return (f"cells: resolution {params.resolution}, at most {params.contribution_cells} a "
+            f"vehicle a window; a cell is shown when its {threshold}")  # fmt: skip
+
+
+def _row(row: CellOutlook) -> str:
+    """One row of the table; the fine cut's column when adaptive."""
+    fine = "" if row.fine_probability is None else f" {row.fine_probability:>9.3f}"
+    return f"{row.vehicles:>8} {row.shown_probability:>9.3f}{fine} {row.mean_error:>9.2f}"
+
+
 def format_outlook(params: SecretRoutesParams, rows: list[CellOutlook]) -> str:
-    """The plan in words and the table over n."""
+    """The plan in words and the table over n (adaptive: P(shown) of a coarse cell at T, of a
+    fine cell under a split one at the fine cut, §14.10)."""
+    fine, fine_note = "", ""
+    if params.adaptive:
+        fine = f" {'P(fine)':>9}"
+        fine_note = (f"; P(fine): a cell at {params.resolution} under a split one, at "
+                     f"{params.fine_cut / COUNT_STEPS:.1f}")  # fmt: skip
     b = params.budget
     lines = [
         "privacy model: secret-routes (docs/math.md §14): nothing about a vehicle is public; "
@@ -72,13 +108,11 @@ def format_outlook(params: SecretRoutesParams, rows: list[CellOutlook]) -> str:
         f"per window, every vehicle: epsilon {b.window_epsilon:.4g}, delta "
         f"{b.selection_delta:.3g}; over the whole period epsilon "
         f"{b.period_epsilon(b.windows):.4g}, delta {b.period_delta(b.windows):.3g}",
-        f"cells: resolution {params.resolution}, at most {params.contribution_cells} a vehicle "
-        f"a window; a cell is shown when its noisy vehicle count reaches "
-        f"{params.threshold / COUNT_STEPS:.1f}",
+        _cells_line(params),
         *_levels_line(params),
         "",
-        f"{'vehicles':>8} {'P(shown)':>9} {f'{INTERVAL_LEVEL:.0%} bar':>9}  (mean at U/2, "
-        f"U {params.upper:g})",
+        f"{'vehicles':>8} {'P(shown)':>9}{fine} {f'{INTERVAL_LEVEL:.0%} bar':>9}  (mean at U/2, "
+        f"U {params.upper:g}{fine_note})",
     ]
-    lines += [f"{r.vehicles:>8} {r.shown_probability:>9.3f} {r.mean_error:>9.2f}" for r in rows]
+    lines += [_row(r) for r in rows]
     return "\n".join(lines)
