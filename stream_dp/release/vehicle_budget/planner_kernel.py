@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: A slot's low half: its entry's run, shifted left once; the lowest bit: not sat out.
+#: A slot's low half: its entry's run (whether the entry is kept is ``kept[entry]``: the
+#: slots never change, so one layout serves every plan of an occupancy).
 _LOW = 0xFFFFFFFF
 
 
@@ -89,7 +90,7 @@ def layout(
                 run = first + np.searchsorted(run_count[first:r], count[e])
             q = cursor[vehicle[e]]
             cursor[vehicle[e]] = q + 1
-            slot[q] = (e << 32) | (run << 1) | 1
+            slot[q] = (e << 32) | run
     run_start[n_cells] = r
     run_cell = np.empty(r, dtype=np.int64)
     for g in range(n_cells):
@@ -276,6 +277,7 @@ def pay_some(
     payers: np.ndarray,
     vehicle_start: np.ndarray,
     slot: np.ndarray,
+    kept: np.ndarray,
     run_cell: np.ndarray,
     epsilon: np.ndarray,
     paid: np.ndarray,
@@ -285,8 +287,8 @@ def pay_some(
         total = 0.0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
             s = slot[q]
-            eps = epsilon[run_cell[(s & _LOW) >> 1]]
-            if s & 1 and np.isfinite(eps):  # not sat out, not dropped
+            eps = epsilon[run_cell[s & _LOW]]
+            if kept[s >> 32] and np.isfinite(eps):  # not sat out, not dropped
                 total += eps
         paid[v] = total
 
@@ -339,9 +341,9 @@ def sit_outs(
         k = 0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
             s = slot[q]
-            if not (s & 1 and np.isfinite(epsilon[run_cell[(s & _LOW) >> 1]])):
+            if not (kept[s >> 32] and np.isfinite(epsilon[run_cell[s & _LOW]])):
                 continue  # sat out or dropped
-            key = run_key[(s & _LOW) >> 1]
+            key = run_key[s & _LOW]
             p = k  # insertion sort by score, stable: ties stay in entry (= cell) order
             while p > 0 and score[p - 1] > key:
                 score[p], ranked[p] = score[p - 1], ranked[p - 1]
@@ -352,7 +354,7 @@ def sit_outs(
         first_cum, first_eps = 0.0, 0.0
         for p in range(k):
             q = ranked[p]
-            run_g = (slot[q] & _LOW) >> 1
+            run_g = slot[q] & _LOW
             eps = epsilon[run_cell[run_g]]
             run = run + eps
             if p == 0:
@@ -362,7 +364,6 @@ def sit_outs(
                 if update:
                     paid[v] -= eps
                 kept[slot[q] >> 32] = False
-                slot[q] -= 1
                 run_kept[run_g] -= 1
                 left[run_cell[run_g]] = True
     n_changed = 0
@@ -404,7 +405,9 @@ def plan_rounds(
     the payments and later rounds move them by each change: a sit-out's ε off, a repriced
     cell's change of ε on its kept vehicles. Every ε is a whole number of grid steps (a power
     of two, :func:`round_up_one`), so each sum and difference is exact: the same floats as
-    summing again in entry order."""
+    summing again in entry order. A later round then compares with their rooms only the
+    vehicles a change left past theirs (:func:`note_over`): every other one was within its
+    room after the round before, and no change since has put it past."""
     laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
     return plan_laid_out(cell_start, vehicle, total, room, dropped, laid, costing, rounding,
                          max_epsilon, min_vehicles, few, update)  # fmt: skip
@@ -433,7 +436,7 @@ def plan_priced(
     to ``held`` and the plan computed again from scratch, until none does. The same plans as
     one :func:`plan_rounds` call per round (each a fresh plan: the layout is a function of
     the occupancy alone, so it is built once and each plan starts from a copy of its
-    all-kept ``run_kept`` and ``slot``).
+    all-kept ``run_kept``).
 
     A plan's first round costs every cell with all its entries kept, which holding a cell
     does not change: it is computed once (:func:`first_round`, with the cells held at the
@@ -450,7 +453,7 @@ def plan_priced(
     plans = 0
     while True:
         plans += 1
-        fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot.copy())
+        fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot)
         start = hold_more(first, held, cell_start, vehicle, run_start, run_count, total,
                           first_paid, exact)  # fmt: skip
         kept, epsilon, cap, paid, rounds = plan_from_first(
@@ -558,8 +561,8 @@ def plan_laid_out(
     few: int,
     update: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
-    """:func:`plan_rounds` on its :func:`layout` ``laid`` (its ``run_kept`` and ``slot`` are
-    updated: a fresh plan needs them all-kept)."""
+    """:func:`plan_rounds` on its :func:`layout` ``laid`` (its ``run_kept`` is updated: a
+    fresh plan needs it all-kept)."""
     first = first_round(cell_start, total, dropped, laid, costing, rounding, max_epsilon,
                         min_vehicles)  # fmt: skip
     start = (first[0], first[1], first[2], first[3], first[4], np.zeros(0))
@@ -631,7 +634,7 @@ def plan_from_first(
             some = np.sort(payers[:n_payers])
             seen[some] = False
             if resum:
-                pay_some(some, vehicle_start, slot, run_cell, epsilon, paid)
+                pay_some(some, vehicle_start, slot, kept, run_cell, epsilon, paid)
             n_over = over_room(some, paid, room, over, excess)
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds
