@@ -16,7 +16,7 @@ from stream_dp.release.report import WindowReport
 from stream_dp.windows.columns import WindowColumns
 
 if TYPE_CHECKING:
-    from stream_dp.dp.adaptive_cells import AdaptiveCells
+    from stream_dp.dp.adaptive_cells import AdaptiveCells, UnitPrice
     from stream_dp.dp.occupancy import Occupancy
     from stream_dp.release.bounding import Contributions
     from stream_dp.release.noisy import ErrorBars, NoisyCells
@@ -27,13 +27,15 @@ if TYPE_CHECKING:
 class WindowCache:
     """What one window's release computes once and reads again, each keyed by the object it
     was computed for (identity: the arrays are not compared): the regrouping's last choice
-    and its plan, the cells' span starts, the pairs' first windows and the vehicles' rooms."""
+    and its plan, the cells' span starts, the pairs' first windows, the vehicles' rooms and
+    their unit price."""
 
     def __init__(self) -> None:
         self._choice: tuple[WindowColumns, Contributions, BudgetPlan] | None = None
         self._span_starts: tuple[Occupancy, np.ndarray] | None = None
         self._first_window: tuple[WindowColumns, np.ndarray] | None = None
         self._rooms: tuple[Sequence[str], np.ndarray] | None = None
+        self._price: tuple[np.ndarray, UnitPrice] | None = None
 
     def keep_choice(self, columns: WindowColumns, pairs: Contributions, plan: BudgetPlan) -> None:
         """The vehicle budget's regrouping chose ``pairs`` of ``columns`` and planned them."""
@@ -81,6 +83,13 @@ class WindowCache:
             room.flags.writeable = False  # shared by the price, every plan and the check
             self._rooms = (vehicles, room)
         return self._rooms[1]
+
+    def unit_price(self, room: np.ndarray, compute: Callable[[], UnitPrice]) -> UnitPrice:
+        """The unit price of the rooms ``room`` (identity), made once: the choices and the
+        release price share its rooms' ranks."""
+        if self._price is None or self._price[0] is not room:
+            self._price = (room, compute())
+        return self._price[1]
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,11 @@ def budget_mode(params: ReleaseParams) -> VehicleBudget:
 
 def unit_price(rooms: Rooms, vehicles: Sequence[str], params: ReleaseParams) -> UnitPrice:
     """The adaptive cells' budget-aware pass test (§13.1): a unit passes when its vehicles'
-    rooms (of the columns' ``vehicles``) can pay the ε it needs."""
-    return UnitPrice(rooms.of(vehicles), 1.0 - params.variance_share, rooms.mode.burst)
+    rooms (of the columns' ``vehicles``) can pay the ε it needs. Made once per window for
+    the same rooms (the choices and the release price read it; its rooms ranked once)."""
+    room = rooms.of(vehicles)
+    share, burst = 1.0 - params.variance_share, rooms.mode.burst
+    return rooms.cache.unit_price(room, lambda: UnitPrice(room, share, burst))
 
 
 #: A due cell (§13.3: pooling would push it past T) may take at most this share of the burst,
@@ -156,7 +159,7 @@ def epsilon_ceiling(
     windows = (window_start - span_start) // params.window_seconds + 1
     burst, budget = mode.burst, mode.budget
     pace = budget * params.window_seconds / params.ledger_period_seconds
-    median_room = UnitPrice(vehicle_room(rooms, occupancy), 1.0, burst).pay(
+    median_room = unit_price(rooms, occupancy.vehicles, params).pay(  # pay reads no share
         occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells)
     )
     ceiling = release_price(windows, mode.max_span_hours, burst, pace, median_room, exponent)

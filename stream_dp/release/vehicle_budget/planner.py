@@ -47,8 +47,9 @@ _FACTOR = LN20 * (1.0 + SAMPLER_RTOL)
 #: Each such vehicle is re-summed over all its entries, by random reads (~20x the cost per
 #: entry of the sequential pass: measured on the 1M-reading window, 100,000 vehicles in 5.5
 #: cells each), so the work is about ``touched × entries per vehicle`` against the pass's
-#: ``entries``. With ``UPDATE_PAYMENTS`` nothing is re-summed after the first round: _FEW
-#: then only chooses whether those vehicles or all are compared with their rooms.
+#: ``entries``. With ``UPDATE_PAYMENTS`` nothing is re-summed after the first round, and
+#: only the vehicles a change left past their room are compared with it: _FEW then only
+#: chooses how the first round's payers are compared.
 _FEW = 16
 #: Whether a plan's later rounds move the payments by each change instead of summing them
 #: again (exact on the grid, :func:`stream_dp.release.vehicle_budget.planner_kernel.plan_rounds`);

@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: A slot's low half: its entry's run, shifted left once; the lowest bit: not sat out.
+#: A slot's low half: its entry's run (whether the entry is kept is ``kept[entry]``: the
+#: slots never change, so one layout serves every plan of an occupancy).
 _LOW = 0xFFFFFFFF
 
 
@@ -89,7 +90,7 @@ def layout(
                 run = first + np.searchsorted(run_count[first:r], count[e])
             q = cursor[vehicle[e]]
             cursor[vehicle[e]] = q + 1
-            slot[q] = (e << 32) | (run << 1) | 1
+            slot[q] = (e << 32) | run
     run_start[n_cells] = r
     run_cell = np.empty(r, dtype=np.int64)
     for g in range(n_cells):
@@ -175,13 +176,15 @@ def reprice(
     min_vehicles: int,
     state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     payments: tuple[np.ndarray, np.ndarray, bool],
+    watch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> int:  # pragma: no cover - compiled
     """Costs the first ``n_changed`` cells of ``changed`` (:func:`cost_cell`), rounds their ε
     up (:func:`round_up_one`), drops (ε +inf, entries unkept) those past ``max_epsilon``,
     keeping fewer than ``min_vehicles`` or already dropped (held). ``runs``: ``(run_start,
     run_count, run_kept, run_key)``; ``state``: ``(epsilon, cap, dropped, kept)``, updated.
     ``payments``: ``(vehicle, paid, update)``; with ``update``, the payments of a cell's kept
-    vehicles move by its ε's change (exact: :func:`plan_rounds`). Moves the cells whose ε
+    vehicles move by its ε's change (exact: :func:`plan_rounds`) and those a change leaves
+    past their room are noted in ``watch`` (:func:`note_over`). Moves the cells whose ε
     changed to the front of ``changed`` and returns how many."""
     run_start, run_count, run_kept, run_key = runs
     epsilon, cap, dropped, kept = state
@@ -203,6 +206,7 @@ def reprice(
             for e in range(cell_start[g], cell_start[g + 1]):
                 if kept[e]:
                     paid[vehicle[e]] += delta
+                    note_over(vehicle[e], paid, watch)
         if drop:
             dropped[g] = True
             kept[cell_start[g] : cell_start[g + 1]] = False
@@ -214,6 +218,36 @@ def reprice(
         changed[n_repriced] = g  # the front of ``changed`` is already read
         n_repriced += 1
     return n_repriced
+
+
+@njit(cache=True, nogil=True)
+def note_over(
+    v: int, paid: np.ndarray, watch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+) -> None:  # pragma: no cover - compiled
+    """Notes vehicle ``v`` in ``watch`` (``(room, noted, watched, n_watched)``: per vehicle
+    its room and whether it is noted, the noted vehicles and how many, in a 1-array) when it
+    pays past its room (as :func:`over_room` tests it) and is not noted yet."""
+    room, noted, watched, n_watched = watch
+    if not noted[v] and paid[v] - room[v] > 1e-12:
+        noted[v] = True
+        watched[n_watched[0]] = v
+        n_watched[0] += 1
+
+
+@njit(cache=True, nogil=True)
+def over_watched(
+    watch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    paid: np.ndarray,
+    over: np.ndarray,
+    excess: np.ndarray,
+) -> int:  # pragma: no cover - compiled
+    """:func:`over_room` of the vehicles noted in ``watch`` (:func:`note_over`), ascending;
+    the notes cleared."""
+    room, noted, watched, n_watched = watch
+    some = np.sort(watched[: n_watched[0]])
+    noted[some] = False
+    n_watched[0] = 0
+    return over_room(some, paid, room, over, excess)
 
 
 @njit(cache=True, nogil=True)
@@ -243,6 +277,7 @@ def pay_some(
     payers: np.ndarray,
     vehicle_start: np.ndarray,
     slot: np.ndarray,
+    kept: np.ndarray,
     run_cell: np.ndarray,
     epsilon: np.ndarray,
     paid: np.ndarray,
@@ -252,8 +287,8 @@ def pay_some(
         total = 0.0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
             s = slot[q]
-            eps = epsilon[run_cell[(s & _LOW) >> 1]]
-            if s & 1 and np.isfinite(eps):  # not sat out, not dropped
+            eps = epsilon[run_cell[s & _LOW]]
+            if kept[s >> 32] and np.isfinite(eps):  # not sat out, not dropped
                 total += eps
         paid[v] = total
 
@@ -306,9 +341,9 @@ def sit_outs(
         k = 0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
             s = slot[q]
-            if not (s & 1 and np.isfinite(epsilon[run_cell[(s & _LOW) >> 1]])):
+            if not (kept[s >> 32] and np.isfinite(epsilon[run_cell[s & _LOW]])):
                 continue  # sat out or dropped
-            key = run_key[(s & _LOW) >> 1]
+            key = run_key[s & _LOW]
             p = k  # insertion sort by score, stable: ties stay in entry (= cell) order
             while p > 0 and score[p - 1] > key:
                 score[p], ranked[p] = score[p - 1], ranked[p - 1]
@@ -319,7 +354,7 @@ def sit_outs(
         first_cum, first_eps = 0.0, 0.0
         for p in range(k):
             q = ranked[p]
-            run_g = (slot[q] & _LOW) >> 1
+            run_g = slot[q] & _LOW
             eps = epsilon[run_cell[run_g]]
             run = run + eps
             if p == 0:
@@ -329,7 +364,6 @@ def sit_outs(
                 if update:
                     paid[v] -= eps
                 kept[slot[q] >> 32] = False
-                slot[q] -= 1
                 run_kept[run_g] -= 1
                 left[run_cell[run_g]] = True
     n_changed = 0
@@ -371,7 +405,9 @@ def plan_rounds(
     the payments and later rounds move them by each change: a sit-out's ε off, a repriced
     cell's change of ε on its kept vehicles. Every ε is a whole number of grid steps (a power
     of two, :func:`round_up_one`), so each sum and difference is exact: the same floats as
-    summing again in entry order."""
+    summing again in entry order. A later round then compares with their rooms only the
+    vehicles a change left past theirs (:func:`note_over`): every other one was within its
+    room after the round before, and no change since has put it past."""
     laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
     return plan_laid_out(cell_start, vehicle, total, room, dropped, laid, costing, rounding,
                          max_epsilon, min_vehicles, few, update)  # fmt: skip
@@ -400,15 +436,28 @@ def plan_priced(
     to ``held`` and the plan computed again from scratch, until none does. The same plans as
     one :func:`plan_rounds` call per round (each a fresh plan: the layout is a function of
     the occupancy alone, so it is built once and each plan starts from a copy of its
-    all-kept ``run_kept`` and ``slot``). Returns the last plan and how many plans it took."""
+    all-kept ``run_kept``).
+
+    A plan's first round costs every cell with all its entries kept, which holding a cell
+    does not change: it is computed once (:func:`first_round`, with the cells held at the
+    start) and each plan starts from it with its newly held cells dropped
+    (:func:`hold_more`). Returns the last plan and how many plans it took."""
     laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
+    first = first_round(cell_start, total, held.copy(), laid, costing, rounding, max_epsilon,
+                        min_vehicles)  # fmt: skip
+    exact = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
+    first_paid = np.zeros(len(room))
+    if exact:
+        pay_everyone(cell_start, vehicle, first[3], first[0], first_paid)
     plans = 0
     while True:
         plans += 1
-        fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot.copy())
-        kept, epsilon, cap, paid, rounds = plan_laid_out(
-            cell_start, vehicle, total, room, held.copy(), fresh, costing, rounding,
+        fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot)
+        start = hold_more(first, held, cell_start, vehicle, run_start, run_count, total,
+                          first_paid, exact)  # fmt: skip
+        kept, epsilon, cap, paid, rounds = plan_from_first(
+            cell_start, vehicle, total, room, fresh, start, exact, costing, rounding,
             max_epsilon, min_vehicles, few, update,
         )  # fmt: skip
         n_over = 0
@@ -418,6 +467,83 @@ def plan_priced(
                 n_over += 1
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds, plans
+
+
+@njit(cache=True, nogil=True)
+def exact_payments(
+    vehicle_start: np.ndarray, max_epsilon: float, step: float
+) -> bool:  # pragma: no cover - compiled
+    """Whether every payment is below 2^52 steps of the grid (``step`` a power of two): its
+    sums and differences are then exact, in any order (:func:`plan_rounds`)."""
+    longest = 0
+    for v in range(len(vehicle_start) - 1):
+        longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
+    return longest * (max_epsilon / step + 1.0) < 2.0**52
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def first_round(
+    cell_start: np.ndarray,
+    total: np.ndarray,
+    dropped: np.ndarray,
+    laid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    costing: tuple[float, float, float, int, bool],
+    rounding: tuple[float, float, float],
+    max_epsilon: float,
+    min_vehicles: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """A plan's first round on its :func:`layout` ``laid`` (all entries kept): every cell
+    costed (:func:`reprice`), ``dropped`` (updated) the held cells and those dropped.
+    Returns ``(epsilon, cap, dropped, kept, run_key)``; nobody has paid yet."""
+    n_cells = len(cell_start) - 1
+    run_start, run_count, run_kept = laid[0], laid[1], laid[2]
+    run_key = np.empty(len(run_count))
+    kept = np.ones(cell_start[n_cells], dtype=np.bool_)
+    epsilon = np.full(n_cells, np.nan)  # NaN: unequal to every first ε
+    cap = np.zeros(n_cells, dtype=np.int64)
+    no_payments = (np.zeros(0, dtype=np.int64), np.zeros(0), False)
+    no_watch = (np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64),
+                np.zeros(1, dtype=np.int64))  # fmt: skip
+    reprice(np.arange(n_cells), n_cells, cell_start, (run_start, run_count, run_kept, run_key),
+            total, costing, rounding, max_epsilon, min_vehicles, (epsilon, cap, dropped, kept),
+            no_payments, no_watch)  # fmt: skip
+    return epsilon, cap, dropped, kept, run_key
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def hold_more(
+    first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    held: np.ndarray,
+    cell_start: np.ndarray,
+    vehicle: np.ndarray,
+    run_start: np.ndarray,
+    run_count: np.ndarray,
+    total: np.ndarray,
+    first_paid: np.ndarray,
+    exact: bool,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:  # pragma: no cover - compiled
+    """A copy of the :func:`first_round` ``first`` with the ``held`` cells it kept dropped,
+    as the first round of a plan holding them: ε +inf, entries unkept, their runs' sit-out
+    scores at ε +inf; with ``exact`` payments, a copy of ``first_paid`` (the first round's)
+    with their ε taken off their vehicles' (exact: :func:`exact_payments`). Returns
+    ``(epsilon, cap, dropped, kept, run_key, paid)``."""
+    epsilon, cap, dropped = first[0].copy(), first[1].copy(), first[2].copy()
+    kept, run_key, paid = first[3].copy(), first[4].copy(), first_paid.copy()
+    for g in range(len(epsilon)):
+        if not held[g] or dropped[g]:
+            continue
+        eps = epsilon[g]
+        if exact:
+            for e in range(cell_start[g], cell_start[g + 1]):
+                paid[vehicle[e]] -= eps
+        dropped[g] = True
+        kept[cell_start[g] : cell_start[g + 1]] = False
+        epsilon[g] = np.inf
+        for r in range(run_start[g], run_start[g + 1]):
+            run_key[r] = run_count[r] / (total[g] * np.inf)
+    return epsilon, cap, dropped, kept, run_key, paid
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -435,38 +561,61 @@ def plan_laid_out(
     few: int,
     update: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
-    """:func:`plan_rounds` on its :func:`layout` ``laid`` (its ``run_kept`` and ``slot`` are
-    updated: a fresh plan needs them all-kept)."""
+    """:func:`plan_rounds` on its :func:`layout` ``laid`` (its ``run_kept`` is updated: a
+    fresh plan needs it all-kept)."""
+    first = first_round(cell_start, total, dropped, laid, costing, rounding, max_epsilon,
+                        min_vehicles)  # fmt: skip
+    start = (first[0], first[1], first[2], first[3], first[4], np.zeros(0))
+    return plan_from_first(cell_start, vehicle, total, room, laid, start, False, costing,
+                           rounding, max_epsilon, min_vehicles, few, update)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def plan_from_first(
+    cell_start: np.ndarray,
+    vehicle: np.ndarray,
+    total: np.ndarray,
+    room: np.ndarray,
+    laid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    paid_first: bool,
+    costing: tuple[float, float, float, int, bool],
+    rounding: tuple[float, float, float],
+    max_epsilon: float,
+    min_vehicles: int,
+    few: int,
+    update: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
+    """:func:`plan_laid_out` from its first round's repricing (``start``: :func:`hold_more`'s
+    ``(epsilon, cap, dropped, kept, run_key, paid)``; ``paid_first``: ``paid`` holds the first
+    round's payments, else they are summed here)."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
-    runs = (run_start, run_count, run_kept, np.empty(len(run_count)))
-    kept = np.ones(len(vehicle), dtype=np.bool_)
-    epsilon = np.full(n_cells, np.nan)  # NaN: unequal to every first ε
-    cap = np.zeros(n_cells, dtype=np.int64)
+    epsilon, cap, dropped, kept, run_key = start[0], start[1], start[2], start[3], start[4]
+    runs = (run_start, run_count, run_kept, run_key)
     state = (epsilon, cap, dropped, kept)
-    paid = np.zeros(n_vehicles)
-    changed = np.arange(n_cells)
-    n_changed = n_cells
+    paid = start[5] if paid_first else np.zeros(n_vehicles)
+    changed = np.arange(n_cells)  # the first round repriced every cell, in order
+    n_repriced = n_cells
     over, excess = np.empty(n_vehicles, dtype=np.int64), np.empty(n_vehicles)
     n_over = 0
     seen = np.zeros(n_vehicles, dtype=np.bool_)
     payers = np.empty(n_vehicles, dtype=np.int64)
     everyone = np.arange(n_vehicles)
-    longest = 0
-    for v in range(n_vehicles):
-        longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
-    update = update and longest * (max_epsilon / rounding[2] + 1.0) < 2.0**52
+    update = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
     payments = (vehicle, paid, update)
-    rounds = 0
+    watch = (room, seen, payers, np.zeros(1, dtype=np.int64))  # shared: used apart
+    rounds = 1
     while True:
-        rounds += 1
-        n_repriced = reprice(changed, n_changed, cell_start, runs, total, costing, rounding,
-                             max_epsilon, min_vehicles, state, payments)  # fmt: skip
-        resum = rounds == 1 or not update
+        resum = (rounds == 1 and not paid_first) or (rounds > 1 and not update)
         touched = n_over
         for i in range(n_repriced):
             touched += cell_start[changed[i] + 1] - cell_start[changed[i]]
-        if touched * few > n_vehicles:  # many payers: one pass over all entries
+        if rounds > 1 and update:
+            # Moved by each change: a vehicle past its room now is one a change left there
+            # (each was within it after the last check, or sat out: noted below).
+            n_over = over_watched(watch, paid, over, excess)
+        elif touched * few > n_vehicles:  # many payers: one pass over all entries
             if resum:
                 pay_everyone(cell_start, vehicle, kept, epsilon, paid)
             n_over = over_room(everyone, paid, room, over, excess)
@@ -485,11 +634,17 @@ def plan_laid_out(
             some = np.sort(payers[:n_payers])
             seen[some] = False
             if resum:
-                pay_some(some, vehicle_start, slot, run_cell, epsilon, paid)
+                pay_some(some, vehicle_start, slot, kept, run_cell, epsilon, paid)
             n_over = over_room(some, paid, room, over, excess)
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds
         if rounds > len(vehicle):  # each round leaves one entry at least (§13.1)
             raise RuntimeError("vehicle budget plan: a round left no entry")
         n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, run_cell,
-                             runs[3], run_kept, epsilon, changed, paid, update)  # fmt: skip
+                             run_key, run_kept, epsilon, changed, paid, update)  # fmt: skip
+        for i in range(n_over if update else 0):  # checked again, as the sums that moved
+            note_over(over[i], paid, watch)
+        rounds += 1
+        n_repriced = reprice(changed, n_changed, cell_start, runs, total, costing,
+                             rounding, max_epsilon, min_vehicles, state, payments,
+                             watch)  # fmt: skip

@@ -327,3 +327,64 @@ def test_the_priced_plans_in_one_call_are_the_plans_one_round_at_a_time(
     fast, calls = _priced_plan(occ, room, ceiling, True, monkeypatch)
     assert rounds >= 3 and calls == 1
     assert_same(fast, oracle)
+
+
+def _first_rounds(occ: Occupancy, held: np.ndarray, more: np.ndarray) -> tuple[Any, Any, Any]:
+    """The first round of a plan holding ``held | more`` computed afresh, and derived from
+    the one holding ``held`` alone (``hold_more``), with the first round's payments."""
+    from stream_dp.release.vehicle_budget import planner_kernel as kernel
+
+    count, vehicle, start = occ.count, occ.vehicle_index, occ.cell_start
+    laid = kernel.layout(start, vehicle, count, len(occ.vehicles), int(count.max()), True)
+    costing = (vehicle_budget._FACTOR * U, T, U, 16, True)
+    rounding = (1.0, 1.0 + epsilon_grid.ROUNDING_MARGIN, epsilon_grid.EPSILON_STEP)
+    total = occ.total_per_cell().astype(np.float64)
+
+    def first(hold: np.ndarray) -> tuple[np.ndarray, ...]:
+        out = kernel.first_round(start, total, hold.copy(), laid, costing, rounding, 2.0, 2)
+        paid = np.zeros(len(occ.vehicles))
+        kernel.pay_everyone(start, vehicle, out[3], out[0], paid)
+        return (*out, paid)
+
+    base = first(held)
+    derived = kernel.hold_more(base[:5], held | more, start, vehicle, laid[0], laid[1], total,
+                               base[5], True)  # fmt: skip
+    return first(held | more), derived, base
+
+
+def test_a_plan_holding_more_cells_starts_from_the_first_round_with_them_dropped() -> None:
+    """The release price's plans (§13.3) share one first round: holding more cells drops
+    them from it (ε +inf, entries unkept, their ε off their vehicles' payments) and gives,
+    array for array and bit for bit, the first round computed afresh with them held."""
+    rng = np.random.default_rng(3)
+    occ = _roaming_occupancy(rng, 60, 1500)
+    held = rng.random(len(occ.cells)) < 0.1
+    more = rng.random(len(occ.cells)) < 0.3
+    fresh, derived, base = _first_rounds(occ, held, more)
+    assert np.isfinite(base[0][more & ~held]).sum() > 5  # cells the derivation drops
+    for one, other in zip(fresh, derived, strict=True):
+        assert one.dtype == other.dtype and one.tobytes() == other.tobytes()
+
+
+def test_the_vehicles_noted_past_their_room_are_those_the_whole_check_finds() -> None:
+    """A later round checks only the vehicles a change left past their room
+    (``note_over``, ``over_watched``): the same vehicles, ascending, with the same excess,
+    as checking every vehicle (``over_room``)."""
+    from stream_dp.release.vehicle_budget import planner_kernel as kernel
+
+    rng = np.random.default_rng(5)
+    n = 500
+    room = rng.uniform(0.0, 4.0, n)
+    paid = room - 0.5  # every vehicle within its room
+    watch = (room, np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(1, np.int64))
+    for v in rng.integers(0, n, 400).tolist():  # changes, some past the room, some back
+        paid[v] += float(rng.choice([-1.0, 0.25, 1.0]))
+        kernel.note_over(v, paid, watch)
+    over, excess = np.empty(n, dtype=np.int64), np.empty(n)
+    n_over = kernel.over_watched(watch, paid, over, excess)
+    every, every_excess = np.empty(n, dtype=np.int64), np.empty(n)
+    n_every = kernel.over_room(np.arange(n), paid, room, every, every_excess)
+    assert n_every > 20
+    assert over[:n_over].tolist() == every[:n_every].tolist()
+    assert excess[:n_over].tolist() == every_excess[:n_every].tolist()
+    assert not watch[1].any() and watch[3][0] == 0  # the notes cleared

@@ -122,8 +122,10 @@ def _roaming_windows(hours: int, seed: int) -> list[list[tuple[int, int, float]]
     return windows
 
 
-def _release(windows: list[list[tuple[int, int, float]]], seed: int) -> list[WindowRelease]:
-    params = _params(vehicle_budget=6.0, max_span_hours=1, target_mean_error=25.0)
+def _release(
+    windows: list[list[tuple[int, int, float]]], seed: int, span_hours: int = 1
+) -> list[WindowRelease]:
+    params = _params(vehicle_budget=6.0, max_span_hours=span_hours, target_mean_error=25.0)
     ledger = PrivacyAccountant(params).new_ledger()
     out = []
     for hour, readings in enumerate(windows):
@@ -215,6 +217,33 @@ def test_a_window_reads_its_vehicles_rooms_off_the_ledger_once(
     asked.clear()
     every_time = _release(windows, 4)
     assert len(asked) > 6
+    for a, b in zip(once, every_time, strict=True):
+        assert a.cells == b.cells and a.summary == b.summary and a.loss == b.loss
+
+
+def test_a_windows_rooms_are_ranked_once_for_its_choices_and_release_prices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cell choices' pass test and every release price of a window read the same rooms'
+    weighted median: one unit price per window ranks them (a sort of 10^5 rooms on the 1M
+    window), and the release is the one a price made for each use gives."""
+    windows = _roaming_windows(3, 4)
+    monkeypatch.setattr(window, "new_release_nonce", lambda: "fixed")
+    made: list[int] = []
+    price_of = budget.UnitPrice
+
+    def counting(room: np.ndarray, share: float, burst: float) -> object:
+        made.append(len(room))
+        return price_of(room, share, burst)
+
+    monkeypatch.setattr(budget, "UnitPrice", counting)
+    once = _release(windows, 4, span_hours=4)  # held cells: release prices
+    assert len(made) == len(windows)  # choices and release prices: one price per window
+    assert sum(len(r.cells) for r in once) > 5
+    monkeypatch.setattr(WindowCache, "unit_price", lambda cache, room, compute: compute())
+    made.clear()
+    every_time = _release(windows, 4, span_hours=4)
+    assert len(made) > 2 * len(windows)
     for a, b in zip(once, every_time, strict=True):
         assert a.cells == b.cells and a.summary == b.summary and a.loss == b.loss
 
