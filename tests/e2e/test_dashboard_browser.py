@@ -50,7 +50,7 @@ from tests.e2e.service_harness import (
     wait_for_windows,
 )
 from tests.e2e.tile_stub import TILE_PATH, serve_tiles
-from tests.e2e.waiting import PATIENCE_S
+from tests.e2e.waiting import PATIENCE_S, wait_until
 from tests.support.readings import synthetic_readings
 from tests.support.records import hour_stamp, window_records
 from tests.support.settings import service_settings
@@ -184,11 +184,17 @@ def test_worker_dashboard_draws_the_released_cells(
     worker, settings, records = worker_with_releases
     windows = sorted(r["window_start"] for r in records if r["type"] == "window")
     assert len(windows) == 2
-    # The releaser's memory (/api/releases) holds the same records as the topic.
-    status, body = worker.get("/api/releases")
-    assert status == 200
-    api_ids = sorted(r["release_id"] for r in orjson.loads(body)["records"])
-    assert api_ids == sorted(r["release_id"] for r in records)
+    # The releaser's memory (/api/releases) comes to hold the same records as the topic: the
+    # releaser remembers a window after publishing it and writing its snapshot, so the topic
+    # may show a window before the memory does.
+    topic_ids = sorted(r["release_id"] for r in records)
+
+    def api_ids() -> list[str]:
+        status, body = worker.get("/api/releases")
+        assert status == 200
+        return sorted(r["release_id"] for r in orjson.loads(body)["records"])
+
+    wait_until(lambda: api_ids() == topic_ids, "the releaser's memory holding the topic's records")
     browser.navigate(worker.url("/dashboard"))
     drawn = wait_drawn(browser, windows[-1])  # the newest window by default
     context = f"\n--- worker log ---\n{worker.log()}"
