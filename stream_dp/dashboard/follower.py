@@ -43,8 +43,8 @@ async def follow_releases(
     """Read ``topic`` from offset 0 of every partition, then keep following it, passing
     each fetched batch of decoded records to ``on_records`` until ``stop`` is set."""
     consumer = AIOKafkaConsumer(**conn.reader_kwargs(200))
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a start cancelled half-way is stopped too
         partitions = await _wait_for_partitions(consumer, topic, stop)
         consumer.assign(partitions)
         for tp in partitions:

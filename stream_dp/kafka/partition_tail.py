@@ -59,8 +59,8 @@ async def find_last(
     """The last record of ``topic[partition]`` whose value ``matches``, read backwards."""
     tp = TopicPartition(topic, partition)
     consumer = AIOKafkaConsumer(**conn.reader_kwargs(50))
-    await consumer.start()
     try:
+        await consumer.start()  # inside: a start cancelled half-way is stopped too
         consumer.assign([tp])
         earliest, end = await _bounds(consumer, tp, timeout)
         for lo, hi in backward_chunks(earliest, end):

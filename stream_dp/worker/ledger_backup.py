@@ -107,8 +107,8 @@ async def import_ledger(
     if snapshot is not None and len(held) < len(expected):
         rest.append(LedgerRecord(RELEASE_LOG, 0, len(records), 0, None, snapshot.encode()))
     producer = AIOKafkaProducer(**conn.producer_kwargs(), acks="all", linger_ms=5)
-    await producer.start()
     try:
+        await producer.start()  # inside: a start cancelled half-way is stopped too
         for record in rest:  # one at a time: each acknowledged before the next is sent
             await producer.send_and_wait(
                 topic,
@@ -151,8 +151,8 @@ async def init_ledger(conn: KafkaConnection, settings: Settings) -> None:
         last_released=None,
     )  # fmt: skip
     producer = AIOKafkaProducer(**conn.producer_kwargs(), acks="all")
-    await producer.start()
     try:
+        await producer.start()  # inside: a start cancelled half-way is stopped too
         await producer.send_and_wait(settings.topic_release_log, first.encode(), partition=0)
     finally:
         await producer.stop()

@@ -137,9 +137,9 @@ class ReleaseService:
             fetch_max_wait_ms=200,
         )
         self._consumer = consumer
-        await consumer.start()
-        consumer.subscribe([self.settings.topic_partials], listener=_Leadership(self))
         try:
+            await consumer.start()  # inside: a start cancelled half-way is stopped too
+            consumer.subscribe([self.settings.topic_partials], listener=_Leadership(self))
             while not self._stopping.is_set():
                 batches = await consumer.getmany(timeout_ms=250, max_records=5000)
                 if self.needs_rebuild:

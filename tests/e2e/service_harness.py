@@ -256,6 +256,13 @@ def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)[:3000]
 
 
+def sigint_as_by_default() -> None:
+    """A child's ``preexec_fn``: SIGINT back to its default disposition. A shell starts a
+    background job (``pytest ... &``) with SIGINT ignored and children inherit that, so a
+    command started from such a run would never see the SIGINT a test sends it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str], str]:
     """`stream-dp demo --hours N --keep-running` on ``port``, read up to its "still running:"
     line: the process and everything it printed (the caller stops it)."""
@@ -279,6 +286,7 @@ def start_keep_running_demo(hours: int, port: int) -> tuple[subprocess.Popen[str
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        preexec_fn=sigint_as_by_default,  # the tests stop it with SIGINT too
     )
     assert demo.stdout is not None
     shown = ""

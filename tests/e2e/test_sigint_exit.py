@@ -17,6 +17,7 @@ from stream_dp.kafka.embedded_broker import (
     free_loopback_port,
     resolve_broker_binary,
 )
+from tests.e2e.service_harness import sigint_as_by_default
 
 #: Starts the embedded broker, ``serve`` and the demo: the slow suite.
 pytestmark = pytest.mark.slow
@@ -40,6 +41,7 @@ def _interrupted(args: list[str], ready: str) -> tuple[int, list[str]]:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # its broker and worker can be stopped with it
+        preexec_fn=sigint_as_by_default,
     )
     assert command.stdout is not None
     try:
