@@ -83,6 +83,20 @@ class Options:
         fits = options.meets & (options.epsilon <= least[:, None] + 1e-12)
         return np.bincount(self.cell, weights=fits.any(axis=1), minlength=n_cells) > 0
 
+    def jointly_affordable(self, room: np.ndarray, n_cells: int) -> np.ndarray:
+        """Per cell row (the first ``n_cells`` option rows, every vehicle read), whether each
+        of its vehicles has the room to pay the least ε meeting T of every cell it is in
+        together (§13.5, "The candidates": its demand ``Σ_g ε_T,g`` at most its room); cells
+        no option can release add nothing to a demand."""
+        options = self.options
+        least = np.min(np.where(options.meets, options.epsilon, np.inf), axis=1)[:n_cells]
+        entry_cell = np.repeat(np.arange(n_cells), np.diff(self.start[: n_cells + 1]))
+        vehicle = self.vehicle[: len(entry_cell)]
+        pays = np.isfinite(least[entry_cell])
+        demand = np.bincount(vehicle[pays], weights=least[entry_cell[pays]], minlength=len(room))
+        short = demand[vehicle] > room[vehicle] + 1e-12
+        return np.bincount(entry_cell, weights=short, minlength=n_cells) == 0
+
 
 def optimised_regroup(
     columns: WindowColumns,
@@ -126,15 +140,17 @@ def _choose(
     due: tuple[str, ...],
 ) -> tuple[CandidateCells, Options, np.ndarray, np.ndarray]:
     """The candidate cells (the regrouping's ``adaptive`` cells of occupancy ``units``, and
-    the parents of those that cannot be released on their own: no option within their price
-    that each of their vehicles can pay alone), their
-    options, and the chosen options' rows and factors."""
+    the parents of those whose vehicles cannot pay them: no option within their price that
+    each of their vehicles can pay alone, or a vehicle whose room is short of the least ε of
+    all its cells together, §13.5), their options, and the chosen options' rows and
+    factors."""
     room = rooms.of(columns.vehicle_names)
     n_units = len(adaptive.names)
     none = np.zeros(n_units, dtype=bool)
     cells = candidate_cells(columns, adaptive, units, none, params.coarsest)
     opts = _options(cells, columns, params, rooms, room, starts, due)
-    lift = (adaptive.resolution > params.coarsest) & ~opts.any_affordable(room, n_units)
+    affordable = opts.any_affordable(room, n_units) & opts.jointly_affordable(room, n_units)
+    lift = (adaptive.resolution > params.coarsest) & ~affordable
     if lift.any():
         cells = candidate_cells(columns, adaptive, units, lift, params.coarsest)
         opts = _options(cells, columns, params, rooms, room, starts, due)

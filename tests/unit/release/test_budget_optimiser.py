@@ -20,11 +20,13 @@ from stream_dp.dp.adaptive_cells import AdaptiveCells
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
+from stream_dp.dp.release_candidates import cell_options
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.adaptive import adaptive_moves
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.selection import occupancy_of
 from stream_dp.release.vehicle_budget.candidate_cells import candidate_cells
+from stream_dp.release.vehicle_budget.optimiser import Options
 from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
 from tests.unit import test_plan_budget as plan_budget
@@ -165,10 +167,65 @@ def test_plan_states_what_the_optimisers_release_publishes(
     ledger = BudgetLedger(params.ledger_period_seconds, None)
     noise = LaplaceNoise(RandomSource.seeded_for_tests(5))
     release = release_window(0, window, params, noise, ledger=ledger, last=True)
-    assert len(release.cells) >= 3
+    # Its 200 vehicles cross many cells: two resolution-5 cells hold all but 365 of the
+    # 9,966 readings (six resolution-8 cells and 3,789 readings before the joint lift).
+    assert len(release.cells) >= 2
+    assert sum(record["n_readings"] for record in release.cells) >= 9000
     path = plan_budget._occupancy_csv(tmp_path / "occupancy.csv", window)
     assert main(["plan", str(path), "--epsilon", "1", *plan_budget._options(values), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     released = {cell: grid["epsilon"] for cell, grid in plan["grids"].items() if grid["released"]}
     assert released == {record["cell"]: record["epsilon"] for record in release.cells}
     assert plan["max_vehicle_loss"] == pytest.approx(release.summary["max_vehicle_loss"])
+
+
+def _motorway_hour(planner: str) -> list[tuple[str, int, int]]:
+    """One hour on a road through PARENT's seven res-8 cells: 40 vehicles, 4 readings in
+    each. Each cell alone needs ε ≈ 0.49 for T (160 readings, cap 4), which any vehicle can
+    pay; all seven together need ≈ 3.4 of a vehicle, past its room (the burst 2.33). PARENT
+    (1,120 readings, cap 28) needs the same ≈ 0.49 of each. Returns the records' (cell,
+    resolution, readings)."""
+    road = sorted(h3.cell_to_children(PARENT, 8))
+    hour = [(cell, f"v{v}") for v in range(40) for cell in road for _ in range(4)]
+    (release,) = _run(_params(max_span_hours=1, budget_planner=planner), [hour])
+    return sorted((r["cell"], r["resolution"], r["n_readings"]) for r in release.cells)
+
+
+def test_many_cells_per_vehicle_hour_pool_into_the_parent_every_vehicle_can_pay() -> None:
+    # Every cell is affordable on its own, so before, no parent was a candidate: the
+    # vehicles' rooms paid four of the seven cells and the other three (480 readings) were
+    # withheld. A vehicle short of the least ε of all its cells together brings the parents
+    # in: the parent releases every reading at once.
+    assert _motorway_hour("optimiser") == [(PARENT, 7, 1120)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cells=st.lists(
+        st.dictionaries(st.integers(0, 5), st.integers(1, 6), min_size=1, max_size=6),
+        min_size=1, max_size=5,
+    ),
+    room=st.lists(st.floats(0.0, 4.0), min_size=6, max_size=6),
+)  # fmt: skip
+def test_joint_affordability_against_each_vehicles_demand_summed_by_hand(
+    cells: list[dict[int, int]], room: list[float]
+) -> None:
+    # Each cell: {vehicle: readings}; a last row is cell 0 with its first vehicle sitting
+    # out (a twin, not counted). A cell is jointly affordable when each of its vehicles'
+    # rooms holds the least ε meeting T of every cell it is in (cells meeting T nowhere
+    # count nothing), computed here cell by cell.
+    rows = [*cells, cells[0]]
+    start = np.r_[0, np.cumsum([len(c) for c in rows])].astype(np.int64)
+    vehicle = np.array([v for c in rows for v in sorted(c)], dtype=np.int64)
+    count = np.array([c[v] for c in rows for v in sorted(c)], dtype=np.int64)
+    out = np.zeros(len(count), dtype=bool)
+    out[start[-2]] = True
+    options = cell_options(start, count, upper=65.0, target=20.0, tau=6.5,
+                           factors=np.array([1.0, 2.0]), max_epsilon=3.0, sits_out=out)  # fmt: skip
+    opts = Options(options, np.r_[np.arange(len(cells)), 0], start, vehicle, ~out)
+    least = [min((e for e, m in zip(options.epsilon[g], options.meets[g], strict=True) if m),
+                 default=None) for g in range(len(cells))]  # fmt: skip
+    demand = [sum(least[g] for g, c in enumerate(cells) if v in c and least[g] is not None)
+              for v in range(6)]  # fmt: skip
+    expected = [all(demand[v] <= room[v] + 1e-12 for v in c) for c in cells]
+    assert opts.jointly_affordable(np.array(room), len(cells)).tolist() == expected
