@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: 
 import expected_usefulness as eu  # noqa: E402
 import usefulness as u  # noqa: E402
 
+from stream_dp.release.vehicle_budget import stages as budget_stages  # noqa: E402
 from tests.support.noise_free import NoNoise  # noqa: E402
 
 
@@ -50,21 +51,19 @@ def noise_free_week(
 ) -> tuple[list[dict[str, Any]], list[Any], int]:
     """The cell records and members of one noise-free release, and the carried readings the
     span policy withheld (counted by wrapping its choice: an experiment's tool)."""
-    from stream_dp.release import window
-
     withheld = [0]
-    choose = window.choose_pooling
+    choose = budget_stages.choose_pooling
 
     def counting(*args: Any) -> Any:
         choice = choose(*args)
         withheld[0] += choice.withheld
         return choice
 
-    window.choose_pooling = counting
+    budget_stages.choose_pooling = counting
     try:
         records, _, members = u.release_week(settings, readings, noise=NoNoise())
     finally:
-        window.choose_pooling = choose
+        budget_stages.choose_pooling = choose
     return records, members, withheld[0]
 
 

@@ -2,8 +2,8 @@
 
 Releases the AIS week (or ``--data FILE``) once without noise under the B 14 row (with
 ``--set KEY=VALUE`` changes) and follows every reading through the span machinery of
-``stream_dp.release.window``: it wraps the window module's ``fresh_carry``, ``choose_pooling``
-and the stages' ``deferred_pairs`` (benchmark only; nothing released changes) and labels each
+``stream_dp.release.vehicle_budget.stages``: it wraps that module's ``fresh_carry``,
+``choose_pooling`` and ``deferred_pairs`` (benchmark only; nothing released changes) and labels each
 reading by the last thing that happened to it. A reading no record holds
 (``tests.support.membership``) ends in one of:
 
@@ -42,8 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/support/: 
 import usefulness as u  # noqa: E402
 from expected_usefulness import B14  # noqa: E402
 
-from stream_dp.release import stages as stages_module  # noqa: E402
-from stream_dp.release import window as window_module  # noqa: E402
+from stream_dp.release.vehicle_budget import stages as budget_stages  # noqa: E402
 from stream_dp.release.vehicle_budget.spans import first_window  # noqa: E402
 from tests.support.noise_free import NoNoise  # noqa: E402
 
@@ -93,9 +92,9 @@ class Tracker:
 
 def install(tracker: Tracker) -> None:
     """Wrap the window module's span helpers to label readings."""
-    original_fresh = window_module.fresh_carry
-    original_choose = window_module.choose_pooling
-    original_deferred = stages_module.deferred_pairs
+    original_fresh = budget_stages.fresh_carry
+    original_choose = budget_stages.choose_pooling
+    original_deferred = budget_stages.deferred_pairs
 
     def fresh_carry(carry: Any, window_start: int, params: Any) -> Any:
         kept, stale = original_fresh(carry, window_start, params)
@@ -121,36 +120,35 @@ def install(tracker: Tracker) -> None:
                     tracker.label[i] = "end of input"  # unless a later window takes it
         return choice
 
-    def deferred_pairs(state: Any, pooled: Any, *more: Any) -> Any:
-        out = original_deferred(state, pooled, *more)
-        adaptive = state.adaptive
+    def deferred_pairs(
+        pooled: Any, adaptive: Any, released: Any, t: int, params: Any, cache: Any
+    ) -> Any:
+        out = original_deferred(pooled, adaptive, released, t, params, cache)
         if adaptive is None or not len(pooled):
             return out
         unit = adaptive.unit_of_cell[pooled.cell_code]
         released_units = np.zeros(len(adaptive.names) + 1, dtype=bool)
-        if state.pairs is not None and state.released is not None and not state.empty:
-            index = {name: k for k, name in enumerate(adaptive.names)}
-            cells = state.pairs.occupancy.cells
-            for g in np.flatnonzero(state.released).tolist():
-                released_units[index[cells[g]]] = True
+        index = {name: k for k, name in enumerate(adaptive.names)}
+        for name in released:
+            if name in index:
+                released_units[index[name]] = True
         carried = set(out.tolist())
         keys = _keys(pooled)
-        t = state.window_start
         for p in np.flatnonzero(~released_units[unit]).tolist():
             if p in carried:
                 label = "end of input"  # carried on; a later window relabels it
             elif unit[p] < 0:
                 label = "aged out: cell not chosen"
-                r0 = h3.cell_to_parent(keys[p][0], state.params.coarsest)
+                r0 = h3.cell_to_parent(keys[p][0], params.coarsest)
                 tracker.unchosen.append((tracker.hour(t), r0, int(pooled.count[p])))
             else:
                 label = "aged out: unit not released"
             tracker.mark(pooled, np.array([p]), t, label)
         return out
 
-    window_module.fresh_carry = fresh_carry
-    window_module.choose_pooling = choose_pooling
-    stages_module.deferred_pairs = deferred_pairs
+    budget_stages.fresh_carry = fresh_carry
+    budget_stages.choose_pooling = choose_pooling
+    budget_stages.deferred_pairs = deferred_pairs
 
 
 def _keys(columns: Any) -> list[tuple[str, str]]:
