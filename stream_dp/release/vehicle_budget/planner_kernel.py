@@ -440,8 +440,12 @@ def plan_priced(
 
     A plan's first round costs every cell with all its entries kept, which holding a cell
     does not change: it is computed once (:func:`first_round`, with the cells held at the
-    start) and each plan starts from it with its newly held cells dropped
-    (:func:`hold_more`). Returns the last plan and how many plans it took."""
+    start) and each plan starts from it with its held cells dropped (:func:`hold_more`); the
+    next plan's start is this one's with only the newly held cells dropped too
+    (:func:`drop_held`: the same floats, exact on the grid). Holding cells only lowers
+    payments, so the vehicles past their room as a plan starts are among those of the plan
+    before (:func:`past_room`): only they are compared again. Returns the last plan and how
+    many plans it took."""
     laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
     first = first_round(cell_start, total, held.copy(), laid, costing, rounding, max_epsilon,
@@ -450,14 +454,19 @@ def plan_priced(
     first_paid = np.zeros(len(room))
     if exact:
         pay_everyone(cell_start, vehicle, first[3], first[0], first_paid)
+    base = hold_more(first, held, cell_start, vehicle, run_start, run_count, total, first_paid,
+                     exact)  # fmt: skip
+    checked = first_payers(cell_start, vehicle, len(room), few)
     plans = 0
     while True:
         plans += 1
+        if exact:  # the payers past their room as the plan starts, among the last plan's
+            checked = past_room(checked, base[5], room)
         fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot)
-        start = hold_more(first, held, cell_start, vehicle, run_start, run_count, total,
-                          first_paid, exact)  # fmt: skip
+        start = (base[0].copy(), base[1].copy(), base[2].copy(), base[3].copy(),
+                 base[4].copy(), base[5].copy())  # fmt: skip
         kept, epsilon, cap, paid, rounds = plan_from_first(
-            cell_start, vehicle, total, room, fresh, start, exact, costing, rounding,
+            cell_start, vehicle, total, room, fresh, start, exact, checked, costing, rounding,
             max_epsilon, min_vehicles, few, update,
         )  # fmt: skip
         n_over = 0
@@ -467,6 +476,7 @@ def plan_priced(
                 n_over += 1
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds, plans
+        drop_held(base, held, (cell_start, vehicle, run_start, run_count, total), exact)
 
 
 @njit(cache=True, nogil=True)
@@ -524,13 +534,31 @@ def hold_more(
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:  # pragma: no cover - compiled
-    """A copy of the :func:`first_round` ``first`` with the ``held`` cells it kept dropped,
-    as the first round of a plan holding them: ε +inf, entries unkept, their runs' sit-out
-    scores at ε +inf; with ``exact`` payments, a copy of ``first_paid`` (the first round's)
-    with their ε taken off their vehicles' (exact: :func:`exact_payments`). Returns
+    """A copy of the :func:`first_round` ``first`` with the ``held`` cells it kept dropped
+    (:func:`drop_held`), as the first round of a plan holding them; with ``exact`` payments,
+    ``paid`` a copy of ``first_paid`` (the first round's) with their ε taken off. Returns
     ``(epsilon, cap, dropped, kept, run_key, paid)``."""
-    epsilon, cap, dropped = first[0].copy(), first[1].copy(), first[2].copy()
-    kept, run_key, paid = first[3].copy(), first[4].copy(), first_paid.copy()
+    start = (first[0].copy(), first[1].copy(), first[2].copy(), first[3].copy(),
+             first[4].copy(), first_paid.copy())  # fmt: skip
+    drop_held(start, held, (cell_start, vehicle, run_start, run_count, total), exact)
+    return start
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def drop_held(
+    start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    held: np.ndarray,
+    cells: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    exact: bool,
+) -> None:  # pragma: no cover - compiled
+    """Drops from a plan's first round ``start`` (``(epsilon, cap, dropped, kept, run_key,
+    paid)``, updated) the ``held`` cells it has not dropped: ε +inf, entries unkept, their
+    runs' sit-out scores at ε +inf; with ``exact`` payments their ε taken off their vehicles'
+    ``paid`` (exact: :func:`exact_payments`, so dropping cells in turn gives the floats of
+    dropping them at once). ``cells``: ``(cell_start, vehicle, run_start, run_count,
+    total)``, the entries' and runs' layout by cell and each cell's readings."""
+    cell_start, vehicle, run_start, run_count, total = cells
+    epsilon, dropped, kept, run_key, paid = start[0], start[2], start[3], start[4], start[5]
     for g in range(len(epsilon)):
         if not held[g] or dropped[g]:
             continue
@@ -543,7 +571,31 @@ def hold_more(
         epsilon[g] = np.inf
         for r in range(run_start[g], run_start[g + 1]):
             run_key[r] = run_count[r] / (total[g] * np.inf)
-    return epsilon, cap, dropped, kept, run_key, paid
+
+
+@njit(cache=True, nogil=True)
+def first_payers(
+    cell_start: np.ndarray, vehicle: np.ndarray, n_vehicles: int, few: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The vehicles a plan's first round compares with their rooms (:func:`plan_from_first`,
+    every cell repriced): all, ascending, when ``few`` times the entries outnumber them, else
+    the ones with an entry."""
+    if cell_start[len(cell_start) - 1] * few > n_vehicles:
+        return np.arange(n_vehicles)
+    some = np.zeros(n_vehicles, dtype=np.bool_)
+    for e in range(cell_start[len(cell_start) - 1]):
+        some[vehicle[e]] = True
+    return np.flatnonzero(some)
+
+
+@njit(cache=True, nogil=True)
+def past_room(
+    payers: np.ndarray, paid: np.ndarray, room: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The ``payers`` (ascending) paying more than their room (as :func:`over_room` tests
+    it), ascending."""
+    over, excess = np.empty(len(payers), dtype=np.int64), np.empty(len(payers))
+    return over[: over_room(payers, paid, room, over, excess)].copy()
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -566,8 +618,9 @@ def plan_laid_out(
     first = first_round(cell_start, total, dropped, laid, costing, rounding, max_epsilon,
                         min_vehicles)  # fmt: skip
     start = (first[0], first[1], first[2], first[3], first[4], np.zeros(0))
-    return plan_from_first(cell_start, vehicle, total, room, laid, start, False, costing,
-                           rounding, max_epsilon, min_vehicles, few, update)  # fmt: skip
+    return plan_from_first(cell_start, vehicle, total, room, laid, start, False,
+                           np.zeros(0, dtype=np.int64), costing, rounding, max_epsilon,
+                           min_vehicles, few, update)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -579,6 +632,7 @@ def plan_from_first(
     laid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     paid_first: bool,
+    checked: np.ndarray,
     costing: tuple[float, float, float, int, bool],
     rounding: tuple[float, float, float],
     max_epsilon: float,
@@ -588,7 +642,9 @@ def plan_from_first(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
     """:func:`plan_laid_out` from its first round's repricing (``start``: :func:`hold_more`'s
     ``(epsilon, cap, dropped, kept, run_key, paid)``; ``paid_first``: ``paid`` holds the first
-    round's payments, else they are summed here)."""
+    round's payments, else they are summed here; with them, ``checked``: ascending, the
+    vehicles the first round compares with their rooms, all that may be past it: those of
+    :func:`first_payers` past it, or a subset holding them)."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
     epsilon, cap, dropped, kept, run_key = start[0], start[1], start[2], start[3], start[4]
@@ -615,6 +671,8 @@ def plan_from_first(
             # Moved by each change: a vehicle past its room now is one a change left there
             # (each was within it after the last check, or sat out: noted below).
             n_over = over_watched(watch, paid, over, excess)
+        elif rounds == 1 and paid_first:
+            n_over = over_room(checked, paid, room, over, excess)
         elif touched * few > n_vehicles:  # many payers: one pass over all entries
             if resum:
                 pay_everyone(cell_start, vehicle, kept, epsilon, paid)

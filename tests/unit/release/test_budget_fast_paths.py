@@ -366,6 +366,39 @@ def test_a_plan_holding_more_cells_starts_from_the_first_round_with_them_dropped
         assert one.dtype == other.dtype and one.tobytes() == other.tobytes()
 
 
+def test_each_plans_start_is_the_last_ones_with_the_newly_held_cells_dropped() -> None:
+    """The release price's next plan starts from the last plan's start with only the cells
+    newly held dropped (``drop_held``), not from the first round with all of them: array for
+    array and bit for bit the first round computed afresh holding them all. The vehicles
+    past their room as it starts are found among the last start's (``past_room``): the same,
+    ascending, as checking every vehicle."""
+    from stream_dp.release.vehicle_budget import planner_kernel as kernel
+
+    rng = np.random.default_rng(4)
+    occ = _roaming_occupancy(rng, 60, 1500)
+    held = rng.random(len(occ.cells)) < 0.1
+    more = held | (rng.random(len(occ.cells)) < 0.2)
+    most = more | (rng.random(len(occ.cells)) < 0.2)
+    fresh, start, base = _first_rounds(occ, held, np.zeros_like(held))
+    room = np.sort(start[5])[len(start[5]) * 3 // 4] * rng.uniform(0.8, 1.2, len(start[5]))
+    laid_out = kernel.layout(occ.cell_start, occ.vehicle_index, occ.count, len(occ.vehicles),
+                             int(occ.count.max()), True)  # fmt: skip
+    total = occ.total_per_cell().astype(np.float64)
+    every = kernel.first_payers(occ.cell_start, occ.vehicle_index, len(occ.vehicles), 16)
+    assert every.tolist() == list(range(len(occ.vehicles)))  # entries outnumber the vehicles
+    checked = kernel.past_room(every, start[5], room)
+    for hold in (more, most):  # each plan holds more
+        cells = (occ.cell_start, occ.vehicle_index, laid_out[0], laid_out[1], total)
+        kernel.drop_held(start, hold, cells, True)
+        want, _, _ = _first_rounds(occ, hold, np.zeros_like(hold))
+        for one, other in zip(want, start, strict=True):
+            assert one.dtype == other.dtype and one.tobytes() == other.tobytes()
+        over, excess = np.empty(len(room), dtype=np.int64), np.empty(len(room))
+        n_over = kernel.over_room(every, want[5], room, over, excess)
+        checked = kernel.past_room(checked, start[5], room)
+        assert 5 < n_over < len(room) // 2 and checked.tolist() == over[:n_over].tolist()
+
+
 def test_the_vehicles_noted_past_their_room_are_those_the_whole_check_finds() -> None:
     """A later round checks only the vehicles a change left past their room
     (``note_over``, ``over_watched``): the same vehicles, ascending, with the same excess,
