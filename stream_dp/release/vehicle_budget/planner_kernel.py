@@ -228,7 +228,7 @@ def note_over(
     its room and whether it is noted, the noted vehicles and how many, in a 1-array) when it
     pays past its room (as :func:`over_room` tests it) and is not noted yet."""
     room, noted, watched, n_watched = watch
-    if not noted[v] and paid[v] - room[v] > 1e-12:
+    if paid[v] - room[v] > 1e-12 and not noted[v]:  # its payment just read: no jump to noted
         noted[v] = True
         watched[n_watched[0]] = v
         n_watched[0] += 1
@@ -315,6 +315,7 @@ def sit_outs(
     vehicle_start: np.ndarray,
     slot: np.ndarray,
     kept: np.ndarray,
+    sat: np.ndarray,
     run_cell: np.ndarray,
     run_key: np.ndarray,
     run_kept: np.ndarray,
@@ -328,7 +329,12 @@ def sit_outs(
     before is short of the excess. The running sum runs over all of them in that order, as the
     reference's ``np.cumsum`` does. A vehicle's choice reads only its own entries, so each
     leaves at once: unkept, its run decremented (with ``update``, its ε off its ``paid``).
-    Lists the cells left in ``changed`` (ascending) and returns how many."""
+    Lists the cells left in ``changed`` (ascending) and returns how many.
+
+    ``sat``: per slot, whether its entry sat out (set here). A slot is read when it has not
+    and its cell's ε is finite: the same as its entry being kept, since an entry is unkept
+    only by a sit-out or with its cell dropped (ε +inf, for good), and read in slot order
+    instead of by a jump to the entry."""
     longest = 0
     for v in over:
         longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
@@ -341,7 +347,7 @@ def sit_outs(
         k = 0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
             s = slot[q]
-            if not (kept[s >> 32] and np.isfinite(epsilon[run_cell[s & _LOW]])):
+            if sat[q] or not np.isfinite(epsilon[run_cell[s & _LOW]]):
                 continue  # sat out or dropped
             key = run_key[s & _LOW]
             p = k  # insertion sort by score, stable: ties stay in entry (= cell) order
@@ -364,6 +370,7 @@ def sit_outs(
                 if update:
                     paid[v] -= eps
                 kept[slot[q] >> 32] = False
+                sat[q] = True
                 run_kept[run_g] -= 1
                 left[run_cell[run_g]] = True
     n_changed = 0
@@ -656,6 +663,7 @@ def plan_from_first(
     over, excess = np.empty(n_vehicles, dtype=np.int64), np.empty(n_vehicles)
     n_over = 0
     seen = np.zeros(n_vehicles, dtype=np.bool_)
+    sat = np.zeros(len(slot), dtype=np.bool_)  # per slot, whether its entry sat out
     payers = np.empty(n_vehicles, dtype=np.int64)
     everyone = np.arange(n_vehicles)
     update = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
@@ -698,7 +706,7 @@ def plan_from_first(
             return kept, epsilon, cap, paid, rounds
         if rounds > len(vehicle):  # each round leaves one entry at least (§13.1)
             raise RuntimeError("vehicle budget plan: a round left no entry")
-        n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, run_cell,
+        n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, sat, run_cell,
                              run_key, run_kept, epsilon, changed, paid, update)  # fmt: skip
         for i in range(n_over if update else 0):  # checked again, as the sums that moved
             note_over(over[i], paid, watch)

@@ -399,6 +399,47 @@ def test_each_plans_start_is_the_last_ones_with_the_newly_held_cells_dropped() -
         assert 5 < n_over < len(room) // 2 and checked.tolist() == over[:n_over].tolist()
 
 
+def test_sit_outs_read_by_slot_are_the_reference_ones_after_earlier_sit_outs_and_drops() -> None:
+    """A round's sit-outs read whether a vehicle's entry already sat out off its slot
+    (``sat``, in slot order) instead of the entry's ``kept``: after earlier sit-outs and
+    dropped cells (ε +inf, entries unkept), the entries left are the reference's, and only
+    the newly left slots are marked."""
+    from stream_dp.release.vehicle_budget import planner_kernel as kernel
+    from tests.support.vehicle_budget_reference import _reference_sit_outs
+
+    rng = np.random.default_rng(11)
+    occ = _roaming_occupancy(rng, 50, 800)
+    laid = kernel.layout(occ.cell_start, occ.vehicle_index, occ.count, len(occ.vehicles),
+                         int(occ.count.max()), True)  # fmt: skip
+    run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
+    total = occ.total_per_cell().astype(np.float64)
+    epsilon = rng.choice([0.25, 0.5, 1.0, 1.5], len(occ.cells))
+    epsilon[rng.random(len(occ.cells)) < 0.15] = np.inf  # dropped
+    kept = np.isfinite(epsilon)[occ.cell_index]
+    sat = np.zeros(len(slot), dtype=bool)
+    entry_of_slot = slot >> 32
+    earlier = (rng.random(len(slot)) < 0.1) & kept[entry_of_slot]  # sat out before
+    sat[earlier] = True
+    kept[entry_of_slot[earlier]] = False
+    np.subtract.at(run_kept, slot[earlier] & 0xFFFFFFFF, 1)
+    run_key = run_count / (total[run_cell] * epsilon[run_cell])
+    paid = np.bincount(occ.vehicle_index, weights=np.where(kept, epsilon[occ.cell_index], 0.0),
+                       minlength=len(occ.vehicles))  # fmt: skip
+    room = paid * rng.uniform(0.3, 1.1, len(paid))
+    over_mask = paid - room > 1e-12
+    over = np.flatnonzero(over_mask)
+    excess = (paid - room)[over]
+    leave = _reference_sit_outs(occ, kept, epsilon, total, paid - room, over_mask)
+    assert leave.sum() > 50 and earlier.sum() > 50
+    was_kept, was_sat = kept.copy(), sat.copy()
+    changed = np.empty(len(occ.cells), dtype=np.int64)
+    n_changed = kernel.sit_outs(over, excess, vehicle_start, slot, kept, sat, run_cell, run_key,
+                                run_kept, epsilon, changed, paid.copy(), True)  # fmt: skip
+    assert kept.tolist() == (was_kept & ~leave).tolist()
+    assert (sat & ~was_sat).tolist() == leave[entry_of_slot].tolist()
+    assert changed[:n_changed].tolist() == np.unique(occ.cell_index[leave]).tolist()
+
+
 def test_the_vehicles_noted_past_their_room_are_those_the_whole_check_finds() -> None:
     """A later round checks only the vehicles a change left past their room
     (``note_over``, ``over_watched``): the same vehicles, ascending, with the same excess,
