@@ -42,21 +42,28 @@ def layout(
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:  # pragma: no cover - compiled
     """``(run_start, run_count, run_kept, run_cell, vehicle_start, slot)`` (module docstring),
-    all entries kept. A cell's runs come from a histogram of its counts over ``0..top``
-    (``by_histogram``: when ``n_cells * (top + 1)`` is linear in the entries) or from its
-    sorted counts; both give the same runs. The slots are a stable counting sort by vehicle.
-    Entries and runs must be fewer than 2^31."""
+    all entries kept: :func:`cell_runs` and :func:`vehicle_slots`. Entries and runs must be
+    fewer than 2^31."""
+    run_start, run_count, run_kept, run_cell, entry_run = cell_runs(
+        cell_start, count, top, by_histogram
+    )
+    vehicle_start, slot = vehicle_slots(vehicle, entry_run, n_vehicles)
+    return run_start, run_count, run_kept, run_cell, vehicle_start, slot
+
+
+@njit(cache=True, nogil=True)
+def cell_runs(
+    cell_start: np.ndarray, count: np.ndarray, top: int, by_histogram: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The runs of :func:`layout` (``(run_start, run_count, run_kept, run_cell)``, all
+    entries kept) and per entry its run. A cell's runs come from a histogram of its counts
+    over ``0..top`` (``by_histogram``: when ``n_cells * (top + 1)`` is linear in the
+    entries) or from its sorted counts; both give the same runs. One pass in entry order."""
     n_cells, n = len(cell_start) - 1, len(count)
-    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
-    for v in vehicle:  # a plain count: faster than np.bincount here
-        vehicle_start[v + 1] += 1
-    for v in range(n_vehicles):
-        vehicle_start[v + 1] += vehicle_start[v]
-    cursor = vehicle_start[:-1].copy()
-    slot = np.empty(n, dtype=np.int64)
     run_start = np.empty(n_cells + 1, dtype=np.int64)
     run_count = np.empty(n, dtype=np.int64)
     run_kept = np.empty(n, dtype=np.int64)
+    entry_run = np.empty(n, dtype=np.int64)
     width = top + 1 if by_histogram else 1
     hist = np.zeros(width, dtype=np.int64)
     run_of = np.empty(width, dtype=np.int64)
@@ -85,17 +92,34 @@ def layout(
                 run_kept[r - 1] += 1
         for e in range(begin, end):
             if by_histogram:
-                run = run_of[count[e]]
+                entry_run[e] = run_of[count[e]]
             else:
-                run = first + np.searchsorted(run_count[first:r], count[e])
-            q = cursor[vehicle[e]]
-            cursor[vehicle[e]] = q + 1
-            slot[q] = (e << 32) | run
+                entry_run[e] = first + np.searchsorted(run_count[first:r], count[e])
     run_start[n_cells] = r
     run_cell = np.empty(r, dtype=np.int64)
     for g in range(n_cells):
         run_cell[run_start[g] : run_start[g + 1]] = g
-    return run_start, run_count[:r].copy(), run_kept[:r].copy(), run_cell, vehicle_start, slot
+    return run_start, run_count[:r].copy(), run_kept[:r].copy(), run_cell, entry_run
+
+
+@njit(cache=True, nogil=True)
+def vehicle_slots(
+    vehicle: np.ndarray, entry_run: np.ndarray, n_vehicles: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``(vehicle_start, slot)`` of :func:`layout`: the entries by vehicle, each vehicle's in
+    entry order (a stable counting sort), each slot ``entry << 32 | run``."""
+    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
+    for v in vehicle:  # a plain count: faster than np.bincount here
+        vehicle_start[v + 1] += 1
+    for v in range(n_vehicles):
+        vehicle_start[v + 1] += vehicle_start[v]
+    cursor = vehicle_start[:-1].copy()
+    slot = np.empty(len(vehicle), dtype=np.int64)
+    for e in range(len(vehicle)):
+        q = cursor[vehicle[e]]
+        cursor[vehicle[e]] = q + 1
+        slot[q] = (e << 32) | entry_run[e]
+    return vehicle_start, slot
 
 
 @njit(cache=True, nogil=True)
@@ -453,11 +477,21 @@ def plan_priced(
     payments, so the vehicles past their room as a plan starts are among those of the plan
     before (:func:`past_room`): only they are compared again. Returns the last plan and how
     many plans it took."""
-    laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
-    run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
+    run_start, run_count, run_kept, run_cell, entry_run = cell_runs(
+        cell_start, count, top, by_histogram
+    )
+    # The slots by vehicle serve only the sit-outs: laid out once a plan first has a vehicle
+    # past its room (or when the payments are not exact, whatever the plans).
+    vehicle_start = np.zeros(len(room) + 1, dtype=np.int64)  # a stand-in until laid out
+    slot = np.zeros(0, dtype=np.int64)
+    exact = update and entries_exact(len(vehicle), max_epsilon, rounding[2])
+    slots_laid = not exact
+    if slots_laid:
+        vehicle_start, slot = vehicle_slots(vehicle, entry_run, len(room))
+        exact = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
+    laid = (run_start, run_count, run_kept, run_cell, vehicle_start, slot)
     first = first_round(cell_start, total, held.copy(), laid, costing, rounding, max_epsilon,
                         min_vehicles)  # fmt: skip
-    exact = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
     first_paid = np.zeros(len(room))
     if exact:
         pay_everyone(cell_start, vehicle, first[3], first[0], first_paid)
@@ -469,6 +503,9 @@ def plan_priced(
         plans += 1
         if exact:  # the payers past their room as the plan starts, among the last plan's
             checked = past_room(checked, base[5], room)
+        if not slots_laid and len(checked):  # none past: the plan ends at its first round
+            vehicle_start, slot = vehicle_slots(vehicle, entry_run, len(room))
+            slots_laid = True
         fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot)
         start = (base[0].copy(), base[1].copy(), base[2].copy(), base[3].copy(),
                  base[4].copy(), base[5].copy())  # fmt: skip
@@ -487,6 +524,16 @@ def plan_priced(
 
 
 @njit(cache=True, nogil=True)
+def entries_exact(
+    n_entries: int, max_epsilon: float, step: float
+) -> bool:  # pragma: no cover - compiled
+    """Whether a payment summed over any ``n_entries`` entries stays below 2^52 steps of the
+    grid: then so does every payment (a vehicle has at most that many entries), and
+    :func:`exact_payments` holds whatever the vehicles' entries."""
+    return n_entries * (max_epsilon / step + 1.0) < 2.0**52
+
+
+@njit(cache=True, nogil=True)
 def exact_payments(
     vehicle_start: np.ndarray, max_epsilon: float, step: float
 ) -> bool:  # pragma: no cover - compiled
@@ -495,7 +542,7 @@ def exact_payments(
     longest = 0
     for v in range(len(vehicle_start) - 1):
         longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
-    return longest * (max_epsilon / step + 1.0) < 2.0**52
+    return entries_exact(longest, max_epsilon, step)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
