@@ -33,7 +33,7 @@ from stream_dp.release.bounding import Contributions
 from stream_dp.release.selection import occupancy_of, select_cells
 from stream_dp.release.state import WindowCache
 from stream_dp.release.vehicle_budget.plan import Rooms, budget_mode, budget_plan, unit_price
-from stream_dp.release.vehicle_budget.spans import first_window_of
+from stream_dp.release.vehicle_budget.spans import first_window_of, logged_in_window
 from stream_dp.release.vehicle_budget.unsupported import release_needs
 
 if TYPE_CHECKING:
@@ -181,6 +181,8 @@ def observed_span_starts(
     if not budget_mode(params).spans or last:
         return None
     start = np.full(len(columns.cell_names), window_start, dtype=np.int64)
+    if logged_in_window(columns, window_start, params.window_seconds):
+        return start  # no pair's first window is before this one
     first = first_window_of(cache, columns, params.window_seconds)
     np.minimum.at(start, columns.cell_code, first)
     return start

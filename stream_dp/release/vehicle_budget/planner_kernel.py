@@ -42,21 +42,28 @@ def layout(
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:  # pragma: no cover - compiled
     """``(run_start, run_count, run_kept, run_cell, vehicle_start, slot)`` (module docstring),
-    all entries kept. A cell's runs come from a histogram of its counts over ``0..top``
-    (``by_histogram``: when ``n_cells * (top + 1)`` is linear in the entries) or from its
-    sorted counts; both give the same runs. The slots are a stable counting sort by vehicle.
-    Entries and runs must be fewer than 2^31."""
+    all entries kept: :func:`cell_runs` and :func:`vehicle_slots`. Entries and runs must be
+    fewer than 2^31."""
+    run_start, run_count, run_kept, run_cell, entry_run = cell_runs(
+        cell_start, count, top, by_histogram
+    )
+    vehicle_start, slot = vehicle_slots(vehicle, entry_run, n_vehicles)
+    return run_start, run_count, run_kept, run_cell, vehicle_start, slot
+
+
+@njit(cache=True, nogil=True)
+def cell_runs(
+    cell_start: np.ndarray, count: np.ndarray, top: int, by_histogram: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """The runs of :func:`layout` (``(run_start, run_count, run_kept, run_cell)``, all
+    entries kept) and per entry its run. A cell's runs come from a histogram of its counts
+    over ``0..top`` (``by_histogram``: when ``n_cells * (top + 1)`` is linear in the
+    entries) or from its sorted counts; both give the same runs. One pass in entry order."""
     n_cells, n = len(cell_start) - 1, len(count)
-    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
-    for v in vehicle:  # a plain count: faster than np.bincount here
-        vehicle_start[v + 1] += 1
-    for v in range(n_vehicles):
-        vehicle_start[v + 1] += vehicle_start[v]
-    cursor = vehicle_start[:-1].copy()
-    slot = np.empty(n, dtype=np.int64)
     run_start = np.empty(n_cells + 1, dtype=np.int64)
     run_count = np.empty(n, dtype=np.int64)
     run_kept = np.empty(n, dtype=np.int64)
+    entry_run = np.empty(n, dtype=np.int64)
     width = top + 1 if by_histogram else 1
     hist = np.zeros(width, dtype=np.int64)
     run_of = np.empty(width, dtype=np.int64)
@@ -85,17 +92,34 @@ def layout(
                 run_kept[r - 1] += 1
         for e in range(begin, end):
             if by_histogram:
-                run = run_of[count[e]]
+                entry_run[e] = run_of[count[e]]
             else:
-                run = first + np.searchsorted(run_count[first:r], count[e])
-            q = cursor[vehicle[e]]
-            cursor[vehicle[e]] = q + 1
-            slot[q] = (e << 32) | run
+                entry_run[e] = first + np.searchsorted(run_count[first:r], count[e])
     run_start[n_cells] = r
     run_cell = np.empty(r, dtype=np.int64)
     for g in range(n_cells):
         run_cell[run_start[g] : run_start[g + 1]] = g
-    return run_start, run_count[:r].copy(), run_kept[:r].copy(), run_cell, vehicle_start, slot
+    return run_start, run_count[:r].copy(), run_kept[:r].copy(), run_cell, entry_run
+
+
+@njit(cache=True, nogil=True)
+def vehicle_slots(
+    vehicle: np.ndarray, entry_run: np.ndarray, n_vehicles: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``(vehicle_start, slot)`` of :func:`layout`: the entries by vehicle, each vehicle's in
+    entry order (a stable counting sort), each slot ``entry << 32 | run``."""
+    vehicle_start = np.zeros(n_vehicles + 1, dtype=np.int64)
+    for v in vehicle:  # a plain count: faster than np.bincount here
+        vehicle_start[v + 1] += 1
+    for v in range(n_vehicles):
+        vehicle_start[v + 1] += vehicle_start[v]
+    cursor = vehicle_start[:-1].copy()
+    slot = np.empty(len(vehicle), dtype=np.int64)
+    for e in range(len(vehicle)):
+        q = cursor[vehicle[e]]
+        cursor[vehicle[e]] = q + 1
+        slot[q] = (e << 32) | entry_run[e]
+    return vehicle_start, slot
 
 
 @njit(cache=True, nogil=True)
@@ -228,7 +252,7 @@ def note_over(
     its room and whether it is noted, the noted vehicles and how many, in a 1-array) when it
     pays past its room (as :func:`over_room` tests it) and is not noted yet."""
     room, noted, watched, n_watched = watch
-    if not noted[v] and paid[v] - room[v] > 1e-12:
+    if paid[v] - room[v] > 1e-12 and not noted[v]:  # its payment just read: no jump to noted
         noted[v] = True
         watched[n_watched[0]] = v
         n_watched[0] += 1
@@ -315,6 +339,7 @@ def sit_outs(
     vehicle_start: np.ndarray,
     slot: np.ndarray,
     kept: np.ndarray,
+    sat: np.ndarray,
     run_cell: np.ndarray,
     run_key: np.ndarray,
     run_kept: np.ndarray,
@@ -328,7 +353,12 @@ def sit_outs(
     before is short of the excess. The running sum runs over all of them in that order, as the
     reference's ``np.cumsum`` does. A vehicle's choice reads only its own entries, so each
     leaves at once: unkept, its run decremented (with ``update``, its ε off its ``paid``).
-    Lists the cells left in ``changed`` (ascending) and returns how many."""
+    Lists the cells left in ``changed`` (ascending) and returns how many.
+
+    ``sat``: per slot, whether its entry sat out (set here). A slot is read when it has not
+    and its cell's ε is finite: the same as its entry being kept, since an entry is unkept
+    only by a sit-out or with its cell dropped (ε +inf, for good), and read in slot order
+    instead of by a jump to the entry."""
     longest = 0
     for v in over:
         longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
@@ -341,7 +371,7 @@ def sit_outs(
         k = 0
         for q in range(vehicle_start[v], vehicle_start[v + 1]):
             s = slot[q]
-            if not (kept[s >> 32] and np.isfinite(epsilon[run_cell[s & _LOW]])):
+            if sat[q] or not np.isfinite(epsilon[run_cell[s & _LOW]]):
                 continue  # sat out or dropped
             key = run_key[s & _LOW]
             p = k  # insertion sort by score, stable: ties stay in entry (= cell) order
@@ -364,6 +394,7 @@ def sit_outs(
                 if update:
                     paid[v] -= eps
                 kept[slot[q] >> 32] = False
+                sat[q] = True
                 run_kept[run_g] -= 1
                 left[run_cell[run_g]] = True
     n_changed = 0
@@ -440,24 +471,46 @@ def plan_priced(
 
     A plan's first round costs every cell with all its entries kept, which holding a cell
     does not change: it is computed once (:func:`first_round`, with the cells held at the
-    start) and each plan starts from it with its newly held cells dropped
-    (:func:`hold_more`). Returns the last plan and how many plans it took."""
-    laid = layout(cell_start, vehicle, count, len(room), top, by_histogram)
-    run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
+    start) and each plan starts from it with its held cells dropped (:func:`hold_more`); the
+    next plan's start is this one's with only the newly held cells dropped too
+    (:func:`drop_held`: the same floats, exact on the grid). Holding cells only lowers
+    payments, so the vehicles past their room as a plan starts are among those of the plan
+    before (:func:`past_room`): only they are compared again. Returns the last plan and how
+    many plans it took."""
+    run_start, run_count, run_kept, run_cell, entry_run = cell_runs(
+        cell_start, count, top, by_histogram
+    )
+    # The slots by vehicle serve only the sit-outs: laid out once a plan first has a vehicle
+    # past its room (or when the payments are not exact, whatever the plans).
+    vehicle_start = np.zeros(len(room) + 1, dtype=np.int64)  # a stand-in until laid out
+    slot = np.zeros(0, dtype=np.int64)
+    exact = update and entries_exact(len(vehicle), max_epsilon, rounding[2])
+    slots_laid = not exact
+    if slots_laid:
+        vehicle_start, slot = vehicle_slots(vehicle, entry_run, len(room))
+        exact = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
+    laid = (run_start, run_count, run_kept, run_cell, vehicle_start, slot)
     first = first_round(cell_start, total, held.copy(), laid, costing, rounding, max_epsilon,
                         min_vehicles)  # fmt: skip
-    exact = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
     first_paid = np.zeros(len(room))
     if exact:
         pay_everyone(cell_start, vehicle, first[3], first[0], first_paid)
+    base = hold_more(first, held, cell_start, vehicle, run_start, run_count, total, first_paid,
+                     exact)  # fmt: skip
+    checked = first_payers(cell_start, vehicle, len(room), few)
     plans = 0
     while True:
         plans += 1
+        if exact:  # the payers past their room as the plan starts, among the last plan's
+            checked = past_room(checked, base[5], room)
+        if not slots_laid and len(checked):  # none past: the plan ends at its first round
+            vehicle_start, slot = vehicle_slots(vehicle, entry_run, len(room))
+            slots_laid = True
         fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot)
-        start = hold_more(first, held, cell_start, vehicle, run_start, run_count, total,
-                          first_paid, exact)  # fmt: skip
+        start = (base[0].copy(), base[1].copy(), base[2].copy(), base[3].copy(),
+                 base[4].copy(), base[5].copy())  # fmt: skip
         kept, epsilon, cap, paid, rounds = plan_from_first(
-            cell_start, vehicle, total, room, fresh, start, exact, costing, rounding,
+            cell_start, vehicle, total, room, fresh, start, exact, checked, costing, rounding,
             max_epsilon, min_vehicles, few, update,
         )  # fmt: skip
         n_over = 0
@@ -467,6 +520,17 @@ def plan_priced(
                 n_over += 1
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds, plans
+        drop_held(base, held, (cell_start, vehicle, run_start, run_count, total), exact)
+
+
+@njit(cache=True, nogil=True)
+def entries_exact(
+    n_entries: int, max_epsilon: float, step: float
+) -> bool:  # pragma: no cover - compiled
+    """Whether a payment summed over any ``n_entries`` entries stays below 2^52 steps of the
+    grid: then so does every payment (a vehicle has at most that many entries), and
+    :func:`exact_payments` holds whatever the vehicles' entries."""
+    return n_entries * (max_epsilon / step + 1.0) < 2.0**52
 
 
 @njit(cache=True, nogil=True)
@@ -478,7 +542,7 @@ def exact_payments(
     longest = 0
     for v in range(len(vehicle_start) - 1):
         longest = max(longest, vehicle_start[v + 1] - vehicle_start[v])
-    return longest * (max_epsilon / step + 1.0) < 2.0**52
+    return entries_exact(longest, max_epsilon, step)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -524,13 +588,31 @@ def hold_more(
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:  # pragma: no cover - compiled
-    """A copy of the :func:`first_round` ``first`` with the ``held`` cells it kept dropped,
-    as the first round of a plan holding them: ε +inf, entries unkept, their runs' sit-out
-    scores at ε +inf; with ``exact`` payments, a copy of ``first_paid`` (the first round's)
-    with their ε taken off their vehicles' (exact: :func:`exact_payments`). Returns
+    """A copy of the :func:`first_round` ``first`` with the ``held`` cells it kept dropped
+    (:func:`drop_held`), as the first round of a plan holding them; with ``exact`` payments,
+    ``paid`` a copy of ``first_paid`` (the first round's) with their ε taken off. Returns
     ``(epsilon, cap, dropped, kept, run_key, paid)``."""
-    epsilon, cap, dropped = first[0].copy(), first[1].copy(), first[2].copy()
-    kept, run_key, paid = first[3].copy(), first[4].copy(), first_paid.copy()
+    start = (first[0].copy(), first[1].copy(), first[2].copy(), first[3].copy(),
+             first[4].copy(), first_paid.copy())  # fmt: skip
+    drop_held(start, held, (cell_start, vehicle, run_start, run_count, total), exact)
+    return start
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def drop_held(
+    start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    held: np.ndarray,
+    cells: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    exact: bool,
+) -> None:  # pragma: no cover - compiled
+    """Drops from a plan's first round ``start`` (``(epsilon, cap, dropped, kept, run_key,
+    paid)``, updated) the ``held`` cells it has not dropped: ε +inf, entries unkept, their
+    runs' sit-out scores at ε +inf; with ``exact`` payments their ε taken off their vehicles'
+    ``paid`` (exact: :func:`exact_payments`, so dropping cells in turn gives the floats of
+    dropping them at once). ``cells``: ``(cell_start, vehicle, run_start, run_count,
+    total)``, the entries' and runs' layout by cell and each cell's readings."""
+    cell_start, vehicle, run_start, run_count, total = cells
+    epsilon, dropped, kept, run_key, paid = start[0], start[2], start[3], start[4], start[5]
     for g in range(len(epsilon)):
         if not held[g] or dropped[g]:
             continue
@@ -543,7 +625,31 @@ def hold_more(
         epsilon[g] = np.inf
         for r in range(run_start[g], run_start[g + 1]):
             run_key[r] = run_count[r] / (total[g] * np.inf)
-    return epsilon, cap, dropped, kept, run_key, paid
+
+
+@njit(cache=True, nogil=True)
+def first_payers(
+    cell_start: np.ndarray, vehicle: np.ndarray, n_vehicles: int, few: int
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The vehicles a plan's first round compares with their rooms (:func:`plan_from_first`,
+    every cell repriced): all, ascending, when ``few`` times the entries outnumber them, else
+    the ones with an entry."""
+    if cell_start[len(cell_start) - 1] * few > n_vehicles:
+        return np.arange(n_vehicles)
+    some = np.zeros(n_vehicles, dtype=np.bool_)
+    for e in range(cell_start[len(cell_start) - 1]):
+        some[vehicle[e]] = True
+    return np.flatnonzero(some)
+
+
+@njit(cache=True, nogil=True)
+def past_room(
+    payers: np.ndarray, paid: np.ndarray, room: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
+    """The ``payers`` (ascending) paying more than their room (as :func:`over_room` tests
+    it), ascending."""
+    over, excess = np.empty(len(payers), dtype=np.int64), np.empty(len(payers))
+    return over[: over_room(payers, paid, room, over, excess)].copy()
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -566,8 +672,9 @@ def plan_laid_out(
     first = first_round(cell_start, total, dropped, laid, costing, rounding, max_epsilon,
                         min_vehicles)  # fmt: skip
     start = (first[0], first[1], first[2], first[3], first[4], np.zeros(0))
-    return plan_from_first(cell_start, vehicle, total, room, laid, start, False, costing,
-                           rounding, max_epsilon, min_vehicles, few, update)  # fmt: skip
+    return plan_from_first(cell_start, vehicle, total, room, laid, start, False,
+                           np.zeros(0, dtype=np.int64), costing, rounding, max_epsilon,
+                           min_vehicles, few, update)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -579,6 +686,7 @@ def plan_from_first(
     laid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     paid_first: bool,
+    checked: np.ndarray,
     costing: tuple[float, float, float, int, bool],
     rounding: tuple[float, float, float],
     max_epsilon: float,
@@ -588,7 +696,9 @@ def plan_from_first(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
     """:func:`plan_laid_out` from its first round's repricing (``start``: :func:`hold_more`'s
     ``(epsilon, cap, dropped, kept, run_key, paid)``; ``paid_first``: ``paid`` holds the first
-    round's payments, else they are summed here)."""
+    round's payments, else they are summed here; with them, ``checked``: ascending, the
+    vehicles the first round compares with their rooms, all that may be past it: those of
+    :func:`first_payers` past it, or a subset holding them)."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
     epsilon, cap, dropped, kept, run_key = start[0], start[1], start[2], start[3], start[4]
@@ -600,6 +710,7 @@ def plan_from_first(
     over, excess = np.empty(n_vehicles, dtype=np.int64), np.empty(n_vehicles)
     n_over = 0
     seen = np.zeros(n_vehicles, dtype=np.bool_)
+    sat = np.zeros(len(slot), dtype=np.bool_)  # per slot, whether its entry sat out
     payers = np.empty(n_vehicles, dtype=np.int64)
     everyone = np.arange(n_vehicles)
     update = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
@@ -615,6 +726,8 @@ def plan_from_first(
             # Moved by each change: a vehicle past its room now is one a change left there
             # (each was within it after the last check, or sat out: noted below).
             n_over = over_watched(watch, paid, over, excess)
+        elif rounds == 1 and paid_first:
+            n_over = over_room(checked, paid, room, over, excess)
         elif touched * few > n_vehicles:  # many payers: one pass over all entries
             if resum:
                 pay_everyone(cell_start, vehicle, kept, epsilon, paid)
@@ -640,7 +753,7 @@ def plan_from_first(
             return kept, epsilon, cap, paid, rounds
         if rounds > len(vehicle):  # each round leaves one entry at least (§13.1)
             raise RuntimeError("vehicle budget plan: a round left no entry")
-        n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, run_cell,
+        n_changed = sit_outs(over[:n_over], excess, vehicle_start, slot, kept, sat, run_cell,
                              run_key, run_kept, epsilon, changed, paid, update)  # fmt: skip
         for i in range(n_over if update else 0):  # checked again, as the sums that moved
             note_over(over[i], paid, watch)

@@ -216,6 +216,10 @@ def deferred_pairs(
             covered[index[name]] = True
     open_pairs = ~covered[unit]
     oldest_next = window_start - (params.max_span_hours - 1) * params.window_seconds
+    if oldest_next + params.window_seconds <= window_start and logged_in_window(
+        pooled_columns, window_start, params.window_seconds
+    ):
+        return np.flatnonzero(open_pairs)  # every first window is this one or later: young
     first = first_window_of(cache, pooled_columns, params.window_seconds, open_pairs)
     young = first >= oldest_next + params.window_seconds
     return np.flatnonzero(open_pairs & young)
@@ -257,7 +261,7 @@ def _cell_span_starts(
     reading, in one pass over the log into ``n_cells`` minima instead of one per pair; the
     same values as the per-pair minima (``floor(t / w) w`` does not decrease with ``t``).
     None if a logged time is not finite."""
-    if LOG_IN_WINDOW and _log_in_window(columns.reading_ts, window_start, window_seconds):
+    if logged_in_window(columns, window_start, window_seconds):
         return np.full(n_cells, window_start, dtype=np.int64)  # no cell's span began earlier
     cell_of_pair = np.full(len(columns), -1, dtype=np.int64)
     cell_of_pair[entry_of] = cell_index
@@ -274,9 +278,17 @@ def _cell_span_starts(
     return np.minimum(start, first)
 
 
-#: Whether :func:`_cell_span_starts` answers at once when the whole log lies in the current
-#: window or later; the tests switch it off to compare.
+#: Whether the span starts (:func:`_cell_span_starts`, the regrouping's observed cells'
+#: and :func:`deferred_pairs`' young pairs) are answered at once when the whole log lies in
+#: the current window or later (:func:`logged_in_window`); the tests switch it off to compare.
 LOG_IN_WINDOW = True
+
+
+def logged_in_window(columns: WindowColumns, window_start: int, window_seconds: int) -> bool:
+    """With :data:`LOG_IN_WINDOW`, whether ``columns``' whole log lies in the window at
+    ``window_start`` or later (:func:`_log_in_window`): every pair's first window is then
+    that window or a later one, read off two reductions instead of a pass per pair."""
+    return LOG_IN_WINDOW and _log_in_window(columns.reading_ts, window_start, window_seconds)
 
 
 def _log_in_window(ts: np.ndarray, window_start: int, window_seconds: int) -> bool:

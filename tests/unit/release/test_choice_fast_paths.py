@@ -16,11 +16,13 @@ import pytest
 
 from stream_dp.dp import adaptive_cells as ac
 from stream_dp.dp import kernels
-from stream_dp.dp.adaptive_cells import BudgetChoice, UnitPrice, choose_cells
+from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice, UnitPrice, choose_cells
 from stream_dp.dp.ordering import grouped, stable_order
 from stream_dp.release import adaptive
 from stream_dp.release.adaptive import PairMoves
-from stream_dp.release.vehicle_budget import spans
+from stream_dp.release.params import ReleaseParams
+from stream_dp.release.state import WindowCache
+from stream_dp.release.vehicle_budget import cells, spans
 from stream_dp.windows.columns import WindowColumns
 from tests.unit.dp.test_adaptive_reuse import T, U, _fields, _occupancy, _old_choose_remainder
 from tests.unit.release.test_regroup_moves import CENTRE, HOUR, _bytes, _old_regroup
@@ -140,3 +142,48 @@ def test_span_starts_of_a_log_within_the_window_are_the_one_pass_ones(
     else:
         assert fast is not None and fast.dtype == want.dtype == np.int64
         assert fast.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("case", ["in window", "one earlier", "nan", "two-hour spans"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_regroupings_span_starts_and_young_pairs_of_a_log_within_the_window(
+    seed: int, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The whole log in the current window: the observed cells' span starts are the window's
+    # and every open pair is young (spans of 2 hours or more), known without a pair's first
+    # window; anything else reads the pairs' first windows, as before.
+    rng = np.random.default_rng(seed)
+    n, start = 900, 7200
+    columns = WindowColumns.from_readings(
+        [f"c{g:02d}" for g in rng.integers(0, 12, n)], [f"v{v}" for v in rng.integers(0, 60, n)],
+        (start + rng.uniform(0, 3600, n)).tolist(), rng.uniform(0, 65, n).tolist(), 8,
+    )  # fmt: skip
+    ts = columns.reading_ts.copy()
+    ts[int(rng.integers(0, len(ts)))] = {"one earlier": 3700.0, "nan": np.nan}.get(case, ts[0])
+    columns = replace(columns, reading_ts=ts)
+    params = ReleaseParams(
+        upper=U, target_mean_error=T, vehicle_budget=6.0,
+        max_span_hours=2 if case == "two-hour spans" else 4,
+    )  # fmt: skip
+    n_cells = len(columns.cell_names)
+    unit_of_cell = np.where(rng.random(n_cells) < 0.2, -1, np.arange(n_cells) // 2)
+    units = int(unit_of_cell.max()) + 1
+    names = tuple(f"u{u:02d}" for u in range(units))
+    flags, errors = np.zeros(units, dtype=bool), np.zeros(units)
+    adaptive = AdaptiveCells(names, np.full(units, 8), flags, errors, unit_of_cell)
+    released = [name for name in adaptive.names if rng.random() < 0.4]
+
+    def both() -> tuple[Any, Any]:
+        starts = cells.observed_span_starts(columns, params, WindowCache(), start, False)
+        assert starts is not None
+        young = spans.deferred_pairs(columns, adaptive, released, start, params, WindowCache())
+        return starts.tolist(), young.tolist()
+
+    whole = spans.first_window
+    read: list[int] = []
+    monkeypatch.setattr(spans, "first_window", lambda *a: read.append(1) or whole(*a))
+    fast = both()
+    assert bool(read) == (case in ("one earlier", "nan"))  # in the window: none read
+    monkeypatch.setattr(spans, "LOG_IN_WINDOW", False)
+    assert fast == both()
+    assert len(fast[1]) > 0 and (bool(read) or set(fast[0]) == {start})
