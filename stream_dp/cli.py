@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from stream_dp import __version__
@@ -77,7 +79,19 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     return listing_parser()
 
 
+def _sigint_stops() -> None:
+    """SIGINT stops every command (exit 130, :data:`INTERRUPTED`), also one started with SIGINT
+    ignored, as a shell script starts its background jobs: Python keeps an inherited ignore,
+    while ``serve``'s Faust worker handles SIGINT whatever it inherited, so without this the
+    demo would run on where ``serve`` stops."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set a handler (a command run in a test's thread)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _sigint_stops()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = parser_for(argv)
     args, extras = parser.parse_known_args(argv)

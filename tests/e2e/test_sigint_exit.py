@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,16 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parents[2]
 
 
-def _interrupted(args: list[str], ready: str) -> tuple[int, list[str]]:
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _interrupted(
+    args: list[str], ready: str, inherited: Callable[[], None] = sigint_as_by_default
+) -> tuple[int, list[str]]:
     """``stream-dp ARGS`` stopped by SIGINT once it printed a line holding ``ready``: its exit
-    status and every line it printed (stdout and stderr)."""
+    status and every line it printed (stdout and stderr); ``inherited`` sets the SIGINT
+    disposition it starts with."""
     try:
         resolve_broker_binary()
     except EmbeddedBrokerError as exc:
@@ -41,7 +49,7 @@ def _interrupted(args: list[str], ready: str) -> tuple[int, list[str]]:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # its broker and worker can be stopped with it
-        preexec_fn=sigint_as_by_default,
+        preexec_fn=inherited,
     )
     assert command.stdout is not None
     try:
@@ -74,3 +82,16 @@ def test_serve_and_demo_stop_the_same_way_on_sigint() -> None:
     assert len([line for line in serve_lines if "HTTP: http://" in line]) == 1
     chatter = [line for line in serve_lines if "[INFO] faust." in line or "[INFO] mode." in line]
     assert chatter == [], chatter[:3]
+
+
+@pytest.mark.timeout(300)
+def test_the_demo_started_with_sigint_ignored_still_stops_on_it() -> None:
+    """As a shell script's background job starts it: ``serve``'s worker handles SIGINT
+    whatever it inherited, and the demo must stop as it does."""
+    status, lines = _interrupted(
+        ["demo", "--hours", "1", "--web-port", str(free_loopback_port())],
+        "dashboard: http://",
+        _sigint_ignored,
+    )
+    assert status == 130
+    assert lines[-1] == INTERRUPTED
