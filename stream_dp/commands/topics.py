@@ -94,8 +94,8 @@ async def _existing(conn: Any, names: list[str]) -> dict[str, int]:
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(**conn.admin_kwargs())
-    await admin.start()
     try:
+        await admin.start()  # inside: a start cancelled half-way is closed too
         present = set(await admin.list_topics()) & set(names)
         described = await admin.describe_topics(sorted(present)) if present else []
         return {d["topic"]: len(d["partitions"]) for d in described if d["error_code"] == 0}

@@ -79,8 +79,8 @@ async def ensure_topics(
     if not wanted:
         return {}
     admin = AIOKafkaAdminClient(**conn.admin_kwargs())
-    await admin.start()
     try:
+        await admin.start()  # inside: a start cancelled half-way is closed too
         existing = await _create(admin, wanted)
         counts = {s.name: s.partitions for s in wanted if s.name not in existing}
         if existing:
@@ -199,8 +199,8 @@ def default_min_insync_replicas(replication_factor: int) -> int:
 async def broker_count(conn: KafkaConnection) -> int:
     """How many brokers the cluster's metadata lists."""
     admin = AIOKafkaAdminClient(**conn.admin_kwargs())
-    await admin.start()
     try:
+        await admin.start()  # inside: a start cancelled half-way is closed too
         return len((await admin.describe_cluster())["brokers"])
     finally:
         await admin.close()
@@ -209,8 +209,8 @@ async def broker_count(conn: KafkaConnection) -> int:
 async def existing_topics(conn: KafkaConnection) -> set[str]:
     """Every topic the broker has (an auto-created one shows up here too)."""
     admin = AIOKafkaAdminClient(**conn.admin_kwargs())
-    await admin.start()
     try:
+        await admin.start()  # inside: a start cancelled half-way is closed too
         return set(await admin.list_topics())
     finally:
         await admin.close()

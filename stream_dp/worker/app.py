@@ -66,13 +66,14 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
 
     @app.task
     async def start_runtime() -> None:
-        await runtime.start()
-        assert runtime.releaser is not None
         try:
-            await runtime.releaser.run()
-        except Exception as exc:
-            runtime.fail("releaser", exc)
-            raise
+            await runtime.start()  # inside: a start cancelled half-way is stopped too
+            assert runtime.releaser is not None
+            try:
+                await runtime.releaser.run()
+            except Exception as exc:
+                runtime.fail("releaser", exc)
+                raise
         finally:
             await runtime.stop()
 

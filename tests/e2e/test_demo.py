@@ -201,7 +201,6 @@ def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
         assert shown.splitlines()[-1].startswith("still running:"), shown
         assert f"http://127.0.0.1:{port}/dashboard" in shown
         assert f"http://127.0.0.1:{port}/metrics" in shown
-        assert "windows released once each" in shown  # the replay and its summary are over
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard", timeout=60) as page:
             assert page.status == 200
         assert demo.poll() is None  # still up after the replay, until the signal

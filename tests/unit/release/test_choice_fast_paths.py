@@ -144,14 +144,17 @@ def test_span_starts_of_a_log_within_the_window_are_the_one_pass_ones(
         assert fast.tolist() == want.tolist()
 
 
-@pytest.mark.parametrize("case", ["in window", "one earlier", "nan", "two-hour spans"])
+@pytest.mark.parametrize(
+    "case", ["in window", "one earlier", "nan", "two-hour spans", "one-hour spans"]
+)
 @pytest.mark.parametrize("seed", range(3))
 def test_the_regroupings_span_starts_and_young_pairs_of_a_log_within_the_window(
     seed: int, case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The whole log in the current window: the observed cells' span starts are the window's
     # and every open pair is young (spans of 2 hours or more), known without a pair's first
-    # window; anything else reads the pairs' first windows, as before.
+    # window; anything else reads the pairs' first windows, as before. One-hour spans: no
+    # pair may wait, so none is young however new the log is.
     rng = np.random.default_rng(seed)
     n, start = 900, 7200
     columns = WindowColumns.from_readings(
@@ -163,7 +166,7 @@ def test_the_regroupings_span_starts_and_young_pairs_of_a_log_within_the_window(
     columns = replace(columns, reading_ts=ts)
     params = ReleaseParams(
         upper=U, target_mean_error=T, vehicle_budget=6.0,
-        max_span_hours=2 if case == "two-hour spans" else 4,
+        max_span_hours={"two-hour spans": 2, "one-hour spans": 1}.get(case, 4),
     )  # fmt: skip
     n_cells = len(columns.cell_names)
     unit_of_cell = np.where(rng.random(n_cells) < 0.2, -1, np.arange(n_cells) // 2)
@@ -175,15 +178,18 @@ def test_the_regroupings_span_starts_and_young_pairs_of_a_log_within_the_window(
 
     def both() -> tuple[Any, Any]:
         starts = cells.observed_span_starts(columns, params, WindowCache(), start, False)
-        assert starts is not None
+        assert (starts is None) == (case == "one-hour spans")  # no span to start
         young = spans.deferred_pairs(columns, adaptive, released, start, params, WindowCache())
-        return starts.tolist(), young.tolist()
+        return None if starts is None else starts.tolist(), young.tolist()
 
     whole = spans.first_window
     read: list[int] = []
     monkeypatch.setattr(spans, "first_window", lambda *a: read.append(1) or whole(*a))
     fast = both()
-    assert bool(read) == (case in ("one earlier", "nan"))  # in the window: none read
+    assert bool(read) == (case in ("one earlier", "nan", "one-hour spans"))  # else none read
     monkeypatch.setattr(spans, "LOG_IN_WINDOW", False)
     assert fast == both()
-    assert len(fast[1]) > 0 and (bool(read) or set(fast[0]) == {start})
+    if case == "one-hour spans":
+        assert fast[1] == []
+    else:
+        assert len(fast[1]) > 0 and (bool(read) or set(fast[0]) == {start})
