@@ -24,7 +24,11 @@ and is scored by ``usefulness.py`` against the readings each record holds:
 - finer share: usefully released readings in cells finer than R0;
 - busiest loss / B: the largest loss of one vehicle over any budget period (the ledger's sum
   over the windows of the period ending at each window), over B;
-- mean_error honest: share of released cells whose error is within their ``mean_error``;
+- mean_error honest: share of released cells whose error is within their ``mean_error``; each
+  bar holds with probability at least 0.95 on its own (docs/output.md), so a run of n records
+  may miss about n/20 of them: under the table, per data set and release, the misses of all
+  the runs pooled and the chance of at least that many were every bar's miss chance 5 %
+  (:func:`promise_tail`; a small chance says the bars miss more often than they promise);
 - release seconds of the whole run, and the budgeted / fixed ratio of the same seed.
 
 Worst = the minimum over the runs for the shares, the maximum for staleness and loss. Writes
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -216,6 +221,8 @@ def one_run(truth: Truth, row: dict[str, Any], seed: int, period_seconds: int) -
         "finer": scored["fine_share"],
         "loss": busiest_per_period(releases, period_seconds, settings.window_seconds),
         "honest": held / total if total else float("nan"),
+        "misses": total - held,
+        "bars": total,
         "records": len(records),
         "seconds": seconds,
     }
@@ -235,6 +242,35 @@ def window_close_staleness(
     closes = truth.window[held] + 3600.0
     stale = (ends[index] - closes)[useful[index]] / 3600.0
     return float(np.median(stale)) if stale.size else float("nan")
+
+
+#: A released ``mean_error`` misses with probability at most this (docs/output.md).
+BAR_MISS_CHANCE = 0.05
+
+
+def promise_tail(misses: int, bars: int, chance: float = BAR_MISS_CHANCE) -> float:
+    """P(X >= ``misses``) for X ~ Binomial(``bars``, ``chance``): the largest chance of at least
+    ``misses`` misses among ``bars`` independent bars each missing with probability at most
+    ``chance`` (the noise of each record is drawn afresh, and the plan does not read it)."""
+    if misses <= 0:
+        return 1.0
+    log_p, log_q = math.log(chance), math.log1p(-chance)
+    head = math.lgamma(bars + 1)
+    terms = (
+        math.exp(head - math.lgamma(k + 1) - math.lgamma(bars - k + 1) + k * log_p
+                 + (bars - k) * log_q)
+        for k in range(misses, bars + 1)
+    )  # fmt: skip
+    return min(1.0, math.fsum(terms))
+
+
+def pooled_misses(runs: list[dict[str, Any]]) -> tuple[int, int, float] | None:
+    """The misses and bars of all ``runs`` together and their :func:`promise_tail` (None: a
+    run recorded before the panel counted them, or no bar at all)."""
+    if not runs or any("misses" not in r for r in runs):
+        return None
+    misses, bars = sum(r["misses"] for r in runs), sum(r["bars"] for r in runs)
+    return (misses, bars, promise_tail(misses, bars)) if bars else None
 
 
 #: The panel's columns: key, heading, worst = min (True) or max, scale for printing.
@@ -331,7 +367,25 @@ def markdown(results: list[dict[str, Any]]) -> str:
         "\nmedian (worst) of the seeded runs; worst = the lowest share, the "
         "highest staleness and loss; time: whole-run release seconds, same seed."
     )
+    lines.extend(_misses_lines(results))
     return "\n".join(lines)
+
+
+def _misses_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Per data set and release, the pooled ``mean_error`` misses (:func:`pooled_misses`)."""
+    out = []
+    for r in results:
+        for kind, label in (("budgeted_runs", "profile"), ("fixed_runs", "baseline")):
+            pooled = pooled_misses(r[kind])
+            if pooled is not None:
+                misses, bars, tail = pooled
+                out.append(f"- {r['name']}, {label}: {misses} of {bars} bars missed "
+                           f"({100 * misses / bars:.1f} %); P(>= {misses} | 5 % each) "
+                           f"= {tail:.3g}")  # fmt: skip
+    if out:
+        out.insert(0, "\n`mean_error` misses, all runs pooled (each bar may miss with "
+                      "probability 5 %):")  # fmt: skip
+    return out
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:

@@ -11,9 +11,11 @@ import math
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
+from scipy import stats
 
 # The benchmarks are scripts importing their neighbours by name (``from usefulness import``).
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
@@ -26,6 +28,7 @@ import usefulness  # noqa: E402
 
 from stream_dp.dp.budget_ledger import WindowLoss  # noqa: E402
 from stream_dp.sources.traj import haversine_km  # noqa: E402
+from tests.support.noise_free import NoNoise  # noqa: E402
 
 ORIGIN = (52.5, 13.4)
 FCD = """<?xml version="1.0" encoding="UTF-8"?>
@@ -225,3 +228,64 @@ def test_the_panel_s_fast_movers_are_the_motorway_at_u_200_and_b_4_per_day(
     (tmp_path / "motorway_64_2000.csv").write_text("")
     panel.motorway("motorway_64_2000")  # already there: not simulated again
     assert len(calls) == 1
+
+
+def _binomial_tail_by_enumeration(misses: int, bars: int, chance: float) -> float:
+    """P(at least ``misses`` of ``bars`` independent bars miss), summed over every outcome."""
+    total = 0.0
+    for outcome in range(2**bars):
+        k = bin(outcome).count("1")
+        if k >= misses:
+            total += chance**k * (1.0 - chance) ** (bars - k)
+    return total
+
+
+@pytest.mark.parametrize("chance", [0.05, 0.3])
+def test_the_promise_tail_is_the_binomial_tail_of_every_outcome(chance: float) -> None:
+    for misses in range(0, 11):
+        brute = _binomial_tail_by_enumeration(misses, 10, chance)
+        assert panel.promise_tail(misses, 10, chance) == pytest.approx(brute, rel=1e-12, abs=1e-15)
+
+
+def test_the_promise_tail_stays_finite_for_the_baselines_thousands_of_bars() -> None:
+    # 5 runs of the motorway's fixed-eps release: 6,705 bars; 0.95**6705 alone is ~1e-149.
+    assert panel.promise_tail(335, 6705) == pytest.approx(stats.binom.sf(334, 6705, 0.05))
+    assert panel.promise_tail(200, 6705) == pytest.approx(1.0)
+    assert panel.promise_tail(500, 6705) == pytest.approx(stats.binom.sf(499, 6705, 0.05))
+
+
+def test_the_table_reports_the_pooled_misses_and_their_chance_under_the_promise() -> None:
+    runs = [{"misses": m, "bars": 43} for m in (2, 2, 1, 2, 2)]
+    result = {"name": "motorway", "budgeted_runs": runs, "fixed_runs": [{"honest": 1.0}]}
+    lines = panel._misses_lines([result])
+    expected = f"{stats.binom.sf(8, 215, 0.05):.3g}"
+    assert (
+        lines[1]
+        == f"- motorway, profile: 9 of 215 bars missed (4.2 %); P(>= 9 | 5 % each) = {expected}"
+    )
+    # runs stored before the panel counted misses report none (the baseline here)
+    assert len(lines) == 2
+    assert panel.pooled_misses([]) is None
+
+
+class _FarOffNoise(NoNoise):
+    """Moves every released value by 90 (U 200): outside any bar of the profile (T 31)."""
+
+    def release_each(self, values: Any, sensitivities: Any, epsilons: Any) -> np.ndarray:
+        return super().release_each(values, sensitivities, epsilons) + 90.0
+
+
+def test_a_run_counts_the_bars_its_released_means_miss(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = [
+        {"vehicle_id": f"v{v}", "ts": 60.0 * i + v, "lat": 40.0, "lon": -74.0 + 0.3 * (v % 2),
+         "speed": 100.0 + v}
+        for v in range(60) for i in range(5)
+    ]  # fmt: skip
+    truth = usefulness.Truth(readings, upper=200.0)
+    row = panel.profile_row(panel.DataSet("two cells", lambda q: readings, 200.0, 4.0, 86400))
+    monkeypatch.setattr(panel, "LaplaceNoise", lambda source: NoNoise())
+    run = panel.one_run(truth, row, 0, 86400)
+    assert (run["misses"], run["bars"], run["honest"]) == (0, 2, 1.0)
+    monkeypatch.setattr(panel, "LaplaceNoise", lambda source: _FarOffNoise())
+    run = panel.one_run(truth, row, 0, 86400)
+    assert (run["misses"], run["bars"], run["honest"]) == (2, 2, 0.0)
