@@ -35,13 +35,8 @@ def readings() -> list[dict[str, Any]]:
 def test_coverage_breakdown_counts_through_the_pooling_the_release_calls(
     readings: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = []
-    original = budget_stages.choose_pooling
-
-    def counted(*args: Any) -> Any:
-        calls.append(1)
-        return original(*args)
-
+    calls: Counter[str] = Counter()
+    counted = _counted(budget_stages.choose_pooling, "choose_pooling", calls)
     monkeypatch.setattr(budget_stages, "choose_pooling", counted)
     settings = usefulness.settings_of(usefulness.ROWS[B14])
     records, _, withheld = coverage_breakdown.noise_free_week(settings, readings)
