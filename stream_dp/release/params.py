@@ -17,6 +17,7 @@ from typing import Literal
 
 from stream_dp.config import (
     BUDGET_PLANNERS,
+    DEFAULT_BUDGET_PERIOD_SECONDS,
     DEFAULT_BURST_SHARE,
     DEFAULT_MAX_SPAN_HOURS,
     ConfigError,
@@ -33,7 +34,7 @@ class ReleaseParams:
     """What the release of a window reads (the settings of the same names, docs/README)."""
 
     epsilon: float = 1.0
-    variance_share: float = 0.5
+    variance_share: float = 0.0
     upper: float = 65.0
     resolution: int = 8
     window_seconds: int = 3600
@@ -45,7 +46,7 @@ class ReleaseParams:
     mean_mechanism: str = DEFAULT_MEAN_MECHANISM
     delta: float | None = None
     budget_cap: float | None = None
-    budget_period_seconds: int = 86400
+    budget_period_seconds: int = DEFAULT_BUDGET_PERIOD_SECONDS
     accounting: Literal["basic", "pld"] = "basic"
     accounting_delta: float = 1e-6
     target_mean_error: float | None = None
