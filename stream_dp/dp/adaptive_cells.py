@@ -162,22 +162,34 @@ class UnitPrice:
     ) -> tuple[FloatArray, NDArray[np.bool_]]:
         """Predicted error (at the price) and pass flag per group (entries unique per
         (group, vehicle))."""
-        ceiling = np.minimum(self.pay(group, vehicle, count, n_groups), self.max_epsilon)
+        n_veh = np.bincount(group, minlength=n_groups)
+        paid = self.pay(group, vehicle, count, n_groups, present=n_veh > 0)
+        ceiling = np.minimum(paid, self.max_epsilon)
         ceiling = np.floor(ceiling / EPSILON_STEP + 1e-9) * EPSILON_STEP
         mean_eps = np.maximum(ceiling * self.share, 1e-300)  # no room: an error of +inf
         err = best_cap_mean_error(group, count, n_groups, rule.upper, mean_eps, rule.prefix_limit)
         err = np.where(ceiling > 0, err, np.inf)
-        n_veh = np.bincount(group, minlength=n_groups)
         return err, (err <= rule.target) & (n_veh >= rule.min_vehicles)
 
-    def pay(self, group: IntArray, vehicle: IntArray, count: IntArray, n_groups: int) -> FloatArray:
-        """Per group, the reading-weighted ``quantile`` of its vehicles' rooms."""
+    def pay(
+        self,
+        group: IntArray,
+        vehicle: IntArray,
+        count: IntArray,
+        n_groups: int,
+        present: NDArray[np.bool_] | None = None,
+    ) -> FloatArray:
+        """Per group, the reading-weighted ``quantile`` of its vehicles' rooms (0 for a group
+        without entries). ``present``: per group whether it has an entry, when the caller
+        knows it (one room for every vehicle then needs no pass over the entries)."""
         if not len(group):
             return np.zeros(n_groups)
         if self.room_rank[1] == 1:  # one room for every vehicle: each group's price is it
-            out = np.zeros(n_groups)
-            out[group] = self.room[0]
-            return out
+            if present is None:
+                out = np.zeros(n_groups)
+                out[group] = self.room[0]
+                return out
+            return np.where(present, self.room[0], 0.0)
         order = self.order(group, vehicle, n_groups)
         quantile = kernels.WEIGHTED_QUANTILE.pick(len(group))
         return quantile(  # type: ignore[no-any-return]

@@ -159,9 +159,9 @@ def epsilon_ceiling(
     windows = (window_start - span_start) // params.window_seconds + 1
     burst, budget = mode.burst, mode.budget
     pace = budget * params.window_seconds / params.ledger_period_seconds
-    median_room = unit_price(rooms, occupancy.vehicles, params).pay(  # pay reads no share
-        occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells)
-    )
+    present = np.diff(occupancy.cell_start) > 0  # entries grouped by cell
+    cells = (occupancy.cell_index, occupancy.vehicle_index, occupancy.count, len(occupancy.cells))
+    median_room = unit_price(rooms, occupancy.vehicles, params).pay(*cells, present)  # no share
     ceiling = release_price(windows, mode.max_span_hours, burst, pace, median_room, exponent)
     if due:
         is_due = due_cells(occupancy.cells, due)

@@ -499,6 +499,12 @@ def plan_priced(
                      exact)  # fmt: skip
     checked = first_payers(cell_start, vehicle, len(room), few)
     plans = 0
+    # Every plan runs in the same arrays (a copy of ``base`` into them, no fresh allocation
+    # per plan: :func:`plan_scratch`); the last plan's are returned.
+    start = (base[0].copy(), base[1].copy(), base[2].copy(), base[3].copy(), base[4].copy(),
+             base[5].copy())  # fmt: skip
+    run_now = run_kept.copy()
+    scratch = plan_scratch(len(room), len(slot))
     while True:
         plans += 1
         if exact:  # the payers past their room as the plan starts, among the last plan's
@@ -506,12 +512,14 @@ def plan_priced(
         if not slots_laid and len(checked):  # none past: the plan ends at its first round
             vehicle_start, slot = vehicle_slots(vehicle, entry_run, len(room))
             slots_laid = True
-        fresh = (run_start, run_count, run_kept.copy(), run_cell, vehicle_start, slot)
-        start = (base[0].copy(), base[1].copy(), base[2].copy(), base[3].copy(),
-                 base[4].copy(), base[5].copy())  # fmt: skip
-        kept, epsilon, cap, paid, rounds = plan_from_first(
+            scratch = plan_scratch(len(room), len(slot))
+        copy_start(base, start)
+        run_now[:] = run_kept
+        fresh = (run_start, run_count, run_now, run_cell, vehicle_start, slot)
+        moves = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
+        kept, epsilon, cap, paid, rounds = plan_in(
             cell_start, vehicle, total, room, fresh, start, exact, checked, costing, rounding,
-            max_epsilon, min_vehicles, few, update,
+            max_epsilon, min_vehicles, few, moves, scratch,
         )  # fmt: skip
         n_over = 0
         for g in range(len(epsilon)):
@@ -631,7 +639,7 @@ def drop_held(
 def first_payers(
     cell_start: np.ndarray, vehicle: np.ndarray, n_vehicles: int, few: int
 ) -> np.ndarray:  # pragma: no cover - compiled
-    """The vehicles a plan's first round compares with their rooms (:func:`plan_from_first`,
+    """The vehicles a plan's first round compares with their rooms (:func:`plan_in`,
     every cell repriced): all, ascending, when ``few`` times the entries outnumber them, else
     the ones with an entry."""
     if cell_start[len(cell_start) - 1] * few > n_vehicles:
@@ -671,14 +679,43 @@ def plan_laid_out(
     fresh plan needs it all-kept)."""
     first = first_round(cell_start, total, dropped, laid, costing, rounding, max_epsilon,
                         min_vehicles)  # fmt: skip
-    start = (first[0], first[1], first[2], first[3], first[4], np.zeros(0))
-    return plan_from_first(cell_start, vehicle, total, room, laid, start, False,
-                           np.zeros(0, dtype=np.int64), costing, rounding, max_epsilon,
-                           min_vehicles, few, update)  # fmt: skip
+    start = (first[0], first[1], first[2], first[3], first[4], np.zeros(len(room)))
+    moves = update and exact_payments(laid[4], max_epsilon, rounding[2])
+    return plan_in(cell_start, vehicle, total, room, laid, start, False,
+                   np.zeros(0, dtype=np.int64), costing, rounding, max_epsilon, min_vehicles,
+                   few, moves, plan_scratch(len(room), len(laid[5])))  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def plan_scratch(
+    n_vehicles: int, n_slots: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover
+    """A plan's working arrays (:func:`plan_in`): ``(over, excess, seen, payers, sat)``, per
+    vehicle the over-room list, their excess, the marks and the payers' list, per slot
+    whether it sat out. :func:`plan_in` clears ``seen`` and ``sat`` as it starts, so the
+    plans of one :func:`plan_priced` call share one set."""
+    return (np.empty(n_vehicles, dtype=np.int64), np.empty(n_vehicles),
+            np.zeros(n_vehicles, dtype=np.bool_), np.empty(n_vehicles, dtype=np.int64),
+            np.zeros(n_slots, dtype=np.bool_))  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def copy_start(
+    base: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    start: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> None:  # pragma: no cover - compiled
+    """``start`` (each array as long as ``base``'s) set to a copy of a plan's first round
+    ``base`` (:func:`hold_more`'s six arrays)."""
+    start[0][:] = base[0]
+    start[1][:] = base[1]
+    start[2][:] = base[2]
+    start[3][:] = base[3]
+    start[4][:] = base[4]
+    start[5][:] = base[5]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def plan_from_first(
+def plan_in(
     cell_start: np.ndarray,
     vehicle: np.ndarray,
     total: np.ndarray,
@@ -693,27 +730,27 @@ def plan_from_first(
     min_vehicles: int,
     few: int,
     update: bool,
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
     """:func:`plan_laid_out` from its first round's repricing (``start``: :func:`hold_more`'s
     ``(epsilon, cap, dropped, kept, run_key, paid)``; ``paid_first``: ``paid`` holds the first
-    round's payments, else they are summed here; with them, ``checked``: ascending, the
-    vehicles the first round compares with their rooms, all that may be past it: those of
-    :func:`first_payers` past it, or a subset holding them)."""
+    round's payments, else they are summed into it here; with them, ``checked``: ascending,
+    the vehicles the first round compares with their rooms, all that may be past it: those of
+    :func:`first_payers` past it, or a subset holding them), in the working arrays
+    ``scratch`` (:func:`plan_scratch`: any contents, ``seen`` and ``sat`` are cleared here);
+    ``update``: moving the payments, already tested on the layout (:func:`exact_payments`)."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
     run_start, run_count, run_kept, run_cell, vehicle_start, slot = laid
     epsilon, cap, dropped, kept, run_key = start[0], start[1], start[2], start[3], start[4]
     runs = (run_start, run_count, run_kept, run_key)
     state = (epsilon, cap, dropped, kept)
-    paid = start[5] if paid_first else np.zeros(n_vehicles)
+    paid = start[5]
     changed = np.arange(n_cells)  # the first round repriced every cell, in order
     n_repriced = n_cells
-    over, excess = np.empty(n_vehicles, dtype=np.int64), np.empty(n_vehicles)
+    over, excess, seen, payers, sat = scratch  # sat: per slot, whether its entry sat out
+    seen[:] = False
+    sat[:] = False
     n_over = 0
-    seen = np.zeros(n_vehicles, dtype=np.bool_)
-    sat = np.zeros(len(slot), dtype=np.bool_)  # per slot, whether its entry sat out
-    payers = np.empty(n_vehicles, dtype=np.int64)
-    everyone = np.arange(n_vehicles)
-    update = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
     payments = (vehicle, paid, update)
     watch = (room, seen, payers, np.zeros(1, dtype=np.int64))  # shared: used apart
     rounds = 1
@@ -731,7 +768,7 @@ def plan_from_first(
         elif touched * few > n_vehicles:  # many payers: one pass over all entries
             if resum:
                 pay_everyone(cell_start, vehicle, kept, epsilon, paid)
-            n_over = over_room(everyone, paid, room, over, excess)
+            n_over = over_room(np.arange(n_vehicles), paid, room, over, excess)
         else:
             n_payers = 0
             for i in range(n_over):  # those that sat out (distinct)

@@ -59,6 +59,21 @@ def test_the_price_is_the_reading_weighted_median_room_of_a_units_vehicles() -> 
     assert price.pay(group, vehicle, np.array([5, 1, 1, 2]), 2).tolist() == [0.5, 2.0]
 
 
+def test_one_room_for_every_vehicle_prices_the_groups_with_entries_from_their_presence() -> None:
+    """With one room for every vehicle a group's price is that room (0 without entries):
+    given which groups have entries (``present``) the price needs no pass over them, and
+    equals, bit for bit, the price read off the entries, each group's weighted median."""
+    rng = np.random.default_rng(8)
+    price = UnitPrice(np.full(30, 1.0 / 3.0), 1.0, 10.0)
+    group = np.sort(rng.integers(0, 12, 200))
+    vehicle, count = rng.integers(0, 30, 200), rng.integers(1, 9, 200)
+    present = np.bincount(group, minlength=14) > 0
+    assert not present.all()  # groups without entries price 0
+    want = [1.0 / 3.0 if p else 0.0 for p in present.tolist()]
+    assert price.pay(group, vehicle, count, 14).tolist() == want
+    assert price.pay(group, vehicle, count, 14, present=present).tolist() == want
+
+
 #: B 14 per day (burst 2.33), T 10, resolution 8 merged up to 7, spans of up to 2 hours.
 BUDGET: dict[str, Any] = dict(
     epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,

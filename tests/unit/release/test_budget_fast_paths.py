@@ -495,3 +495,42 @@ def test_the_vehicles_noted_past_their_room_are_those_the_whole_check_finds() ->
     assert over[:n_over].tolist() == every[:n_every].tolist()
     assert excess[:n_over].tolist() == every_excess[:n_every].tolist()
     assert not watch[1].any() and watch[3][0] == 0  # the notes cleared
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_plan_in_working_arrays_left_by_another_plan_is_a_fresh_plan(exact: bool) -> None:
+    """The release price's plans share one set of working arrays (``plan_scratch``, cleared
+    by ``plan_in`` as it starts): a plan run in arrays another plan left dirty (every slot
+    marked sat out, every vehicle marked) gives, array for array and bit for bit, the plan
+    in fresh arrays (``plan_laid_out``), with its payments summed in the first round or
+    moved by each change."""
+    from stream_dp.release.vehicle_budget import planner_kernel as kernel
+
+    rng = np.random.default_rng(6)
+    occ = _roaming_occupancy(rng, 60, 1500)
+    held = rng.random(len(occ.cells)) < 0.1
+    _, start, _ = _first_rounds(occ, held, np.zeros_like(held))
+    room = np.sort(start[5])[len(start[5]) * 3 // 4] * rng.uniform(0.8, 1.2, len(start[5]))
+    count = occ.count.astype(np.int64)
+    laid = kernel.layout(occ.cell_start, occ.vehicle_index, count, len(occ.vehicles),
+                         int(count.max()), True)  # fmt: skip
+    costing = (vehicle_budget._FACTOR * U, T, U, 16, True)
+    rounding = (1.0, 1.0 + epsilon_grid.ROUNDING_MARGIN, epsilon_grid.EPSILON_STEP)
+    total = occ.total_per_cell().astype(np.float64)
+    settings = (costing, rounding, 2.0, 2, 16, exact)
+    fresh_laid = (*laid[:2], laid[2].copy(), *laid[3:])
+    want = kernel.plan_laid_out(occ.cell_start, occ.vehicle_index, total, room, held.copy(),
+                                fresh_laid, *settings)  # fmt: skip
+    scratch = kernel.plan_scratch(len(room), len(laid[5]))
+    for dirty in scratch:
+        dirty[:] = 1  # what a plan before may leave: marks, sat-outs, lists
+    first = kernel.first_round(occ.cell_start, total, held.copy(), (*laid[:2], laid[2].copy(),
+                               *laid[3:]), costing, rounding, 2.0, 2)  # fmt: skip
+    fresh_laid = (*laid[:2], laid[2].copy(), *laid[3:])
+    paid = np.zeros(len(room))
+    got = kernel.plan_in(occ.cell_start, occ.vehicle_index, total, room, fresh_laid,
+                         (*first, paid), False, np.zeros(0, dtype=np.int64), *settings,
+                         scratch)  # fmt: skip
+    assert want[4] > 2  # several rounds of sit-outs
+    for one, other in zip(want, got, strict=True):
+        assert np.asarray(one).tobytes() == np.asarray(other).tobytes()
