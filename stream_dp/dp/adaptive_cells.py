@@ -189,7 +189,7 @@ class UnitPrice:
                 out = np.zeros(n_groups)
                 out[group] = self.room[0]
                 return out
-            return np.where(present, self.room[0], 0.0)
+            return np.where(present, float(self.room[0]), 0.0)
         order = self.order(group, vehicle, n_groups)
         quantile = kernels.WEIGHTED_QUANTILE.pick(len(group))
         return quantile(  # type: ignore[no-any-return]

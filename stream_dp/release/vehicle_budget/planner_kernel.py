@@ -516,10 +516,11 @@ def plan_priced(
         copy_start(base, start)
         run_now[:] = run_kept
         fresh = (run_start, run_count, run_now, run_cell, vehicle_start, slot)
-        moves = update and exact_payments(vehicle_start, max_epsilon, rounding[2])
+        # ``exact`` is also whether the payments can be moved: with ``update``, either every
+        # sum over all entries is exact (so every vehicle's is), or it was tested on the slots
         kept, epsilon, cap, paid, rounds = plan_in(
             cell_start, vehicle, total, room, fresh, start, exact, checked, costing, rounding,
-            max_epsilon, min_vehicles, few, moves, scratch,
+            max_epsilon, min_vehicles, few, exact, scratch,
         )  # fmt: skip
         n_over = 0
         for g in range(len(epsilon)):
@@ -734,7 +735,8 @@ def plan_in(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
     """:func:`plan_laid_out` from its first round's repricing (``start``: :func:`hold_more`'s
     ``(epsilon, cap, dropped, kept, run_key, paid)``; ``paid_first``: ``paid`` holds the first
-    round's payments, else they are summed into it here; with them, ``checked``: ascending,
+    round's payments, else they are summed into it here (``paid`` then all zero); with them,
+    ``checked``: ascending,
     the vehicles the first round compares with their rooms, all that may be past it: those of
     :func:`first_payers` past it, or a subset holding them), in the working arrays
     ``scratch`` (:func:`plan_scratch`: any contents, ``seen`` and ``sat`` are cleared here);

@@ -38,10 +38,11 @@ def sampler_input(values: NDArray[np.float64], counts: NDArray[np.int64]) -> tup
     top, kept_sum = np.array([kept.max()]), stats.kept_readings
     capped = PseudoUserResult(top, kept, np.zeros(1), variance_sensitivity(U, top, kept_sum))
     recorder = Recorder()
-    accountant = PrivacyAccountant(ReleaseParams(epsilon=1.0, upper=U))
+    accountant = PrivacyAccountant(ReleaseParams(epsilon=1.0, upper=U, variance_share=0.5))
     bars = ErrorBars(np.zeros(1), None)
     noisy_cells(stats, capped, accountant, recorder, bars, np.array([True]), U)  # type: ignore[arg-type]
-    given, sensitivity = recorder.calls[0]  # the variances first, then the means
+    assert len(recorder.calls) == 2  # the variances first, then the means
+    given, sensitivity = recorder.calls[0]
     return float(given[0]), float(sensitivity[0])
 
 
