@@ -18,8 +18,10 @@ reading's value, so the plan costs no privacy.
   it saves), until its cells fit. Its readings stay in ``M`` (worst-case bias, as CLIP-USER's
   suppressed readings). The cells are re-costed without it; repeat. A cell that cannot meet
   T at an ε of at most ``max_cell_epsilon``, or keeps fewer than ``min_vehicles``, is
-  dropped (withheld: nobody pays for it). Removing a vehicle never lowers a cell's ε, so a
-  dropped cell stays dropped and every round removes at least one pair: the loop ends.
+  dropped (withheld: nobody pays for it) for good, and every round removes at least one
+  pair: the loop ends. (Removing a vehicle never lowers a cell's ε at a given cap, but under
+  the prefix limit the largest count's cap may leave with it, so a dropped cell could have
+  come back: keeping it dropped is a choice, docs/math.md §13.1.)
 
 The result: each vehicle pays the summed ε of the cells it is kept in, at most its room.
 """

@@ -217,3 +217,22 @@ def test_plans_that_release_and_sit_out_equal_the_reference_on_each_payment_path
         released += int(finite.sum())
         sat_out += int(np.sum(~plan.kept & finite[occ.cell_index]))
     assert released > 100 and sat_out > 100  # the data exercise both the release and sit-outs
+
+
+def test_a_sit_out_of_the_largest_count_can_lower_a_cells_epsilon() -> None:
+    """docs/math.md §13.1: under the prefix limit only caps up to C and the largest count are
+    allowed, so when the vehicle of the largest count sits out, a smaller count becomes the
+    largest and allowed, and the cell's ε falls (2.55 with all kept, 0.64 without it): a
+    sit-out can lower a cell's ε, so keeping a dropped cell dropped is a choice."""
+    occ = Occupancy.from_triples(
+        [("x", "big", 3000)] + [("x", f"v{i:03d}", 100) for i in range(200)]
+    )
+    options = dict(target=T, upper=U, variance_share=0.0, max_cell_epsilon=4.0, prefix_limit=16)
+    everyone = plan_budget(occ, np.full(len(occ.vehicles), np.inf), **options)  # type: ignore[arg-type]
+    room = np.full(len(occ.vehicles), 1000.0)
+    room[occ.vehicles.index("big")] = 0.0
+    without_big = plan_budget(occ, room, **options)  # type: ignore[arg-type]
+    assert everyone.kept.all()
+    big = occ.vehicle_index == occ.vehicles.index("big")
+    assert without_big.kept.sum() == 200 and not without_big.kept[big].any()
+    assert 0.0 < without_big.epsilon[0] < everyone.epsilon[0] / 3
