@@ -736,9 +736,9 @@ def plan_in(
     """:func:`plan_laid_out` from its first round's repricing (``start``: :func:`hold_more`'s
     ``(epsilon, cap, dropped, kept, run_key, paid)``; ``paid_first``: ``paid`` holds the first
     round's payments, else they are summed into it here (``paid`` then all zero); with them,
-    ``checked``: ascending,
-    the vehicles the first round compares with their rooms, all that may be past it: those of
-    :func:`first_payers` past it, or a subset holding them), in the working arrays
+    ``checked``: ascending, the vehicles the first round compares with their rooms, all that
+    may be past it: those of :func:`first_payers` past it, or a subset holding them), in the
+    working arrays
     ``scratch`` (:func:`plan_scratch`: any contents, ``seen`` and ``sat`` are cleared here);
     ``update``: moving the payments, already tested on the layout (:func:`exact_payments`)."""
     n_cells, n_vehicles = len(cell_start) - 1, len(room)
@@ -752,6 +752,7 @@ def plan_in(
     over, excess, seen, payers, sat = scratch  # sat: per slot, whether its entry sat out
     seen[:] = False
     sat[:] = False
+    everyone = np.arange(n_vehicles)  # once a plan, not once a round
     n_over = 0
     payments = (vehicle, paid, update)
     watch = (room, seen, payers, np.zeros(1, dtype=np.int64))  # shared: used apart
@@ -770,7 +771,7 @@ def plan_in(
         elif touched * few > n_vehicles:  # many payers: one pass over all entries
             if resum:
                 pay_everyone(cell_start, vehicle, kept, epsilon, paid)
-            n_over = over_room(np.arange(n_vehicles), paid, room, over, excess)
+            n_over = over_room(everyone, paid, room, over, excess)
         else:
             n_payers = 0
             for i in range(n_over):  # those that sat out (distinct)
