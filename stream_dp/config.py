@@ -40,7 +40,7 @@ from stream_dp.web.basemap import OSM, check_map_tiles
 PUBLIC_OCCUPANCY, SECRET_ROUTES = "public-occupancy", "secret-routes"
 PrivacyModel = Literal["public-occupancy", "secret-routes"]
 #: ``budget_planner``: how the vehicle budget plans a window (docs/math.md §13.1, §13.5).
-BudgetPlanner = Literal["rules", "optimiser"]
+BudgetPlanner = Literal["auto", "rules", "optimiser"]
 BUDGET_PLANNERS: tuple[str, ...] = get_args(BudgetPlanner)
 #: ``resolution_choice`` under secret routes with two levels (docs/math.md §14.9, §14.10).
 ResolutionChoice = Literal["fixed", "adaptive"]
@@ -183,9 +183,10 @@ class ReleaseSettings(BaseModel):
         description="With vehicle_budget: a cell may pool this many consecutive windows.",
     )
     budget_planner: BudgetPlanner = Field(
-        "rules",
-        description="With vehicle_budget: 'rules' (the least epsilon meeting T, refusals) or "
-        "'optimiser' (expected useful readings within each vehicle's room, docs/math.md §13.5).",
+        "auto",
+        description="With vehicle_budget: 'optimiser' (expected useful readings within each "
+        "vehicle's room, docs/math.md §13.5), 'rules' (the least epsilon meeting T, refusals) "
+        "or 'auto' (the optimiser; the rules for a window too large for its solve, §13.5).",
     )
     privacy_model: PrivacyModel = Field(
         "public-occupancy",

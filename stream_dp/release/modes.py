@@ -23,13 +23,13 @@ class VehicleBudget:
     """Each vehicle loses at most ``budget`` (B) over any ``period_seconds`` (§13): per-cell ε
     from the occupancy and the vehicles' rooms, at most ``burst`` a cell; cells pooled over
     at most ``max_span_hours`` windows (§13.3); ``planner``: the rules' plan and refusals
-    (§13.1) or the optimiser (§13.5)."""
+    (§13.1), the optimiser (§13.5) or either by the window's size ("auto")."""
 
     budget: float
     burst: float
     max_span_hours: int
     period_seconds: int
-    planner: str = "rules"
+    planner: str = "auto"
 
     @property
     def spans(self) -> bool:

@@ -56,8 +56,9 @@ class ReleaseParams:
     vehicle_budget: float | None = None
     vehicle_budget_burst: float | None = None
     max_span_hours: int = DEFAULT_MAX_SPAN_HOURS
-    #: How the vehicle budget plans a window: "rules" or "optimiser" (docs/math.md §13.5).
-    budget_planner: str = "rules"
+    #: How the vehicle budget plans a window: "auto", "rules" or "optimiser" (docs/math.md
+    #: §13.5).
+    budget_planner: str = "auto"
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"
     #: The mode, built from the fields above (:mod:`stream_dp.release.modes`): the release

@@ -21,7 +21,7 @@ from tests.unit.dp.test_adaptive_cells import targeted_window
 
 BUDGET = {
     "vehicle_budget": 14.0, "budget_period_seconds": 7 * 86400, "target_mean_error": 20.0,
-    "resolution": 8, "coarsest_resolution": 5, "variance_share": 0.0,
+    "resolution": 8, "coarsest_resolution": 5, "variance_share": 0.0, "budget_planner": "rules",
 }  # fmt: skip
 
 

@@ -55,7 +55,7 @@ def test_the_line_names_a_target_and_a_budget_that_do_release(
 ) -> None:
     base = dict(epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
                 variance_share=0.0, vehicle_budget=2.0, budget_period_seconds=86400,
-                max_span_hours=1, app_id="test")  # fmt: skip
+                max_span_hours=1, app_id="test", budget_planner="rules")  # fmt: skip
     with caplog.at_level(logging.INFO, logger="stream_dp.release.vehicle_budget.cells"):
         assert _sparse_window(ReleaseParams(**base)) == []
     (line,) = [r.getMessage() for r in caplog.records if "cannot meet T" in r.getMessage()]

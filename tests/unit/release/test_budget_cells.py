@@ -78,7 +78,7 @@ def test_one_room_for_every_vehicle_prices_the_groups_with_entries_from_their_pr
 BUDGET: dict[str, Any] = dict(
     epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
     variance_share=0.0, vehicle_budget=14.0, vehicle_budget_burst=14.0 / 6,
-    budget_period_seconds=24 * HOUR, max_span_hours=2, app_id="test",
+    budget_period_seconds=24 * HOUR, max_span_hours=2, app_id="test", budget_planner="rules",
 )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.adaptive import adaptive_moves
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.selection import occupancy_of
+from stream_dp.release.vehicle_budget import stages as budget_stages
 from stream_dp.release.vehicle_budget.candidate_cells import candidate_cells
 from stream_dp.release.vehicle_budget.optimiser import Options
 from stream_dp.release.window import release_window
@@ -94,14 +95,17 @@ def test_no_vehicle_loses_more_than_b_under_the_optimiser(
     assert max(lost.values(), default=0.0) <= params.vehicle_budget + 1e-9
 
 
-def test_the_setting_reaches_the_mode_and_defaults_to_the_rules() -> None:
-    assert _params().mode.planner == "rules"
-    settings_ = load_settings(vehicle_budget=14, target_mean_error=10, budget_planner="optimiser")
-    assert ReleaseParams.from_settings(settings_).mode.planner == "optimiser"
+def test_the_setting_reaches_the_mode_and_defaults_to_auto() -> None:
+    default = load_settings(vehicle_budget=14, target_mean_error=10)
+    assert ReleaseParams.from_settings(default).mode.planner == "auto"
+    assert ReleaseParams(vehicle_budget=14, target_mean_error=10).mode.planner == "auto"
+    for planner in ("rules", "optimiser"):
+        named = load_settings(vehicle_budget=14, target_mean_error=10, budget_planner=planner)
+        assert ReleaseParams.from_settings(named).mode.planner == planner
 
 
 def test_a_bad_planner_fails_fast_naming_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="^budget_planner: must be one of rules, optimiser"):
+    with pytest.raises(ValueError, match="^budget_planner: must be one of auto, rules, optimiser"):
         _params(budget_planner="greedy")
     with pytest.raises(ConfigError, match="budget_planner"):
         load_settings(vehicle_budget=14, target_mean_error=10, budget_planner="greedy")
@@ -156,12 +160,13 @@ def test_a_lifted_cells_parent_covers_it_and_the_withheld_cells_under_it_not_its
     assert candidate_cells(columns, adaptive, units, np.zeros(3, dtype=bool), 7).names == names
 
 
+@pytest.mark.parametrize("planner", ["optimiser", "auto"])
 def test_plan_states_what_the_optimisers_release_publishes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planner: str
 ) -> None:
     # `stream-dp plan --budget-planner optimiser` runs the same pipeline as the release: the
-    # same cells at the same ε, the same busiest loss.
-    values = {**plan_budget.BUDGET, "max_span_hours": 4, "budget_planner": "optimiser"}
+    # same cells at the same ε, the same busiest loss ("auto": the optimiser at this size).
+    values = {**plan_budget.BUDGET, "max_span_hours": 4, "budget_planner": planner}
     params = ReleaseParams.from_settings(load_settings(epsilon=1.0, **values))
     window = targeted_window(5)
     ledger = BudgetLedger(params.ledger_period_seconds, None)
@@ -229,3 +234,17 @@ def test_joint_affordability_against_each_vehicles_demand_summed_by_hand(
               for v in range(6)]  # fmt: skip
     expected = [all(demand[v] <= room[v] + 1e-12 for v in c) for c in cells]
     assert opts.jointly_affordable(np.array(room), len(cells)).tolist() == expected
+
+
+def test_auto_plans_a_window_by_the_optimiser_up_to_its_size_and_by_the_rules_above(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The motorway hour: 40 vehicles in 7 cells, 280 (cell, vehicle) pairs, which the two
+    # planners release differently.
+    rules, optimiser = _motorway_hour("rules"), _motorway_hour("optimiser")
+    assert rules != optimiser
+    assert _motorway_hour("auto") == optimiser
+    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 280)
+    assert _motorway_hour("auto") == optimiser
+    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 279)
+    assert _motorway_hour("auto") == rules

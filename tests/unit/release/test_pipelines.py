@@ -167,7 +167,7 @@ def test_each_mode_lists_its_own_stages() -> None:
 
 def test_the_mode_carries_its_own_fields() -> None:
     params = _params(vehicle_budget=6.0, max_span_hours=3, vehicle_budget_burst=2.0)
-    assert params.mode == VehicleBudget(6.0, 2.0, 3, params.budget_period_seconds)
+    assert params.mode == VehicleBudget(6.0, 2.0, 3, params.budget_period_seconds, "rules")
     assert _params(vehicle_budget=None, vehicle_budget_burst=None).mode == FixedEpsilon()
 
 

@@ -22,7 +22,7 @@ MODES = {"budget profile": {}, "fixed": FIXED_MODE, "fixed-epsilon targeted": FI
 def test_every_public_record_names_its_model(mode: str) -> None:
     settings = load_settings(**MODES[mode])
     engine = OfflineEngine(settings, LaplaceNoise(RandomSource.seeded_for_tests(3)))
-    releases = [*engine.feed(load_sample()[:20_000]), *engine.finish()]
+    releases = [*engine.feed(load_sample()[:30_000]), *engine.finish()]
     records = [record for release in releases for record in release.records]
     assert sum(record["type"] == "cell" for record in records) >= 3  # cells, not only summaries
     assert {record.get("privacy_model") for record in records} == {PUBLIC_OCCUPANCY}

@@ -125,7 +125,7 @@ def _refusing_window() -> tuple[ReleaseParams, WindowColumns]:
     params = ReleaseParams(
         epsilon=1.0, upper=U, resolution=8, coarsest_resolution=7, target_mean_error=T,
         variance_share=0.0, vehicle_budget=14.0, vehicle_budget_burst=14.0 / 6,
-        budget_period_seconds=24 * HOUR, max_span_hours=1, app_id="test",
+        budget_period_seconds=24 * HOUR, max_span_hours=1, app_id="test", budget_planner="rules",
     )  # fmt: skip
     return params, columns
 

@@ -114,6 +114,7 @@ def _params(**changes: Any) -> ReleaseParams:
         "epsilon": 1.0, "upper": U, "resolution": 8, "coarsest_resolution": 6,
         "target_mean_error": T, "variance_share": 0.0, "vehicle_budget": 6.0,
         "budget_period_seconds": 6 * HOUR, "max_span_hours": 3, "app_id": "test",
+        "budget_planner": "rules",  # these tests' machinery: the rules' plan (§13.1)
     }  # fmt: skip
     values.update(changes)
     if "vehicle_budget_burst" not in changes:  # these tests' data: the burst B/6
