@@ -74,7 +74,7 @@ from usefulness import (
 from usefulness import _epoch as epoch
 
 from stream_dp.commands.profile import BUDGET_PROFILE
-from stream_dp.config import BUDGET_PLANNERS
+from stream_dp.config import BUDGET_PLANNERS, Settings
 from stream_dp.dp.budget_ledger import BudgetLedger
 from stream_dp.dp.noise import LaplaceNoise
 from stream_dp.dp.randomness import RandomSource
@@ -167,14 +167,18 @@ PANEL: tuple[DataSet, ...] = (
 )  # fmt: skip
 
 
-def profile_row(data: DataSet, planner: str = "rules") -> dict[str, Any]:
+#: The settings' ``budget_planner`` (the profile's planner unless ``--budget-planner``).
+DEFAULT_PLANNER: str = Settings.model_fields["budget_planner"].default
+
+
+def profile_row(data: DataSet, planner: str = "") -> dict[str, Any]:
     """The recommended profile at the data set's U (T at the profile's share of U) and B,
-    planned by ``planner`` (``budget_planner``)."""
+    planned by ``planner`` (``budget_planner``; empty: the settings' default)."""
     t = BUDGET_PROFILE["target_mean_error"] * data.upper / UPPER
     return {
         **BUDGET_PROFILE, "upper": data.upper, "target_mean_error": t,
         "vehicle_budget": data.budget, "budget_period_seconds": data.period_seconds,
-        "budget_planner": planner,
+        "budget_planner": planner or DEFAULT_PLANNER,
     }  # fmt: skip
 
 
@@ -301,7 +305,7 @@ def summarise(runs: list[dict[str, Any]], budget: float) -> dict[str, dict[str, 
     return out
 
 
-def measure(data: DataSet, runs: int, quick: bool, planner: str = "rules") -> dict[str, Any]:
+def measure(data: DataSet, runs: int, quick: bool, planner: str = "") -> dict[str, Any]:
     """Every run of the profile and of the baseline on one data set, and their summaries."""
     readings = data.readings(quick)
     truth = Truth(readings, upper=data.upper)
@@ -431,7 +435,7 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="a data set's name (repeatable)")
     parser.add_argument("--quick", action="store_true", help="2 runs and a smaller city")
     parser.add_argument("--million", action="store_true", help="also time the 1M-reading window")
-    parser.add_argument("--budget-planner", choices=BUDGET_PLANNERS, default="rules",
+    parser.add_argument("--budget-planner", choices=BUDGET_PLANNERS, default=DEFAULT_PLANNER,
                         help="the profile's budget_planner")  # fmt: skip
     parser.add_argument("--json", type=Path, default=DATA / "panel.json")
     parser.add_argument("--plot", type=Path, default=HERE.parent / "docs" / "panel.png")
