@@ -5,6 +5,7 @@ they share with the fixed-ε release are :mod:`stream_dp.release.stages`'."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -110,6 +111,8 @@ class BudgetRegroup(Stage):
         )  # fmt: skip
 
 
+log = logging.getLogger(__name__)
+
 #: ``budget_planner = "auto"``: a window of more (cell, vehicle) pairs than this is planned by
 #: the rules, a smaller one by the optimiser (§13.5, "Which planner"). The optimiser's solve
 #: grows with the pairs it weighs: on the panel's data (at most 66,607 pooled pairs a window,
@@ -123,9 +126,15 @@ def sized_regroup(
 ) -> Regrouped:
     """``budget_planner = "auto"``: the optimiser's regrouping for a window of at most
     :data:`OPTIMISER_MAX_PAIRS` pooled pairs, else the rules'. The pair count is the public
-    occupancy's, so the choice costs no privacy (§2.2)."""
-    regroup = optimised_regroup if len(columns) <= OPTIMISER_MAX_PAIRS else budget_regroup
-    return regroup(columns, params, *args, **kwargs)
+    occupancy's, so the choice costs no privacy (§2.2); a window left to the rules is logged
+    (counts only)."""
+    if len(columns) <= OPTIMISER_MAX_PAIRS:
+        return optimised_regroup(columns, params, *args, **kwargs)
+    log.info(
+        "budget_planner auto: %d pooled cell-vehicle pairs, over %d: this window is planned "
+        "by the rules", len(columns), OPTIMISER_MAX_PAIRS,
+    )  # fmt: skip
+    return budget_regroup(columns, params, *args, **kwargs)
 
 
 #: ``budget_planner`` → the regrouping that plans (§13.1 rules, §13.5 optimiser, "auto": by

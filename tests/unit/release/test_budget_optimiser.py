@@ -5,6 +5,7 @@ vehicle past B, and its setting fails fast naming the field."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import h3
@@ -237,14 +238,22 @@ def test_joint_affordability_against_each_vehicles_demand_summed_by_hand(
 
 
 def test_auto_plans_a_window_by_the_optimiser_up_to_its_size_and_by_the_rules_above(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The motorway hour: 40 vehicles in 7 cells, 280 (cell, vehicle) pairs, which the two
     # planners release differently.
     rules, optimiser = _motorway_hour("rules"), _motorway_hour("optimiser")
     assert rules != optimiser
-    assert _motorway_hour("auto") == optimiser
-    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 280)
-    assert _motorway_hour("auto") == optimiser
-    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 279)
-    assert _motorway_hour("auto") == rules
+    logger = budget_stages.__name__
+    with caplog.at_level(logging.INFO, logger=logger):
+        assert _motorway_hour("auto") == optimiser
+        monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 280)
+        assert _motorway_hour("auto") == optimiser
+        assert not [r for r in caplog.records if r.name == logger]
+        monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 279)
+        assert _motorway_hour("auto") == rules
+    (line,) = [r.getMessage() for r in caplog.records if r.name == logger]
+    assert line == (
+        "budget_planner auto: 280 pooled cell-vehicle pairs, over 279: this window is planned "
+        "by the rules"
+    )
