@@ -416,10 +416,10 @@ def data_sets() -> dict[str, tuple[list[dict[str, Any]], dict[str, Any]]]:
     """The panel's data sets and the second aircraft file, with their profile rows."""
     out = {}
     for d in PANEL:
-        out[d.name] = (lambda d=d: d.readings(False), profile_row(d))
+        out[d.name] = (lambda d=d: d.readings(False), profile_row(d, "rules"))
     aircraft = next(d for d in PANEL if d.name == "aircraft")
     for name, path in EXTRA.items():
-        out[name] = (lambda p=path: aircraft_readings(p), profile_row(aircraft))
+        out[name] = (lambda p=path: aircraft_readings(p), profile_row(aircraft, "rules"))
     return out
 
 

@@ -246,7 +246,7 @@ def replay(data: DataSet, runs: int, quick: bool = False) -> dict[str, Any]:
     the plan and with the optimiser, scored."""
     readings = data.readings(quick)
     truth = Truth(readings, upper=data.upper)
-    row = profile_row(data)
+    row = profile_row(data, "rules")  # the rules' plan, its optimiser swapped in below
     HISTORY.clear()
     if WITH_HOLD and HISTORY_FROM_WINDOWS:
         settings = usefulness.settings_of(row)

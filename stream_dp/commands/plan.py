@@ -117,7 +117,8 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
      "ledger, each vehicle's room is the burst)"),
     ("--vehicle-budget-burst", "pacing: the most a vehicle spends at once (unset: B/4)"),
     ("--max-span-hours", "with a vehicle budget: windows a cell may pool"),
-    ("--budget-planner", "with a vehicle budget: rules or optimiser (docs/math.md §13.5)"),
+    ("--budget-planner", "with a vehicle budget: auto (the optimiser up to 200,000 pooled "
+     "cell-vehicle pairs a window, else the rules), rules or optimiser (docs/math.md §13.5)"),
     ("--budget-period-seconds", "the rolling budget period"),
 )  # fmt: skip
 

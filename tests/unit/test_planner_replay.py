@@ -31,7 +31,7 @@ def _release(readings: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
     ais = next(d for d in panel.PANEL if d.name == "AIS week")
     releases: list[Any] = []
     records, _, _ = usefulness.release_week(
-        usefulness.settings_of(panel.profile_row(ais)), readings, NoNoise(), releases
+        usefulness.settings_of(panel.profile_row(ais, "rules")), readings, NoNoise(), releases
     )
     return records, releases
 

@@ -89,9 +89,9 @@ class Pool(Stage):
 class BudgetRegroup(Stage):
     """The adaptive cells the vehicles' rooms can pay for, their chosen pairs and their plan,
     by the planner the pipeline was built with (``budget_planner``): the rules'
-    (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1) or the
+    (:func:`~stream_dp.release.vehicle_budget.cells.budget_regroup`, §13.1), the
     optimiser's (:func:`~stream_dp.release.vehicle_budget.optimiser.optimised_regroup`,
-    §13.5)."""
+    §13.5) or either by the window's size (:func:`sized_regroup`, ``"auto"``)."""
 
     regroup: Callable[..., Regrouped] = budget_regroup
     name = "regroup"
@@ -116,8 +116,9 @@ log = logging.getLogger(__name__)
 #: ``budget_planner = "auto"``: a window of more (cell, vehicle) pairs than this is planned by
 #: the rules, a smaller one by the optimiser (§13.5, "Which planner"). The optimiser's solve
 #: grows with the pairs it weighs: on the panel's data (at most 66,607 pooled pairs a window,
-#: the simulated city's rush hour) it takes 0.9-1.0x the fixed-epsilon release, on the
-#: 1M-reading window (551,916 pairs) 4-5x, where the rules take 1.4x.
+#: the simulated city's rush hour) it takes 0.8-1.4x the rules' time (the city day: 0.96x the
+#: fixed-epsilon release); on the 1M-reading window (551,916 pairs) 4.6x the fixed-epsilon
+#: release where the rules take 1.44x (the same run).
 OPTIMISER_MAX_PAIRS = 200_000
 
 

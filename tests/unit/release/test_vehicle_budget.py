@@ -22,6 +22,7 @@ from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import WindowRelease
+from stream_dp.release.vehicle_budget import stages as budget_stages
 from stream_dp.release.vehicle_budget.planner import EPSILON_STEP, plan_budget
 from stream_dp.release.window import release_window
 from stream_dp.windows.columns import WindowColumns
@@ -272,6 +273,63 @@ def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
         assert record["epsilon"] > 0 and record["mean_error"] <= T
         length = _hours(record["window_end"]) - _hours(record["window_start"])
         assert 1 <= length <= span
+
+
+def _planners_used(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[tuple[str, int]]:
+    """``budget_planner = "auto"`` with its limit at ``limit`` pairs; the returned list fills
+    with each window's planner and the pooled pairs it was given."""
+    used: list[tuple[str, int]] = []
+
+    def counted(name: str, regroup: Any) -> Any:
+        def run(columns: WindowColumns, *args: Any, **kwargs: Any) -> Any:
+            used.append((name, len(columns)))
+            return regroup(columns, *args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", limit)
+    for name, attribute in (("optimiser", "optimised_regroup"), ("rules", "budget_regroup")):
+        monkeypatch.setattr(
+            budget_stages, attribute, counted(name, getattr(budget_stages, attribute))
+        )
+    return used
+
+
+@pytest.mark.parametrize(("seed", "span", "restart"), [(1, 3, 4), (2, 1, -1), (3, 4, 6)])
+def test_auto_switching_planners_window_by_window_keeps_every_vehicle_within_b(
+    monkeypatch: pytest.MonkeyPatch, seed: int, span: int, restart: int
+) -> None:
+    # Windows of 80-160 pooled pairs under a limit of 120: the planner changes from window to
+    # window, over one ledger, one carry and a restart.
+    used = _planners_used(monkeypatch, 120)
+    params = _params(vehicle_budget=6.0, max_span_hours=span, budget_planner="auto")
+    windows = _busy_windows(12, seed)
+    releases, losses = _run(params, windows, restart_at=restart)
+    assert {name for name, _ in used} == {"optimiser", "rules"}
+    assert all((pairs <= 120) == (name == "optimiser") for name, pairs in used)
+    assert sum(len(rel.cells) for rel in releases) >= 6
+    assert _worst_rolling_loss(losses, params.budget_period_seconds) <= 6.0 * (1 + 1e-9)
+    assert _worst_loss_by_reading_hour(releases, params.budget_period_seconds) <= 6.0 * (1 + 1e-9)
+    records = [r for rel in releases for r in rel.cells]
+    assert sum(r["n_readings"] for r in records) <= sum(map(len, windows))
+    for record in records:
+        assert record["mean_error"] <= T
+        assert 1 <= _hours(record["window_end"]) - _hours(record["window_start"]) <= span
+
+
+def test_auto_counts_the_carried_pairs_with_the_windows_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One cell, 6 new vessels an hour (6 pairs a window); the carry grows by 6 an hour until
+    # the four-hour span is released. Under a limit of 6 only the first window (6 pooled
+    # pairs) is the optimiser's: every later one holds its own 6 and the carry's.
+    used = _planners_used(monkeypatch, 6)
+    windows = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(4)]
+    params = _params(
+        vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8, budget_planner="auto"
+    )
+    _run(params, windows)
+    assert used == [("optimiser", 6), ("rules", 12), ("rules", 18), ("rules", 24)]
 
 
 def _six_vessels_an_hour(hours: Iterable[int]) -> tuple[Any, list[WindowRelease]]:
