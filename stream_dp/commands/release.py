@@ -130,9 +130,8 @@ def add_release_options(
         "--budget-planner",
         choices=BUDGET_PLANNERS,
         metavar="{" + ",".join(BUDGET_PLANNERS) + "}",
-        help="with a vehicle budget: how a window is planned: auto (the optimiser up to "
-        "200,000 pooled cell-vehicle pairs a window, else the rules), rules or optimiser "
-        f"(docs/math.md §13.5) (default {default('budget_planner')})",
+        help="with a vehicle budget: auto (the optimiser up to 200,000 pooled pairs, else the "
+        f"rules), rules or optimiser (§13.5) (default {default('budget_planner')})",
     )
     group.add_argument(
         "--resolution-choice",
