@@ -62,8 +62,7 @@ from stream_dp.dp.release_candidates_compiled import (  # noqa: E402
 from stream_dp.dp.release_choice import Candidates, choose_releases  # noqa: E402
 from stream_dp.release.accounting import PrivacyAccountant  # noqa: E402
 from stream_dp.release.params import ReleaseParams  # noqa: E402
-from stream_dp.release.vehicle_budget import cells as budget_cells  # noqa: E402
-from stream_dp.release.vehicle_budget.plan import room_of  # noqa: E402
+from stream_dp.release.vehicle_budget import stages as budget_stages  # noqa: E402
 from stream_dp.release.window import release_window  # noqa: E402
 from tests.support.noise_free import NoNoise  # noqa: E402
 
@@ -96,21 +95,21 @@ def capture(run: Any) -> tuple[Any, list[Seen]]:
     """``run()``'s result and what every window's regrouping saw (wrapping it: an
     experiment's tool, as coverage_breakdown.py wraps the span policy)."""
     seen: list[Seen] = []
-    regroup = budget_cells.budget_regroup
+    regroup = budget_stages.PLANNERS["rules"]
 
-    def keeping(state: Any, mean_epsilon: float) -> Any:
-        cols = state.columns
-        room = room_of(state.params, state.ledger, cols.vehicle_names, state.window_start)
-        seen.append(Seen(state.window_start, bool(state.last), cols.cell_names,
+    def keeping(cols: Any, params: Any, rooms: Any, *args: Any, **kwargs: Any) -> Any:
+        last = bool(args[1] if len(args) > 1 else kwargs.get("last", False))
+        room = rooms.of(cols.vehicle_names)
+        seen.append(Seen(rooms.window_start, last, cols.cell_names,
                          cols.cell_code.copy(), cols.vehicle_names, cols.vehicle_code.copy(),
                          cols.count.copy(), np.array(room, dtype=np.float64)))  # fmt: skip
-        return regroup(state, mean_epsilon)
+        return regroup(cols, params, rooms, *args, **kwargs)
 
-    budget_cells.budget_regroup = keeping
+    budget_stages.PLANNERS["rules"] = keeping
     try:
         return run(), seen
     finally:
-        budget_cells.budget_regroup = regroup
+        budget_stages.PLANNERS["rules"] = regroup
 
 
 @dataclass(frozen=True)
