@@ -35,7 +35,7 @@ import panel  # noqa: E402
 import usefulness as u  # noqa: E402
 from expected_usefulness import laplace_within  # noqa: E402
 
-from stream_dp.config import BUDGET_PLANNERS, Settings  # noqa: E402
+from stream_dp.config import BUDGET_PLANNERS  # noqa: E402
 from stream_dp.dp.error_bars import LN20  # noqa: E402
 from stream_dp.dp.noise import LaplaceNoise  # noqa: E402
 from stream_dp.dp.randomness import RandomSource  # noqa: E402
@@ -94,8 +94,7 @@ def _key(record: dict[str, Any]) -> tuple[str, str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-set", default="motorway", help="a panel data set's name")
-    parser.add_argument("--budget-planner", choices=BUDGET_PLANNERS,
-                        default=Settings.model_fields["budget_planner"].default)  # fmt: skip
+    parser.add_argument("--budget-planner", choices=BUDGET_PLANNERS, default=panel.DEFAULT_PLANNER)
     parser.add_argument("--seeds", default="0", help="comma-separated seeds (panel.py's runs)")
     args = parser.parse_args()
     data = {d.name: d for d in panel.PANEL}[args.data_set]

@@ -49,6 +49,13 @@ RESOLUTION_CHOICES: tuple[str, ...] = get_args(ResolutionChoice)
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
 DEFAULT_MAX_SPAN_HOURS = 8
+#: ``budget_planner = "auto"``: a window of more pooled (cell, vehicle) pairs than this is
+#: planned by the rules, a smaller one by the optimiser (docs/math.md §13.5, "Which planner").
+#: The optimiser's solve grows with the pairs it weighs: on the panel's data (at most 66,607
+#: pooled pairs a window, the simulated city's rush hour) it takes 0.8-1.4x the rules' time
+#: (the city day: 0.96x the fixed-epsilon release); on the 1M-reading window (551,916 pairs)
+#: 4.6x the fixed-epsilon release where the rules take 1.44x (the same run).
+OPTIMISER_MAX_PAIRS = 200_000
 #: The budget profile (docs/configuration.md, "Defaults"): each vehicle loses at most B over
 #: any period, B and the period as the settings' defaults.
 DEFAULT_VEHICLE_BUDGET = 14.0
@@ -186,7 +193,8 @@ class ReleaseSettings(BaseModel):
         "auto",
         description="With vehicle_budget: 'optimiser' (expected useful readings within each "
         "vehicle's room, docs/math.md §13.5), 'rules' (the least epsilon meeting T, refusals) "
-        "or 'auto' (the optimiser; the rules for a window too large for its solve, §13.5).",
+        f"or 'auto' (the optimiser up to {OPTIMISER_MAX_PAIRS:,} pooled cell-vehicle pairs a "
+        "window, else the rules; §13.5).",
     )
     privacy_model: PrivacyModel = Field(
         "public-occupancy",

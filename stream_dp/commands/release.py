@@ -42,6 +42,7 @@ from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
 from stream_dp.config import (
     BUDGET_PLANNERS,
+    OPTIMISER_MAX_PAIRS,
     RESOLUTION_CHOICES,
     TARGET_AT_UPPER,
     ConfigError,
@@ -130,8 +131,8 @@ def add_release_options(
         "--budget-planner",
         choices=BUDGET_PLANNERS,
         metavar="{" + ",".join(BUDGET_PLANNERS) + "}",
-        help="with a vehicle budget: auto (the optimiser up to 200,000 pooled pairs, else the "
-        f"rules), rules or optimiser (§13.5) (default {default('budget_planner')})",
+        help=f"with a vehicle budget: auto (the optimiser up to {OPTIMISER_MAX_PAIRS:,} pooled "
+        f"pairs, else the rules), rules or optimiser (§13.5) (default {default('budget_planner')})",
     )
     group.add_argument(
         "--resolution-choice",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stream_dp.config import OPTIMISER_MAX_PAIRS
 from stream_dp.release.accounting import regroup_epsilon
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.modes import VehicleBudget
@@ -113,22 +114,14 @@ class BudgetRegroup(Stage):
 
 log = logging.getLogger(__name__)
 
-#: ``budget_planner = "auto"``: a window of more (cell, vehicle) pairs than this is planned by
-#: the rules, a smaller one by the optimiser (§13.5, "Which planner"). The optimiser's solve
-#: grows with the pairs it weighs: on the panel's data (at most 66,607 pooled pairs a window,
-#: the simulated city's rush hour) it takes 0.8-1.4x the rules' time (the city day: 0.96x the
-#: fixed-epsilon release); on the 1M-reading window (551,916 pairs) 4.6x the fixed-epsilon
-#: release where the rules take 1.44x (the same run).
-OPTIMISER_MAX_PAIRS = 200_000
-
 
 def sized_regroup(
     columns: WindowColumns, params: ReleaseParams, *args: object, **kwargs: object
 ) -> Regrouped:
     """``budget_planner = "auto"``: the optimiser's regrouping for a window of at most
-    :data:`OPTIMISER_MAX_PAIRS` pooled pairs, else the rules'. The pair count is the public
-    occupancy's, so the choice costs no privacy (§2.2); a window left to the rules is logged
-    (counts only)."""
+    :data:`~stream_dp.config.OPTIMISER_MAX_PAIRS` pooled pairs, else the rules'. The pair
+    count is the public occupancy's, so the choice costs no privacy (§2.2); a window left to
+    the rules is logged (counts only)."""
     if len(columns) <= OPTIMISER_MAX_PAIRS:
         return optimised_regroup(columns, params, *args, **kwargs)
     log.info(
