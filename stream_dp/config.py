@@ -42,6 +42,8 @@ PrivacyModel = Literal["public-occupancy", "secret-routes"]
 #: ``budget_planner``: how the vehicle budget plans a window (docs/math.md §13.1, §13.5).
 BudgetPlanner = Literal["auto", "rules", "optimiser"]
 BUDGET_PLANNERS: tuple[str, ...] = get_args(BudgetPlanner)
+#: The planners that plan a window (the summary's ``planned_by``; "auto" picks one of them).
+WINDOW_PLANNERS: tuple[str, ...] = ("rules", "optimiser")
 #: ``resolution_choice`` under secret routes with two levels (docs/math.md §14.9, §14.10).
 ResolutionChoice = Literal["fixed", "adaptive"]
 RESOLUTION_CHOICES: tuple[str, ...] = get_args(ResolutionChoice)

@@ -231,6 +231,7 @@ def window_summary(
         "readings_withheld": None if stated is None else withheld.readings,
         "cells_held": _line(stated, "cells_held"),
         "readings_held": _line(stated, "readings_held"),
+        "planned_by": _line(stated, "planned_by"),
         "variance_share": params.variance_share,
         "accounting": params.accounting,
         "accounting_delta": params.accounting_delta,

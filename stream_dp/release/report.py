@@ -54,6 +54,9 @@ class WindowReport:
     #: Spans (§13.3): unreleased cells carried on to pool, and their readings of this hour.
     cells_held: int = 0
     readings_held: int = 0
+    #: Vehicle budget (§13.1, §13.5): the planner that chose the cells and their ε, "rules" or
+    #: "optimiser" (``budget_planner = "auto"`` picks one by the window's size); None without.
+    planned_by: str | None = None
 
     def withheld(self) -> Withheld:
         """What the window withholds (the summary's ``cells_withheld`` and

@@ -10,6 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
+from stream_dp.config import WINDOW_PLANNERS
+
 
 class ServiceMetrics:
     """All metrics of one worker, registered on their own registry (tests make many)."""
@@ -215,3 +217,12 @@ class ServiceMetrics:
             "Cells the last released window held to pool with a later window (spans).",
             registry=r,
         )
+        self.windows_planned = Counter(
+            "stream_dp_windows_planned_total",
+            "Released windows whose cells a vehicle budget's planner chose, by planner (rules, "
+            "optimiser; budget_planner auto picks one by the window's pooled pairs).",
+            ["planner"],
+            registry=r,
+        )
+        for planner in WINDOW_PLANNERS:  # exported at 0 from the start
+            self.windows_planned.labels(planner)

@@ -440,6 +440,8 @@ class ReleaseService:
         m.readings_held.inc(summary.get("readings_held") or 0)
         m.cells_withheld.set(summary.get("cells_withheld") or 0)
         m.cells_held.set(summary.get("cells_held") or 0)
+        if summary.get("planned_by"):
+            m.windows_planned.labels(summary["planned_by"]).inc()
         m.release_latency.observe(seconds)
         log.info(
             "released window %s: %d cells, K*epsilon %g, %.2f s after it completed",

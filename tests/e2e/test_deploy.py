@@ -329,6 +329,11 @@ def test_dashboard_shows_held_readings_beside_withheld_ones() -> None:
     } <= used
 
 
+def test_dashboard_shows_which_planner_planned_the_windows() -> None:
+    exprs = [e for e in dashboard_expressions() if "stream_dp_windows_planned_total" in e]
+    assert exprs and all("by (planner)" in e for e in exprs)
+
+
 def test_dashboard_expressions_are_valid_promql(tmp_path: Path) -> None:
     """promtool parses each panel query, wrapped as a recording rule."""
     promtool = require_tool("promtool", "prometheus")

@@ -70,13 +70,15 @@ LAZY_READINGS = True
 @dataclass(frozen=True)
 class Regrouped:
     """The budget regrouping's choice: the regrouped ``columns`` (with their reading logs),
-    their ``adaptive`` cells (None: no choice was made), the ``pairs`` chosen of them and the
-    (cells, readings) ``withheld``."""
+    their ``adaptive`` cells (None: no choice was made), the ``pairs`` chosen of them, the
+    (cells, readings) ``withheld`` and the ``planner`` that chose them (the summary's
+    ``planned_by``)."""
 
     columns: WindowColumns
     adaptive: AdaptiveCells | None
     pairs: Contributions
     withheld: tuple[int, int]
+    planner: str
 
 
 def budget_regroup(
@@ -130,7 +132,7 @@ def budget_regroup(
     if withheld[1] and log.isEnabledFor(logging.INFO):
         assert adaptive is not None
         log.info("%s", unsupported_line(columns, adaptive, params))
-    return Regrouped(regrouped, adaptive, kept, withheld)
+    return Regrouped(regrouped, adaptive, kept, withheld, "rules")
 
 
 def unsupported_line(columns: WindowColumns, chosen: AdaptiveCells, params: ReleaseParams) -> str:

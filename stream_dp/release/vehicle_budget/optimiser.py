@@ -127,7 +127,7 @@ def optimised_regroup(
         rooms.cache.keep_choice(regrouped, pairs, _plan(pairs.occupancy, rooms, params, *picked))
     if withheld[1] and log.isEnabledFor(logging.INFO):
         log.info("%s", unsupported_line(columns, adaptive, params))
-    return Regrouped(regrouped, adaptive, pairs, withheld)
+    return Regrouped(regrouped, adaptive, pairs, withheld, "optimiser")
 
 
 def _choose(

@@ -97,7 +97,7 @@ class BudgetRegroup(Stage):
     regroup: Callable[..., Regrouped] = budget_regroup
     name = "regroup"
     writes = frozenset({"columns", "adaptive", "pairs"})
-    reports = frozenset({"withheld_regroup"})
+    reports = frozenset({"withheld_regroup", "planned_by"})
 
     def run(self, state: WindowState) -> WindowState:
         window = state.input
@@ -105,7 +105,10 @@ class BudgetRegroup(Stage):
             state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
             window.last, state.due,
         )  # fmt: skip
-        report = replace(state.report, withheld_regroup=Withheld(*regrouped.withheld))
+        report = replace(
+            state.report, withheld_regroup=Withheld(*regrouped.withheld),
+            planned_by=regrouped.planner,
+        )  # fmt: skip
         return replace(
             state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs,
             report=report,

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import h3
+import jsonschema
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,6 +35,7 @@ from stream_dp.windows.columns import WindowColumns
 from tests.unit import test_plan_budget as plan_budget
 from tests.unit.dp.test_adaptive_cells import targeted_window
 from tests.unit.release.test_budget_cells import HOUR, PARENT, A, B, C, _params, _run, _twice
+from tests.unit.release.test_window_outcome import SCHEMA
 
 FAR = h3.latlng_to_cell(40.85, -73.80, 8)
 
@@ -257,3 +259,33 @@ def test_auto_plans_a_window_by_the_optimiser_up_to_its_size_and_by_the_rules_ab
         "budget_planner auto: 280 pooled cell-vehicle pairs, over 279: this window is planned "
         "by the rules"
     )
+
+
+def _planned_by(planner: str) -> str | None:
+    """The motorway hour's summary's ``planned_by`` (checked against the record schema)."""
+    road = sorted(h3.cell_to_children(PARENT, 8))
+    hour = [(cell, f"v{v}") for v in range(40) for cell in road for _ in range(4)]
+    (release,) = _run(_params(max_span_hours=1, budget_planner=planner), [hour])
+    assert release.cells  # something was planned and released
+    jsonschema.validate(release.summary, SCHEMA)
+    return release.summary["planned_by"]
+
+
+def test_the_summary_names_the_planner_that_planned_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The motorway hour's 280 pooled pairs: auto's choice flips at its limit, and the summary
+    # says which planner chose the cells; the fixed-epsilon release names none.
+    assert (_planned_by("rules"), _planned_by("optimiser")) == ("rules", "optimiser")
+    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 280)
+    assert _planned_by("auto") == "optimiser"
+    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 279)
+    assert _planned_by("auto") == "rules"
+    fixed = ReleaseParams(resolution=8, epsilon=1.0, upper=65.0)
+    road = sorted(h3.cell_to_children(PARENT, 8))
+    hour = [(cell, f"v{v}") for v in range(40) for cell in road for _ in range(4)]
+    (release,) = _run(fixed, [hour])
+    assert release.cells and release.summary["planned_by"] is None
+    jsonschema.validate(release.summary, SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):  # only the two planners
+        jsonschema.validate({**release.summary, "planned_by": "auto"}, SCHEMA)

@@ -233,3 +233,9 @@ def test_a_carry_across_a_gap_is_withheld_not_pooled_into_a_long_span():
     assert value("stream_dp_readings_withheld_total") == 36
     assert value("stream_dp_readings_held_total") == 12
     assert (value("stream_dp_cells_held"), value("stream_dp_cells_withheld")) == (1, 0)
+    # budget_planner auto left the window (a few pooled pairs) to the optimiser: counted so
+    assert release.summary["planned_by"] == "optimiser"
+    planned = "stream_dp_windows_planned_total"
+    assert (value(planned, {"planner": "optimiser"}), value(planned, {"planner": "rules"})) == (
+        1, 0,
+    )  # fmt: skip
