@@ -51,8 +51,9 @@ RESOLUTION_CHOICES: tuple[str, ...] = get_args(ResolutionChoice)
 DEFAULT_BURST_SHARE = 0.25
 #: The longest span a cell may pool under a vehicle budget, in windows (§13.3).
 DEFAULT_MAX_SPAN_HOURS = 8
-#: ``budget_planner = "auto"``: a window of more pooled (cell, vehicle) pairs than this is
-#: planned by the rules, a smaller one by the optimiser (docs/math.md §13.5, "Which planner").
+#: ``optimiser_max_pairs``'s default: with ``budget_planner = "auto"`` a window of more pooled
+#: (cell, vehicle) pairs than this is planned by the rules, a smaller one by the optimiser
+#: (docs/math.md §13.5, "Which planner").
 #: The optimiser's solve grows with the pairs it weighs: on the panel's data (at most 66,607
 #: pooled pairs a window, the simulated city's rush hour) it takes 0.8-1.4x the rules' time
 #: (the city day: 0.96x the fixed-epsilon release); on the 1M-reading window (551,916 pairs)
@@ -195,8 +196,15 @@ class ReleaseSettings(BaseModel):
         "auto",
         description="With vehicle_budget: 'optimiser' (expected useful readings within each "
         "vehicle's room, docs/math.md §13.5), 'rules' (the least epsilon meeting T, refusals) "
-        f"or 'auto' (the optimiser up to {OPTIMISER_MAX_PAIRS:,} pooled cell-vehicle pairs a "
+        "or 'auto' (the optimiser up to optimiser_max_pairs pooled cell-vehicle pairs a "
         "window, else the rules; §13.5).",
+    )
+    optimiser_max_pairs: int = Field(
+        OPTIMISER_MAX_PAIRS,
+        ge=0,
+        description="With budget_planner 'auto': a window of at most this many pooled "
+        "cell-vehicle pairs is planned by the optimiser, a larger one by the rules (docs/math.md "
+        "§13.5, 'Which planner'; 0: every window by the rules).",
     )
     privacy_model: PrivacyModel = Field(
         "public-occupancy",
@@ -403,6 +411,11 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             if self.vehicle_burst > self.vehicle_budget:
                 raise SettingError("vehicle_budget_burst", "must be <= vehicle_budget")
             self._check_budget_period()
+            if self.budget_planner != "auto" and self._changed("optimiser_max_pairs"):
+                raise SettingError(
+                    "optimiser_max_pairs",
+                    f"has no effect with budget_planner {self.budget_planner!r} (only 'auto')",
+                )
         else:
             self._check_no_budget_knobs()
         if self.coarsest_resolution is not None and self.coarsest_resolution > self.resolution:
@@ -458,8 +471,9 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
         if self.vehicle_budget is None:
             raise SettingError("vehicle_budget", "secret-routes needs a budget B per period")
         refused = (
-            "vehicle_budget_burst", "max_span_hours", "budget_planner", "budget_cap", "top_cells",
-            "min_vehicles", "error_bound", "mean_mechanism", "delta", "accounting",
+            "vehicle_budget_burst", "max_span_hours", "budget_planner", "optimiser_max_pairs",
+            "budget_cap", "top_cells", "min_vehicles", "error_bound", "mean_mechanism", "delta",
+            "accounting",
         )  # fmt: skip
         changed = [n for n in refused if getattr(self, n) != type(self).model_fields[n].default]
         if self.target_mean_error != default_target_mean_error(self.upper):
@@ -501,8 +515,13 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
                 "max_span_hours",
                 f"has no effect without vehicle_budget (got {self.max_span_hours})",
             )
-        if self.budget_planner != type(self).model_fields["budget_planner"].default:
-            raise SettingError("budget_planner", "has no effect without vehicle_budget")
+        for name in ("budget_planner", "optimiser_max_pairs"):
+            if self._changed(name):
+                raise SettingError(name, "has no effect without vehicle_budget")
+
+    def _changed(self, name: str) -> bool:
+        """Whether the setting ``name`` differs from its default."""
+        return bool(getattr(self, name) != type(self).model_fields[name].default)
 
     def _check_basemap(self) -> None:
         """A tile server's credit is the operator's to give; no tiles, nothing to credit."""

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from stream_dp.commands.shared import CliError, collector_paused, require_public_occupancy
-from stream_dp.config import OPTIMISER_MAX_PAIRS, ConfigError, load_settings
+from stream_dp.config import ConfigError, load_settings
 from stream_dp.options.setting_options import setting_default, setting_metavar
 from stream_dp.secret_routes import PUBLIC_OCCUPANCY, SECRET_ROUTES
 from stream_dp.secret_routes.params import SecretRoutesParams
@@ -117,9 +117,11 @@ _SETTINGS_OPTIONS: tuple[tuple[str, str], ...] = (
      "ledger, each vehicle's room is the burst)"),
     ("--vehicle-budget-burst", "pacing: the most a vehicle spends at once (unset: B/4)"),
     ("--max-span-hours", "with a vehicle budget: windows a cell may pool"),
-    ("--budget-planner", f"with a vehicle budget: auto (the optimiser up to "
-     f"{OPTIMISER_MAX_PAIRS:,} pooled cell-vehicle pairs a window, else the rules), rules or "
+    ("--budget-planner", "with a vehicle budget: auto (the optimiser up to "
+     "--optimiser-max-pairs pooled cell-vehicle pairs a window, else the rules), rules or "
      "optimiser (docs/math.md §13.5)"),
+    ("--optimiser-max-pairs", "with budget planner auto: the most pooled pairs a window the "
+     "optimiser plans"),
     ("--budget-period-seconds", "the rolling budget period"),
 )  # fmt: skip
 

@@ -42,7 +42,6 @@ from stream_dp.commands.profile import period_words, promise_line
 from stream_dp.commands.shared import CliError, cannot_read, check_writable, plain_text
 from stream_dp.config import (
     BUDGET_PLANNERS,
-    OPTIMISER_MAX_PAIRS,
     RESOLUTION_CHOICES,
     TARGET_AT_UPPER,
     ConfigError,
@@ -131,7 +130,7 @@ def add_release_options(
         "--budget-planner",
         choices=BUDGET_PLANNERS,
         metavar="{" + ",".join(BUDGET_PLANNERS) + "}",
-        help=f"with a vehicle budget: auto (the optimiser up to {OPTIMISER_MAX_PAIRS:,} pooled "
+        help="with a vehicle budget: auto (the optimiser up to --optimiser-max-pairs pooled "
         f"pairs, else the rules), rules or optimiser (§13.5) (default {default('budget_planner')})",
     )
     group.add_argument(
@@ -177,6 +176,11 @@ _NUMERIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("vehicle_budget", float, "B: each vehicle's epsilon over any budget period"),
     ("vehicle_budget_burst", float, "pacing: the most a vehicle spends at once (unset: B/4)"),
     ("max_span_hours", int, "with a vehicle budget: windows a cell may pool"),
+    (
+        "optimiser_max_pairs",
+        int,
+        "with budget planner auto: the most pooled pairs a window the optimiser plans",
+    ),
     ("budget_period_seconds", int, "the rolling budget period"),
     ("contribution_cells", int, "secret-routes: L0, the most cells a vehicle adds to a window"),
     ("count_share", float, "secret-routes: share of a cell's epsilon for the vehicle count"),
@@ -196,8 +200,8 @@ def settings_from_args(args: argparse.Namespace, **extra: object) -> Settings:
         "delta", "prefix_limit", "partitions", "variance_share", "target_mean_error",
         "coarsest_resolution", "accounting", "accounting_delta", "vehicle_budget",
         "vehicle_budget_burst", "max_span_hours", "budget_period_seconds", "privacy_model",
-        "budget_planner", "contribution_cells", "count_share", "coarse_resolution",
-        "resolution_choice",
+        "budget_planner", "optimiser_max_pairs", "contribution_cells", "count_share",
+        "coarse_resolution", "resolution_choice",
     )  # fmt: skip
     values = {k: getattr(args, k, None) for k in (*keys, *BASEMAP_SETTINGS, *CLOCK_SETTINGS)}
     if getattr(args, "fixed_cells", False) and values["vehicle_budget"] is None:

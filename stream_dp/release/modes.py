@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stream_dp.config import OPTIMISER_MAX_PAIRS
+
 
 @dataclass(frozen=True)
 class FixedEpsilon:
@@ -23,13 +25,15 @@ class VehicleBudget:
     """Each vehicle loses at most ``budget`` (B) over any ``period_seconds`` (§13): per-cell ε
     from the occupancy and the vehicles' rooms, at most ``burst`` a cell; cells pooled over
     at most ``max_span_hours`` windows (§13.3); ``planner``: the rules' plan and refusals
-    (§13.1), the optimiser (§13.5) or either by the window's size ("auto")."""
+    (§13.1), the optimiser (§13.5) or either by the window's size ("auto": the optimiser up to
+    ``optimiser_max_pairs`` pooled pairs)."""
 
     budget: float
     burst: float
     max_span_hours: int
     period_seconds: int
     planner: str = "auto"
+    optimiser_max_pairs: int = OPTIMISER_MAX_PAIRS
 
     @property
     def spans(self) -> bool:

@@ -20,6 +20,7 @@ from stream_dp.config import (
     DEFAULT_BUDGET_PERIOD_SECONDS,
     DEFAULT_BURST_SHARE,
     DEFAULT_MAX_SPAN_HOURS,
+    OPTIMISER_MAX_PAIRS,
     ConfigError,
     Settings,
     label,
@@ -59,6 +60,8 @@ class ReleaseParams:
     #: How the vehicle budget plans a window: "auto", "rules" or "optimiser" (docs/math.md
     #: §13.5).
     budget_planner: str = "auto"
+    #: ``budget_planner = "auto"``: the most pooled pairs a window the optimiser plans.
+    optimiser_max_pairs: int = OPTIMISER_MAX_PAIRS
     #: Part of every release id (the service's app id).
     app_id: str = "stream-dp"
     #: The mode, built from the fields above (:mod:`stream_dp.release.modes`): the release
@@ -110,6 +113,8 @@ class ReleaseParams:
                 f"budget_planner: must be one of {', '.join(BUDGET_PLANNERS)}, "
                 f"got {self.budget_planner!r}"
             )
+        if self.optimiser_max_pairs < 0:
+            raise ValueError(f"optimiser_max_pairs: must be >= 0, got {self.optimiser_max_pairs!r}")
         if self.vehicle_budget is None:
             return
         if self.budget_cap is not None:
@@ -125,7 +130,7 @@ class ReleaseParams:
             return FixedEpsilon()
         return VehicleBudget(
             float(self.vehicle_budget), self.vehicle_burst, self.max_span_hours,
-            self.budget_period_seconds, self.budget_planner,
+            self.budget_period_seconds, self.budget_planner, self.optimiser_max_pairs,
         )  # fmt: skip
 
     @property

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stream_dp.config import OPTIMISER_MAX_PAIRS
 from stream_dp.release.accounting import regroup_epsilon
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.modes import VehicleBudget
@@ -122,14 +121,15 @@ def sized_regroup(
     columns: WindowColumns, params: ReleaseParams, *args: object, **kwargs: object
 ) -> Regrouped:
     """``budget_planner = "auto"``: the optimiser's regrouping for a window of at most
-    :data:`~stream_dp.config.OPTIMISER_MAX_PAIRS` pooled pairs, else the rules'. The pair
-    count is the public occupancy's, so the choice costs no privacy (§2.2); a window left to
-    the rules is logged (counts only)."""
-    if len(columns) <= OPTIMISER_MAX_PAIRS:
+    ``optimiser_max_pairs`` pooled pairs, else the rules'. The pair count is the public
+    occupancy's, so the choice costs no privacy (§2.2); a window left to the rules is logged
+    (counts only)."""
+    limit = budget_mode(params).optimiser_max_pairs
+    if len(columns) <= limit:
         return optimised_regroup(columns, params, *args, **kwargs)
     log.info(
-        "budget_planner auto: %d pooled cell-vehicle pairs, over %d: this window is planned "
-        "by the rules", len(columns), OPTIMISER_MAX_PAIRS,
+        "budget_planner auto: %d pooled cell-vehicle pairs, over optimiser_max_pairs %d: this "
+        "window is planned by the rules", len(columns), limit,
     )  # fmt: skip
     return budget_regroup(columns, params, *args, **kwargs)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import h3
 import jsonschema
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from stream_dp.cli import build_parser, main
 from stream_dp.commands.release import settings_from_args
-from stream_dp.config import ConfigError, load_settings
+from stream_dp.config import OPTIMISER_MAX_PAIRS, ConfigError, load_settings
 from stream_dp.dp.adaptive_cells import AdaptiveCells
 from stream_dp.dp.budget_ledger import BudgetLedger, WindowLoss
 from stream_dp.dp.noise import LaplaceNoise
@@ -30,7 +31,7 @@ from stream_dp.release.selection import occupancy_of
 from stream_dp.release.vehicle_budget import stages as budget_stages
 from stream_dp.release.vehicle_budget.candidate_cells import candidate_cells
 from stream_dp.release.vehicle_budget.optimiser import Options
-from stream_dp.release.window import release_window
+from stream_dp.release.window import WindowRelease, release_window
 from stream_dp.windows.columns import WindowColumns
 from tests.unit import test_plan_budget as plan_budget
 from tests.unit.dp.test_adaptive_cells import targeted_window
@@ -135,6 +136,39 @@ def test_the_cli_flag_is_checked_and_reaches_the_settings(
     assert settings_from_args(args).budget_planner == "optimiser"
 
 
+def test_the_optimisers_pair_limit_is_a_setting_checked_where_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budget = {"vehicle_budget": 14, "target_mean_error": 10}
+    assert ReleaseParams.from_settings(load_settings(**budget)).mode.optimiser_max_pairs == (
+        OPTIMISER_MAX_PAIRS
+    )
+    monkeypatch.setenv("STREAM_DP_OPTIMISER_MAX_PAIRS", "5000")
+    assert ReleaseParams.from_settings(load_settings(**budget)).mode.optimiser_max_pairs == 5000
+    monkeypatch.setenv("STREAM_DP_OPTIMISER_MAX_PAIRS", "-1")
+    with pytest.raises(ConfigError, match="STREAM_DP_OPTIMISER_MAX_PAIRS"):
+        load_settings(**budget)
+    monkeypatch.delenv("STREAM_DP_OPTIMISER_MAX_PAIRS")
+    with pytest.raises(ValueError, match="^optimiser_max_pairs: must be >= 0, got -1"):
+        _params(optimiser_max_pairs=-1)
+    only_auto = "optimiser_max_pairs.*has no effect with budget_planner 'rules' .only 'auto'."
+    with pytest.raises(ConfigError, match=only_auto):
+        load_settings(**budget, budget_planner="rules", optimiser_max_pairs=10)
+    with pytest.raises(ConfigError, match="optimiser_max_pairs.*no effect without vehicle_budget"):
+        load_settings(vehicle_budget="none", optimiser_max_pairs=10)
+    with pytest.raises(ConfigError, match="optimiser_max_pairs.*belongs to the public-occupancy"):
+        load_settings(vehicle_budget=14, privacy_model="secret-routes", variance_share=0,
+                      optimiser_max_pairs=10)  # fmt: skip
+    args = build_parser("release").parse_args(
+        ["release", "in.jsonl", "--out", "o.jsonl", "--optimiser-max-pairs", "7"]
+    )
+    assert settings_from_args(args).optimiser_max_pairs == 7
+    bad = ["release", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.jsonl")]
+    assert main([*bad, "--optimiser-max-pairs", "-3"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "optimiser_max_pairs (--optimiser-max-pairs" in line and "got -3" in line
+
+
 def test_a_lifted_cells_parent_covers_it_and_the_withheld_cells_under_it_not_its_siblings() -> None:
     # A (lifted) and B are regrouped cells under PARENT, C under it was withheld, FAR is
     # elsewhere: the candidates are the three cells and PARENT, which covers A and C (B stays
@@ -187,16 +221,22 @@ def test_plan_states_what_the_optimisers_release_publishes(
     assert plan["max_vehicle_loss"] == pytest.approx(release.summary["max_vehicle_loss"])
 
 
-def _motorway_hour(planner: str) -> list[tuple[str, int, int]]:
+def _motorway_hour(planner: str, **changes: Any) -> list[tuple[str, int, int]]:
     """One hour on a road through PARENT's seven res-8 cells: 40 vehicles, 4 readings in
     each. Each cell alone needs ε ≈ 0.49 for T (160 readings, cap 4), which any vehicle can
     pay; all seven together need ≈ 3.4 of a vehicle, past its room (the burst 2.33). PARENT
     (1,120 readings, cap 28) needs the same ≈ 0.49 of each. Returns the records' (cell,
     resolution, readings)."""
+    release = _motorway_release(planner, **changes)
+    return sorted((r["cell"], r["resolution"], r["n_readings"]) for r in release.cells)
+
+
+def _motorway_release(planner: str, **changes: Any) -> WindowRelease:
+    """:func:`_motorway_hour`'s release (``changes``: more parameters)."""
     road = sorted(h3.cell_to_children(PARENT, 8))
     hour = [(cell, f"v{v}") for v in range(40) for cell in road for _ in range(4)]
-    (release,) = _run(_params(max_span_hours=1, budget_planner=planner), [hour])
-    return sorted((r["cell"], r["resolution"], r["n_readings"]) for r in release.cells)
+    (release,) = _run(_params(max_span_hours=1, budget_planner=planner, **changes), [hour])
+    return release
 
 
 def test_many_cells_per_vehicle_hour_pool_into_the_parent_every_vehicle_can_pay() -> None:
@@ -240,7 +280,7 @@ def test_joint_affordability_against_each_vehicles_demand_summed_by_hand(
 
 
 def test_auto_plans_a_window_by_the_optimiser_up_to_its_size_and_by_the_rules_above(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The motorway hour: 40 vehicles in 7 cells, 280 (cell, vehicle) pairs, which the two
     # planners release differently.
@@ -249,38 +289,32 @@ def test_auto_plans_a_window_by_the_optimiser_up_to_its_size_and_by_the_rules_ab
     logger = budget_stages.__name__
     with caplog.at_level(logging.INFO, logger=logger):
         assert _motorway_hour("auto") == optimiser
-        monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 280)
-        assert _motorway_hour("auto") == optimiser
+        assert _motorway_hour("auto", optimiser_max_pairs=280) == optimiser
         assert not [r for r in caplog.records if r.name == logger]
-        monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 279)
-        assert _motorway_hour("auto") == rules
-    (line,) = [r.getMessage() for r in caplog.records if r.name == logger]
-    assert line == (
-        "budget_planner auto: 280 pooled cell-vehicle pairs, over 279: this window is planned "
-        "by the rules"
-    )
+        assert _motorway_hour("auto", optimiser_max_pairs=279) == rules
+        assert _motorway_hour("auto", optimiser_max_pairs=0) == rules
+    lines = [r.getMessage() for r in caplog.records if r.name == logger]
+    assert lines == [
+        f"budget_planner auto: 280 pooled cell-vehicle pairs, over optimiser_max_pairs {n}: "
+        "this window is planned by the rules"
+        for n in (279, 0)
+    ]
 
 
-def _planned_by(planner: str) -> str | None:
+def _planned_by(planner: str, **changes: Any) -> str | None:
     """The motorway hour's summary's ``planned_by`` (checked against the record schema)."""
-    road = sorted(h3.cell_to_children(PARENT, 8))
-    hour = [(cell, f"v{v}") for v in range(40) for cell in road for _ in range(4)]
-    (release,) = _run(_params(max_span_hours=1, budget_planner=planner), [hour])
+    release = _motorway_release(planner, **changes)
     assert release.cells  # something was planned and released
     jsonschema.validate(release.summary, SCHEMA)
     return release.summary["planned_by"]
 
 
-def test_the_summary_names_the_planner_that_planned_the_window(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_summary_names_the_planner_that_planned_the_window() -> None:
     # The motorway hour's 280 pooled pairs: auto's choice flips at its limit, and the summary
     # says which planner chose the cells; the fixed-epsilon release names none.
     assert (_planned_by("rules"), _planned_by("optimiser")) == ("rules", "optimiser")
-    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 280)
-    assert _planned_by("auto") == "optimiser"
-    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", 279)
-    assert _planned_by("auto") == "rules"
+    assert _planned_by("auto", optimiser_max_pairs=280) == "optimiser"
+    assert _planned_by("auto", optimiser_max_pairs=279) == "rules"
     fixed = ReleaseParams(resolution=8, epsilon=1.0, upper=65.0)
     road = sorted(h3.cell_to_children(PARENT, 8))
     hour = [(cell, f"v{v}") for v in range(40) for cell in road for _ in range(4)]

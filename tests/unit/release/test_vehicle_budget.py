@@ -275,9 +275,9 @@ def test_no_vehicle_ever_exceeds_b_over_any_rolling_period(
         assert 1 <= length <= span
 
 
-def _planners_used(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[tuple[str, int]]:
-    """``budget_planner = "auto"`` with its limit at ``limit`` pairs; the returned list fills
-    with each window's planner and the pooled pairs it was given."""
+def _planners_used(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The returned list fills with each window's planner and the pooled pairs it was
+    given."""
     used: list[tuple[str, int]] = []
 
     def counted(name: str, regroup: Any) -> Any:
@@ -287,7 +287,6 @@ def _planners_used(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[tuple[st
 
         return run
 
-    monkeypatch.setattr(budget_stages, "OPTIMISER_MAX_PAIRS", limit)
     for name, attribute in (("optimiser", "optimised_regroup"), ("rules", "budget_regroup")):
         monkeypatch.setattr(
             budget_stages, attribute, counted(name, getattr(budget_stages, attribute))
@@ -301,8 +300,10 @@ def test_auto_switching_planners_window_by_window_keeps_every_vehicle_within_b(
 ) -> None:
     # Windows of 80-160 pooled pairs under a limit of 120: the planner changes from window to
     # window, over one ledger, one carry and a restart.
-    used = _planners_used(monkeypatch, 120)
-    params = _params(vehicle_budget=6.0, max_span_hours=span, budget_planner="auto")
+    used = _planners_used(monkeypatch)
+    params = _params(
+        vehicle_budget=6.0, max_span_hours=span, budget_planner="auto", optimiser_max_pairs=120
+    )
     windows = _busy_windows(12, seed)
     releases, losses = _run(params, windows, restart_at=restart)
     assert {name for name, _ in used} == {"optimiser", "rules"}
@@ -323,11 +324,12 @@ def test_auto_counts_the_carried_pairs_with_the_windows_own(
     # One cell, 6 new vessels an hour (6 pairs a window); the carry grows by 6 an hour until
     # the four-hour span is released. Under a limit of 6 only the first window (6 pooled
     # pairs) is the optimiser's: every later one holds its own 6 and the carry's.
-    used = _planners_used(monkeypatch, 6)
+    used = _planners_used(monkeypatch)
     windows = [[(0, 6 * h + v, 30.0 + v) for v in range(6) for _ in range(2)] for h in range(4)]
     params = _params(
-        vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8, budget_planner="auto"
-    )
+        vehicle_budget=6.0, max_span_hours=4, coarsest_resolution=8, budget_planner="auto",
+        optimiser_max_pairs=6,
+    )  # fmt: skip
     _run(params, windows)
     assert used == [("optimiser", 6), ("rules", 12), ("rules", 18), ("rules", 24)]
 
