@@ -143,6 +143,8 @@ def score(truth: Truth, records: list[dict[str, Any]], hours: int, upper: float,
           means: np.ndarray | None = None) -> dict[str, float]:  # fmt: skip
     """Useful coverage, staleness and the finest level's share of ``records`` (``means``:
     other means for them): each reading counts in the finest shown record holding it."""
+    if not records:  # nothing shown: no reading is covered
+        return {"coverage": 0.0, "staleness": float("nan"), "cells": 0, "finest": float("nan")}
     released = means if means is not None else np.array([r["mean"] for r in records])
     resolution = np.array([int(r["resolution"]) for r in records], dtype=np.int64)
     levels = sorted(set(resolution.tolist()), reverse=True)

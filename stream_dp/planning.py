@@ -103,6 +103,8 @@ class Plan:
     budget_period_seconds: int | None = None
     #: Under a vehicle budget: the vehicles that sit out some cell.
     vehicles_sat_out: int = 0
+    #: Under a vehicle budget: the planner that chose the cells ("rules" or "optimiser").
+    planned_by: str | None = None
 
     @property
     def initial_max_error(self) -> float:
@@ -219,6 +221,7 @@ def build_plan(occupancy: Occupancy, params: ReleaseParams) -> Plan:
         vehicle_burst=params.vehicle_burst if budget else None,
         budget_period_seconds=params.budget_period_seconds if budget else None,
         vehicles_sat_out=report.vehicles_budget_limited,
+        planned_by=report.planned_by,
     )
 
 
@@ -293,6 +296,7 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
         "vehicle_burst": plan.vehicle_burst,
         "budget_period_seconds": plan.budget_period_seconds,
         "vehicles_sat_out": plan.vehicles_sat_out,
+        "planned_by": plan.planned_by,
         "max_vehicle_loss": plan.privacy_loss_after,
         "cells_over_error_bound": plan.cells_over_bound,
         "suppressed": [[cell, vehicle] for cell, vehicle in plan.suppressed],
@@ -389,6 +393,7 @@ def _budget_lines(plan: Plan, top: int) -> list[str]:
     largest = f" (largest mean_error {max(bars):.4f})" if bars else ""
     lines = [
         f"cells released:           {len(released)} of {len(plan.grids)}{largest}",
+        f"planned by:               the {plan.planned_by}",
         f"epsilon per released cell: {spread} (each cell's least epsilon meeting T)",
         f"cells per vehicle:        G1 {plan.g1} -> K {plan.k}",
         f"largest vehicle loss:     {plan.privacy_loss_before:g} -> "
@@ -398,7 +403,7 @@ def _budget_lines(plan: Plan, top: int) -> list[str]:
         f"{len(plan.suppressed)} (cell, vehicle) pairs (their readings count in mean_error)",
     ]
     if len(released) < len(plan.grids):
-        lines.insert(1, "  (the others miss T, or wait to pool with the next windows: spans)")
+        lines.insert(2, "  (the others miss T, or wait to pool with the next windows: spans)")
     if not released:
         return lines
     shown = sorted(released, key=lambda g: (-(g.epsilon or 0.0), g.cell))[:top]

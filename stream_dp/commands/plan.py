@@ -138,11 +138,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _privacy_model(args: argparse.Namespace) -> str:
-    """``--privacy-model``, else the settings' (``STREAM_DP_PRIVACY_MODEL``, the file)."""
+    """``--privacy-model``, else the settings' (``STREAM_DP_PRIVACY_MODEL``, the file), read
+    with the other options over them (an option may lift what the file alone refuses)."""
     if args.privacy_model is not None:
         return str(args.privacy_model)
+    values, flags = _release_values(args)
     try:
-        return load_settings().privacy_model
+        return load_settings(flags=flags, **values).privacy_model
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 
@@ -210,17 +212,24 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release_values(args: argparse.Namespace) -> tuple[dict[str, object], set[str]]:
+    """The release settings' options (:data:`_SETTINGS_OPTIONS`) as settings values, and the
+    names of those given."""
+    values: dict[str, object] = {}
+    for option, _ in _SETTINGS_OPTIONS:
+        name = option[2:].replace("-", "_")
+        values[name] = getattr(args, name)
+    return values, {name for name, value in values.items() if value is not None}
+
+
 def _params(args: argparse.Namespace, **values: object) -> Any:
     """The release's parameters of these options over the settings (as ``release`` has them)."""
     from stream_dp.config import ConfigError, load_settings
     from stream_dp.release.params import ReleaseParams, checked_settings
 
-    flags = {"epsilon", "upper", "error_bound"}
-    for option, _ in _SETTINGS_OPTIONS:
-        name = option[2:].replace("-", "_")
-        values[name] = getattr(args, name)
-        if values[name] is not None:
-            flags.add(name)
+    more, flags = _release_values(args)
+    values.update(more)
+    flags |= {"epsilon", "upper", "error_bound"}
     if args.fixed_cells:  # no budget either, unless one is given (then refused beside it)
         values["target_mean_error"] = "none"
         values["vehicle_budget"] = values.get("vehicle_budget") or "none"

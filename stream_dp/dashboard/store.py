@@ -31,7 +31,7 @@ SUMMARY_FIELDS = (
     "budget_cap", "budget_period_seconds",
     "vehicles_budget_limited", "pairs_withheld_budget", "readings_dropped_late", "delta",
     "status", "error", "privacy_model", "epsilon_window", "delta_window", "epsilon_period",
-    "delta_period", "windows_in_period", "threshold_vehicles",
+    "delta_period", "windows_in_period", "threshold_vehicles", "planned_by",
 )  # fmt: skip
 
 

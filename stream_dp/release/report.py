@@ -55,7 +55,8 @@ class WindowReport:
     cells_held: int = 0
     readings_held: int = 0
     #: Vehicle budget (§13.1, §13.5): the planner that chose the cells and their ε, "rules" or
-    #: "optimiser" (``budget_planner = "auto"`` picks one by the window's size); None without.
+    #: "optimiser" (``budget_planner = "auto"`` picks one by the window's size), also where it
+    #: chose to release none; None without a budget and for a window without pairs.
     planned_by: str | None = None
 
     def withheld(self) -> Withheld:

@@ -85,6 +85,8 @@ def test_the_text_plan_names_the_budget_figures(
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "vehicle budget B 14 per 7 days, burst 3.5" in out
+    assert plan["planned_by"] == "rules"  # BUDGET names the rules
+    assert "planned by:               the rules" in out
     eps = [g["epsilon"] for g in plan["grids"].values() if g["released"]]
     assert f"epsilon per released cell: {min(eps):g} to {max(eps):g}" in out
     after = plan["max_vehicle_loss"]
@@ -120,3 +122,20 @@ def test_the_budget_options_are_checked_as_release_checks_them(
     reason = released[0].removeprefix("stream-dp release: error: ")
     assert reason != released[0] and "invalid setting" in reason
     assert planned[0] == f"stream-dp plan: error: {reason}"
+
+
+def test_plan_options_lift_what_the_config_file_alone_would_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The file names the rules and a pair limit (refused together: the limit is auto's);
+    # --budget-planner auto on the command line makes them a valid pair, as for `release`.
+    config = tmp_path / "stream-dp.toml"
+    config.write_text('budget_planner = "rules"\noptimiser_max_pairs = 0\n')
+    monkeypatch.setenv("STREAM_DP_CONFIG_FILE", str(config))
+    path = _occupancy_csv(tmp_path / "occupancy.csv", targeted_window(3))
+    options = _options({k: v for k, v in BUDGET.items() if k != "budget_planner"})
+    args = ["plan", str(path), "--epsilon", "1", *options, "--json"]
+    assert main(args) == 2  # the file alone: refused, naming the field
+    assert "optimiser_max_pairs" in capsys.readouterr().err
+    assert main([*args, "--budget-planner", "auto"]) == 0
+    assert json.loads(capsys.readouterr().out)["planned_by"] == "rules"  # the limit, 0

@@ -104,10 +104,10 @@ class BudgetRegroup(Stage):
             state.columns, window.params, _rooms(window, state), regroup_epsilon(window.params),
             window.last, state.due,
         )  # fmt: skip
+        planned = regrouped.planner if len(state.columns) else None  # no pair: nothing planned
         report = replace(
-            state.report, withheld_regroup=Withheld(*regrouped.withheld),
-            planned_by=regrouped.planner,
-        )  # fmt: skip
+            state.report, withheld_regroup=Withheld(*regrouped.withheld), planned_by=planned
+        )
         return replace(
             state, columns=regrouped.columns, adaptive=regrouped.adaptive, pairs=regrouped.pairs,
             report=report,
@@ -121,7 +121,8 @@ def sized_regroup(
     columns: WindowColumns, params: ReleaseParams, *args: object, **kwargs: object
 ) -> Regrouped:
     """``budget_planner = "auto"``: the optimiser's regrouping for a window of at most
-    ``optimiser_max_pairs`` pooled pairs, else the rules'. The pair count is the public
+    ``optimiser_max_pairs`` pooled pairs, else the rules' (a window without pairs plans
+    nothing either way). The pair count is the public
     occupancy's, so the choice costs no privacy (§2.2); a window left to the rules is logged
     (counts only)."""
     limit = budget_mode(params).optimiser_max_pairs

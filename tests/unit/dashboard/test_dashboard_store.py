@@ -139,12 +139,13 @@ def test_held_counts_are_sent_beside_the_withheld_ones_and_spans_cover_their_hou
     store = ReleaseStore()
     held = dict(cells_held=1, readings_held=12, cells_withheld=2, readings_withheld=5)
     for hour in range(7, 12):
-        store.add(window_records(hour, {}, 0.0, **held))
+        store.add(window_records(hour, {}, 0.0, **held, planned_by="optimiser"))
     span = window_records(12, {NYC: 30.0}, 1.0)
     span[0]["window_start"] = _stamp(7)
     store.add(span)
     entry = store.index()[0]
     assert {k: entry[k] for k in held} == held
+    assert entry["planned_by"] == "optimiser"  # which planner held them
     for hour in range(7, 13):
         assert [c["cell"] for c in store.cells_covering(_stamp(hour))] == [NYC], hour
     assert store.cells_covering(_stamp(6)) == store.cells_covering(_stamp(13)) == []

@@ -219,6 +219,11 @@ def test_plan_states_what_the_optimisers_release_publishes(
     released = {cell: grid["epsilon"] for cell, grid in plan["grids"].items() if grid["released"]}
     assert released == {record["cell"]: record["epsilon"] for record in release.cells}
     assert plan["max_vehicle_loss"] == pytest.approx(release.summary["max_vehicle_loss"])
+    assert plan["planned_by"] == release.summary["planned_by"] == "optimiser"
+    if planner == "auto":  # plan honours the limit
+        args = ["plan", str(path), "--epsilon", "1", *plan_budget._options(values), "--json"]
+        assert main([*args, "--optimiser-max-pairs", "0"]) == 0
+        assert json.loads(capsys.readouterr().out)["planned_by"] == "rules"
 
 
 def _motorway_hour(planner: str, **changes: Any) -> list[tuple[str, int, int]]:
@@ -323,3 +328,20 @@ def test_the_summary_names_the_planner_that_planned_the_window() -> None:
     jsonschema.validate(release.summary, SCHEMA)
     with pytest.raises(jsonschema.ValidationError):  # only the two planners
         jsonschema.validate({**release.summary, "planned_by": "auto"}, SCHEMA)
+
+
+@pytest.mark.parametrize("planner", ["auto", "rules", "optimiser"])
+def test_a_window_with_no_readings_names_no_planner_and_one_releasing_nothing_does(
+    planner: str,
+) -> None:
+    params = _params(max_span_hours=1, budget_planner=planner, optimiser_max_pairs=0)
+    empty = WindowColumns.from_readings([], [], [], [], 64)
+    release = release_window(
+        0, empty, params, LaplaceNoise(), 0, PrivacyAccountant(params).new_ledger()
+    )
+    assert release.summary["planned_by"] is None
+    jsonschema.validate(release.summary, SCHEMA)
+    # One vehicle in one cell cannot meet T: nothing is released, yet a planner chose that.
+    (lonely,) = _run(params, [[(A, "v0")]])
+    assert lonely.cells == [] and lonely.summary["cells_withheld"] == 1
+    assert lonely.summary["planned_by"] == ("optimiser" if planner == "optimiser" else "rules")
