@@ -221,6 +221,7 @@ function showBudget(w) {
   showNote();
   $("b-withheld").textContent = w && w.cells_withheld !== undefined ? w.cells_withheld : "—";
   $("b-held").textContent = w && w.cells_held !== undefined ? w.cells_held : "—";
+  $("b-planner").textContent = w && w.planned_by ? `the ${w.planned_by}` : "—";
   $("b-counts").textContent = w ? `${w.n_vehicles ?? "—"} · ${w.n_readings ?? "—"}` : "—";
   if (isSecret(w)) showSecretBudget(w);
 }

@@ -477,8 +477,10 @@ def test_a_span_s_details_show_its_hours_and_a_holding_window_says_held(
     records: list[dict[str, Any]] = []
     for hour in range(7, 12):
         records += window_records(hour, {}, 0.0, upper=65.0, cells_held=1, readings_held=12,
-                                  cells_withheld=0, n_readings=12, n_vehicles=6)  # fmt: skip
-    released = window_records(12, {nyc: 30.0}, 1.0, upper=65.0, cells_held=0, n_readings=12)
+                                  cells_withheld=0, n_readings=12, n_vehicles=6,
+                                  planned_by="rules")  # fmt: skip
+    released = window_records(12, {nyc: 30.0}, 1.0, upper=65.0, cells_held=0, n_readings=12,
+                              planned_by="optimiser")  # fmt: skip
     released[0].update(window_start=hour_stamp(7), n_readings=72)
     records += released
     releases = tmp_path / "releases.jsonl"
@@ -492,6 +494,8 @@ def test_a_span_s_details_show_its_hours_and_a_holding_window_says_held(
     assert details["span"] == "2020-12-01 07:00–13:00 (6 hours)", details
     assert details["readings (whole span)"] == "72", details
     assert browser.evaluate("document.getElementById('b-held').textContent") == "0"
+    planner = "document.getElementById('b-planner').textContent"
+    assert browser.evaluate(planner) == "the optimiser"  # the summary's planned_by
 
     choose_window(browser, hour_stamp(9))
     holding = wait_drawn(browser, hour_stamp(9))
@@ -501,6 +505,7 @@ def test_a_span_s_details_show_its_hours_and_a_holding_window_says_held(
     assert "1 cell held to pool with later hours" in note and "withheld" not in note, note
     assert "12 of them held" in note, note
     assert browser.evaluate("document.getElementById('b-held').textContent") == "1"
+    assert browser.evaluate(planner) == "the rules"
     assert browser.evaluate("document.getElementById('b-withheld').textContent") == "0"
 
     for start, end in [("2024-06-01T07:00:00Z", "2024-06-01T13:00:00Z"),
