@@ -475,7 +475,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             "budget_cap", "top_cells", "min_vehicles", "error_bound", "mean_mechanism", "delta",
             "accounting",
         )  # fmt: skip
-        changed = [n for n in refused if getattr(self, n) != type(self).model_fields[n].default]
+        changed = [n for n in refused if self._changed(n)]
         if self.target_mean_error != default_target_mean_error(self.upper):
             changed.append("target_mean_error")
         if changed:
@@ -489,10 +489,7 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
             raise SettingError(
                 "coarse_resolution", f"must be < resolution ({self.resolution}), got {coarse}"
             )
-        if (
-            coarse is None
-            and self.resolution_choice != type(self).model_fields["resolution_choice"].default
-        ):
+        if coarse is None and self._changed("resolution_choice"):
             raise SettingError("resolution_choice", "has no effect without coarse_resolution")
         if not secret_routes_available():
             raise SettingError(
@@ -502,15 +499,14 @@ class Settings(WebSettings, OperationsSettings, KafkaSettings, ReleaseSettings, 
     def _check_no_secret_routes_knobs(self) -> None:
         for name in ("contribution_cells", "count_share", "coarse_resolution",
                      "resolution_choice", "clock_start"):  # fmt: skip
-            if getattr(self, name) != type(self).model_fields[name].default:
+            if self._changed(name):
                 raise SettingError(name, "has no effect without privacy_model secret-routes")
 
     def _check_no_budget_knobs(self) -> None:
         """Pacing and spans belong to vehicle_budget: set without it they would do nothing."""
         if self.vehicle_budget_burst is not None:
             raise SettingError("vehicle_budget_burst", "has no effect without vehicle_budget")
-        default = type(self).model_fields["max_span_hours"].default
-        if self.max_span_hours != default:
+        if self._changed("max_span_hours"):
             raise SettingError(
                 "max_span_hours",
                 f"has no effect without vehicle_budget (got {self.max_span_hours})",
