@@ -8,6 +8,7 @@ at 23:00 New York time, and its first night hours have too few vessels for any c
 meet the accuracy target. Under --privacy-model secret-routes it replays a dense synthetic
 city instead (the AIS week has too few vessels per cell for that model). With --keep-running
 the broker, the worker and its dashboard stay up after the replay until SIGINT or SIGTERM.
+The exit status is 1 when any window failed to release (each is still published as failed).
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
         print(f"dashboard: {base}/dashboard")
         print(f"metrics:   {base}/metrics")
         consumer = asyncio.create_task(_follow_releases(conn, settings, len(windows)))
+        failed = 0
         try:
             stats = await produce_readings(conn, settings.topic_readings, readings, 100, args.rate)
             print(
@@ -156,6 +158,7 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
                 f"({stats.readings / max(stats.seconds, 1e-9):,.0f} readings/s)"
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
+            failed = sum(s.get("status") == "failed" for s in summaries)
             if secret:
                 print("\n".join(demo_secret.summary_lines(summaries)))
             else:
@@ -183,7 +186,7 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
-    return 0
+    return 1 if failed else 0  # as `stream-dp release`: a failed window is an error
 
 
 def replayed_readings(hours: int | None) -> list[dict[str, Any]]:

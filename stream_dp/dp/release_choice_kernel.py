@@ -132,7 +132,10 @@ def lagrangian_bound(
             if reduced > top[group[k]]:
                 top[group[k]] = reduced
                 pick[group[k]] = k
-        dual = top.sum() + lam @ room
+        priced = 0.0  # λ · r summed in order: numba's ``@`` would need SciPy's BLAS
+        for v in range(n_vehicles):
+            priced += lam[v] * room[v]
+        dual = top.sum() + priced
         if dual < bound - GAP_TOLERANCE * (bound - lower):
             stalled = 0
         else:

@@ -214,3 +214,26 @@ def test_keep_running_serves_the_dashboard_until_a_signal_stops_everything(
     assert status == (130 if stop == signal.SIGINT else 128 + signal.SIGTERM)
     wait_until(lambda: not any(_alive(pid) for pid in children), "the demo's children stopped")
     assert not _listening(port)
+
+
+def test_a_window_that_fails_makes_the_demo_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed window (its summary published as failed) is an error, as in `stream-dp
+    release`: the demo says so and exits 1, where it used to exit 0 (a fresh install whose
+    every budgeted window failed still 'succeeded')."""
+    try:
+        resolve_broker_binary()
+    except EmbeddedBrokerError as exc:
+        pytest.skip(f"embedded Tansu broker unavailable: {exc}")
+    for name in [n for n in os.environ if n.startswith("STREAM_DP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("STREAM_DP_FAULT_INJECTION", "release-error:2")  # the worker's 2nd
+    done = subprocess.run(
+        [sys.executable, "-m", "stream_dp.cli", "demo", "--hours", "3"],
+        cwd=ROOT, env=dict(os.environ), capture_output=True, text=True,
+        timeout=2 * PATIENCE_S,
+    )  # fmt: skip
+    assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    assert len(re.findall(r"release failed \(InjectedReleaseError\)", done.stdout)) == 1
+    assert "1 of these windows failed to release: published as failed, charged." in done.stdout
+    summary = SUMMARY.search(done.stdout)
+    assert summary and int(summary[1]) == 3, done.stdout  # every window still published
