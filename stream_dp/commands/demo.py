@@ -8,7 +8,9 @@ at 23:00 New York time, and its first night hours have too few vessels for any c
 meet the accuracy target. Under --privacy-model secret-routes it replays a dense synthetic
 city instead (the AIS week has too few vessels per cell for that model). With --keep-running
 the broker, the worker and its dashboard stay up after the replay until SIGINT or SIGTERM.
-The exit status is 1 when any window failed to release (each is still published as failed).
+The exit status is 1 when any window failed to release (each is still published as failed,
+and the worker's line on it, with the code location, goes to stderr); with --keep-running
+the run ends on the signal instead, with its status.
 """
 
 from __future__ import annotations
@@ -159,6 +161,8 @@ async def _demo(args: argparse.Namespace, settings: Settings) -> int:
             )
             summaries = await asyncio.wait_for(_unless_dead(consumer, worker), args.timeout)
             failed = sum(s.get("status") == "failed" for s in summaries)
+            if failed:  # the worker's lines on them: the error and where it was raised
+                print(_failure_lines(log_path), file=sys.stderr)
             if secret:
                 print("\n".join(demo_secret.summary_lines(summaries)))
             else:
@@ -240,7 +244,9 @@ def _start_worker(
     settings: Settings, bootstrap: str, web_port: int, log_path: Path
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, **worker_env(settings)}
-    command = [sys.executable, "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
+    # -P: the worker imports the package this command runs, never a ``stream_dp/`` folder in
+    # the current directory (a source tree the package was installed from).
+    command = [sys.executable, "-P", "-m", "stream_dp.cli", "serve", "--bootstrap", bootstrap,
                "--web-port", str(web_port), "--log-level", "warning"]  # fmt: skip
     with log_path.open("wb") as log:
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -436,6 +442,15 @@ def _plain_epsilon(epsilon: float, promise: tuple[float, float] | None = None) -
         f"without its data ({strength}). Most vessels visit fewer cells and lose less; "
         "the figure is the worst case over all vessels."
     )
+
+
+def _failure_lines(path: Path) -> str:
+    """The worker log's lines on its failed windows (code locations, never data)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(line for line in text.splitlines() if " failed: " in line)
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -235,5 +235,8 @@ def test_a_window_that_fails_makes_the_demo_exit_1(monkeypatch: pytest.MonkeyPat
     assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
     assert len(re.findall(r"release failed \(InjectedReleaseError\)", done.stdout)) == 1
     assert "1 of these windows failed to release: published as failed, charged." in done.stdout
+    # The worker's own line on it (where it was raised), which its log alone held before.
+    assert re.search(r"window \S+ failed: InjectedReleaseError at fault_injection\.py:\d+ ",
+                     done.stderr), done.stderr[-3000:]  # fmt: skip
     summary = SUMMARY.search(done.stdout)
     assert summary and int(summary[1]) == 3, done.stdout  # every window still published

@@ -13,39 +13,48 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).parents[2]
+
 #: The installer's own modules, which a fresh venv may hold beside the dependencies.
 INSTALLER_MODULES = frozenset({"pip", "setuptools", "pkg_resources", "_distutils_hack", "wheel"})
-
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def runtime_distributions(root: str = "stream-dp") -> set[str]:
-    """The normalised names of ``root`` and every distribution its requirements (without an
-    ``extra`` marker) bring, recursively, among those installed."""
-    seen: set[str] = set()
-    todo = [root]
+def _applies(requirement: str) -> str | None:
+    """The name ``requirement`` brings here, or None: its marker evaluated for this Python
+    with no extra (a requirement of an extra, or for another platform, brings nothing)."""
+    parsed = Requirement(requirement)
+    if parsed.marker is not None and not parsed.marker.evaluate({"extra": ""}):
+        return None
+    return parsed.name
+
+
+def runtime_distributions() -> set[str]:
+    """The normalised names of stream-dp and every distribution its ``dependencies`` in
+    pyproject.toml (the source, not a possibly stale installation's metadata) bring,
+    recursively, among those installed."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    seen = {_normal(project["name"])}
+    todo = [name for r in project["dependencies"] if (name := _applies(r)) is not None]
     while todo:
         name = _normal(todo.pop())
         if name in seen:
             continue
         try:
             requires = metadata.requires(name) or []
-        except metadata.PackageNotFoundError:
-            continue  # not installed here: nothing of it to allow
+        except metadata.PackageNotFoundError as exc:  # pip install . would have installed it
+            raise AssertionError(f"{name}, a runtime dependency, is not installed here") from exc
         seen.add(name)
-        for requirement in requires:
-            if "extra ==" in requirement:
-                continue
-            match = _NAME.match(requirement)
-            if match:
-                todo.append(match.group(1))
+        todo += [n for r in requires if (n := _applies(r)) is not None]
     return seen
 
 
@@ -80,7 +89,7 @@ def run_runtime_only(
     """Run ``code`` in a child Python that can import only the runtime distributions, with
     an empty numba cache under ``scratch``."""
     blocked = blocked_modules()
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(scratch / "numba-cache")}
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(scratch / "numba-cache"), "NUMBA_DISABLE_JIT": "0"}
     return subprocess.run(
         [sys.executable, "-c", _PRELUDE.format(blocked=blocked) + code],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,

@@ -1,71 +1,113 @@
 """No compiled (numba) kernel calls what numba implements with SciPy's BLAS or LAPACK: SciPy is
 not a dependency of stream-dp (a worker's ``pip install .`` has none), and such a kernel
 fails at its first call, in the release (tests/e2e/test_runtime_only.py runs the release
-where only the dependencies import; this check reaches every kernel, on every path)."""
+where only the dependencies import). Every numba dispatcher a module of the package holds is
+checked, decorated or built by a call (``njit(...)(function)``), on the Python source numba
+compiles, its bare names resolved against that function's own globals."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import pkgutil
+import sys
+import textwrap
+from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
-PACKAGE = Path(__file__).parents[2] / "stream_dp"
+import numpy as np
+from numba.core.dispatcher import Dispatcher
 
-#: numpy functions numba compiles into BLAS or LAPACK calls (``numba/np/linalg.py``).
-NEEDS_SCIPY = frozenset({"dot", "vdot", "inner", "matmul", "linalg"})
+import stream_dp
 
-
-def _compiled(node: ast.FunctionDef) -> bool:
-    """Whether a decorator of ``node`` is numba's ``njit`` or ``jit`` (bare or called)."""
-    for decorator in node.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if name in {"njit", "jit"}:
-            return True
-    return False
+#: numpy's functions that numba compiles into BLAS or LAPACK calls (``numba/np/linalg.py``,
+#: and ``np.cov``/``np.corrcoef``, which it builds on ``np.dot``), and ``numpy.linalg``.
+NEEDS_SCIPY = frozenset({"dot", "vdot", "inner", "matmul", "cov", "corrcoef", "linalg"})
+_BLAS_FUNCTIONS = tuple(getattr(np, name) for name in sorted(NEEDS_SCIPY - {"linalg"}))
 
 
-def _uses_scipy(function: ast.FunctionDef) -> list[str]:
-    """What in ``function``'s body numba would hand to SciPy: ``@`` or a NEEDS_SCIPY name."""
+def _needs_scipy(value: object) -> bool:
+    """Whether a global the kernel names is one of those functions or numpy.linalg's."""
+    if value is np.linalg:
+        return True
+    if any(value is f for f in _BLAS_FUNCTIONS):
+        return True
+    return callable(value) and getattr(value, "__module__", "").startswith("numpy.linalg")
+
+
+def _uses_scipy(dispatcher: Dispatcher) -> list[str]:
+    """What the dispatcher's Python function would hand to SciPy: ``@``, an attribute named
+    in NEEDS_SCIPY, or a bare name bound to such a function."""
+    function = dispatcher.py_func
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     found = []
-    for node in ast.walk(function):
-        matmul = isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ast.MatMult)
-        if matmul:
-            found.append(f"line {node.lineno}: @")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ast.MatMult):
+            found.append("@")
         elif isinstance(node, ast.Attribute) and node.attr in NEEDS_SCIPY:
-            found.append(f"line {node.lineno}: .{node.attr}")
-    return found
+            found.append(f".{node.attr}")
+        elif isinstance(node, ast.Name) and _needs_scipy(function.__globals__.get(node.id)):
+            found.append(node.id)
+    return [f"{function.__module__}.{function.__qualname__}: {use}" for use in found]
 
 
-def kernels_using_scipy(root: Path = PACKAGE) -> list[str]:
-    """Every compiled function under ``root`` whose body uses NEEDS_SCIPY, as ``path: name``."""
+def kernels_using_scipy(modules: Iterable[ModuleType]) -> list[str]:
+    """Every numba dispatcher held by ``modules`` whose function uses NEEDS_SCIPY."""
+    seen: set[int] = set()
     out = []
-    for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and _compiled(node):
-                out += [f"{path.name}: {node.name} {use}" for use in _uses_scipy(node)]
+    for module in modules:
+        for value in list(vars(module).values()):
+            if isinstance(value, Dispatcher) and id(value.py_func) not in seen:
+                seen.add(id(value.py_func))
+                out += _uses_scipy(value)
     return out
 
 
+def _package_modules() -> list[ModuleType]:
+    return [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(stream_dp.__path__, "stream_dp.")
+    ]
+
+
 def test_no_compiled_kernel_calls_blas_or_lapack() -> None:
-    assert kernels_using_scipy() == []
+    modules = _package_modules()
+    kernels = sum(isinstance(v, Dispatcher) for m in modules for v in vars(m).values())
+    assert kernels > 50  # the package's kernels were found (decorated and built by a call)
+    assert kernels_using_scipy(modules) == []
 
 
-def test_the_check_finds_a_dot_product_in_a_kernel(tmp_path: Path) -> None:
-    (tmp_path / "kernel.py").write_text(
+def test_the_check_finds_what_would_need_scipy(tmp_path: Path) -> None:
+    (tmp_path / "blas_kernels.py").write_text(
+        "import numpy as np\n"
         "from numba import njit\n"
-        "import numpy as np\n\n"
-        "@njit(cache=True)\n"
+        "from numpy import dot as product\n"
+        "from numpy.linalg import solve\n\n"
+        "@njit(cache=False)\n"
         "def priced(lam, room):\n"
         "    return lam @ room\n\n"
         "@njit\n"
         "def solved(a, b):\n"
-        "    return np.linalg.solve(a, b) + np.dot(a, b)\n\n"
-        "def plain(a, b):\n"
-        "    return a @ b\n"
+        "    return np.linalg.solve(a, b) + np.cov(a)\n\n"
+        "def by_name(a, b):\n"
+        "    return product(a, b) + solve(a, b)\n\n"
+        "built = njit(by_name)\n\n"
+        "@njit\n"
+        "def clean(a):\n"
+        "    return a.sum()\n"
     )
-    assert sorted(kernels_using_scipy(tmp_path)) == [
-        "kernel.py: priced line 6: @",
-        "kernel.py: solved line 10: .dot",
-        "kernel.py: solved line 10: .linalg",
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("blas_kernels")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("blas_kernels", None)
+    assert sorted(kernels_using_scipy([module])) == [
+        "blas_kernels.by_name: product",
+        "blas_kernels.by_name: solve",
+        "blas_kernels.priced: @",
+        "blas_kernels.solved: .cov",
+        "blas_kernels.solved: .linalg",
     ]

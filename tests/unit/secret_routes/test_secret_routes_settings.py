@@ -83,7 +83,10 @@ def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
         assert not list(validator.iter_errors(record)), record
     cell = next(r for r in records if r["type"] == "cell")
     assert cell["mean_low"] <= cell["mean"] <= cell["mean_high"]
-    assert abs(cell["mean"] - 30) < cell["mean_error"] + 1e-9
+    # The bar holds with probability >= 95 % over the noise, and this draw is unseeded: one
+    # bar failed here 1 run in 20 (a CI run did). Four bars: the noise's exponential tails
+    # leave about 20^-4 (the bars' coverage itself is tested over many seeded draws).
+    assert abs(cell["mean"] - 30) < 4 * cell["mean_error"]
 
 
 def test_serve_ends_with_every_vehicle_s_period_loss_under_secret_routes() -> None:
