@@ -14,7 +14,12 @@ from jsonschema import Draft202012Validator
 from stream_dp.cli import main
 from stream_dp.commands import serve
 from stream_dp.config import ConfigError, load_settings
+from stream_dp.dp.noise import LaplaceNoise
+from stream_dp.dp.randomness import RandomSource
 from stream_dp.worker.metrics import ServiceMetrics
+
+#: The noise seed of the CLI release test (its error bar holds at this draw).
+SEED = 11
 
 SCHEMA = Path(__file__).parents[3] / "stream_dp/schemas/release-record.schema.json"
 
@@ -59,7 +64,15 @@ def test_plan_under_secret_routes_reads_no_occupancy(monkeypatch, tmp_path: Path
     assert "reads no occupancy" in capsys.readouterr().err
 
 
-def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
+def test_release_cli_end_to_end(tmp_path: Path, capsys, monkeypatch) -> None:
+    # Seeded noise: the error bar below holds with probability >= 95 % over the noise, so an
+    # unseeded draw failed this test 1 run in 20 (a CI run did); the bars' coverage is tested
+    # over many draws in test_secret_dp_pieces.py.
+    seeded = RandomSource.seeded_for_tests(SEED)
+    fresh = LaplaceNoise.__init__
+    monkeypatch.setattr(
+        LaplaceNoise, "__init__", lambda self, source=None: fresh(self, source or seeded)
+    )
     rows = [
         {"vehicle_id": f"v{i}", "ts": 1_700_006_400 + i, "lat": 40.7, "lon": -74.0, "speed": 30}
         for i in range(400)
@@ -83,10 +96,7 @@ def test_release_cli_end_to_end(tmp_path: Path, capsys) -> None:
         assert not list(validator.iter_errors(record)), record
     cell = next(r for r in records if r["type"] == "cell")
     assert cell["mean_low"] <= cell["mean"] <= cell["mean_high"]
-    # The bar holds with probability >= 95 % over the noise, and this draw is unseeded: one
-    # bar failed here 1 run in 20 (a CI run did). Four bars: the noise's exponential tails
-    # leave about 20^-4 (the bars' coverage itself is tested over many seeded draws).
-    assert abs(cell["mean"] - 30) < 4 * cell["mean_error"]
+    assert abs(cell["mean"] - 30) < cell["mean_error"] + 1e-9
 
 
 def test_serve_ends_with_every_vehicle_s_period_loss_under_secret_routes() -> None:
