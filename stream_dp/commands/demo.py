@@ -444,17 +444,18 @@ def _plain_epsilon(epsilon: float, promise: tuple[float, float] | None = None) -
     )
 
 
+def _log_lines(path: Path) -> list[str]:
+    """The worker log's lines (none if it cannot be read)."""
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 def _failure_lines(path: Path) -> str:
     """The worker log's lines on its failed windows (code locations, never data)."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(line for line in text.splitlines() if " failed: " in line)
+    return "\n".join(line for line in _log_lines(path) if " failed: " in line)
 
 
 def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    return "\n".join(_log_lines(path)[-lines:])

@@ -13,28 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stream_dp.dp.release_choice import Candidates, choose_releases
+from stream_dp.dp.release_choice import choose_releases
 from stream_dp.sources.sample import sample_path
+from tests.support.release_choice_instances import random_instance
 from tests.support.runtime_only import blocked_modules, run_runtime_only
 
 ROOT = Path(__file__).parents[2]
-
-#: A release-choice instance (three candidates per group, shared vehicles, rooms that bind).
-_INSTANCE = """
-import numpy as np
-from stream_dp.dp.release_choice import Candidates
-rng = np.random.default_rng(7)
-group = np.repeat(np.arange(6), 3)
-start, who, pay = [0], [], []
-for _ in group:
-    members = rng.choice(5, rng.integers(1, 6), replace=False)
-    who += members.tolist()
-    pay += (rng.integers(1, 9, len(members)) / 8).tolist()
-    start.append(len(who))
-cands = Candidates(group.astype(np.int64), rng.uniform(-1.0, 10.0, len(group)),
-                   np.array(start, dtype=np.int64), np.array(who, dtype=np.int64), np.array(pay))
-room = rng.integers(0, 12, 5) / 4
-"""
 
 
 def test_the_child_cannot_import_what_only_the_tests_install(tmp_path: Path) -> None:
@@ -48,19 +32,16 @@ def test_the_child_cannot_import_what_only_the_tests_install(tmp_path: Path) -> 
 
 def test_the_optimisers_solver_runs_without_the_tests_extras(tmp_path: Path) -> None:
     """The solver's kernels compiled afresh without SciPy give the choice they give here."""
-    code = _INSTANCE + (
-        "import json\n"
+    code = (
+        "import json, numpy as np\n"
         "from stream_dp.dp.release_choice import choose_releases\n"
-        "c = choose_releases(cands, room)\n"
+        "from tests.support.release_choice_instances import random_instance\n"
+        "c = choose_releases(*random_instance(np.random.default_rng(7), 6, 3, 5))\n"
         "print(json.dumps([c.chosen.tolist(), c.value, c.upper_bound]))\n"
     )
     done = run_runtime_only(code, tmp_path, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    scope: dict[str, object] = {}
-    exec(_INSTANCE, scope)  # noqa: S102 - the same instance, built here
-    cands, room = scope["cands"], scope["room"]
-    assert isinstance(cands, Candidates) and isinstance(room, np.ndarray)
-    here = choose_releases(cands, room)
+    here = choose_releases(*random_instance(np.random.default_rng(7), 6, 3, 5))
     assert here.upper_bound > here.value  # the rooms bind: the dual bound was computed
     assert json.loads(done.stdout) == [here.chosen.tolist(), here.value, here.upper_bound]
 

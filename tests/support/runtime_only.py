@@ -10,7 +10,6 @@ from a cache compiled where SciPy was importable would not ask for it again."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import tomllib
@@ -18,15 +17,12 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parents[2]
 
 #: The installer's own modules, which a fresh venv may hold beside the dependencies.
 INSTALLER_MODULES = frozenset({"pip", "setuptools", "pkg_resources", "_distutils_hack", "wheel"})
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _applies(requirement: str) -> str | None:
@@ -43,10 +39,10 @@ def runtime_distributions() -> set[str]:
     pyproject.toml (the source, not a possibly stale installation's metadata) bring,
     recursively, among those installed."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    seen = {_normal(project["name"])}
+    seen = {canonicalize_name(project["name"])}
     todo = [name for r in project["dependencies"] if (name := _applies(r)) is not None]
     while todo:
-        name = _normal(todo.pop())
+        name = canonicalize_name(todo.pop())
         if name in seen:
             continue
         try:
@@ -66,7 +62,7 @@ def blocked_modules() -> list[str]:
     for module, distributions in metadata.packages_distributions().items():
         if module in INSTALLER_MODULES or module.startswith("__"):
             continue
-        if not {_normal(d) for d in distributions} & allowed:
+        if not {canonicalize_name(d) for d in distributions} & allowed:
             blocked.append(module)
     return sorted(blocked)
 

@@ -9,23 +9,7 @@ import numpy as np
 import pytest
 
 from stream_dp.dp.release_choice import Candidates, Choice, choose_releases
-
-
-def _instance(
-    rng: np.random.Generator, groups: int, per: int, vehicles: int
-) -> tuple[Candidates, np.ndarray]:
-    group = np.repeat(np.arange(groups), per)
-    rng.shuffle(group)
-    start, who, pay = [0], [], []
-    for _ in group:
-        members = rng.choice(vehicles, rng.integers(1, vehicles + 1), replace=False)
-        who += members.tolist()
-        pay += (rng.integers(1, 9, len(members)) / 8).tolist()
-        start.append(len(who))
-    value = rng.uniform(-1.0, 10.0, len(group))
-    cands = Candidates(group.astype(np.int64), value, np.array(start, dtype=np.int64),
-                       np.array(who, dtype=np.int64), np.array(pay))  # fmt: skip
-    return cands, rng.integers(0, 12, vehicles) / 4
+from tests.support.release_choice_instances import random_instance
 
 
 def _optimum(cands: Candidates, room: np.ndarray) -> float:
@@ -58,7 +42,7 @@ def test_the_choice_is_feasible_maximal_and_within_its_certified_bound(seed: int
     rng = np.random.default_rng(seed)
     ratios = []
     for _ in range(60):
-        cands, room = _instance(rng, groups=4, per=3, vehicles=5)
+        cands, room = random_instance(rng, groups=4, per=3, vehicles=5)
         choice = choose_releases(cands, room)
         optimum = _optimum(cands, room)
         assert np.all(choice.spent <= room + 1e-9)  # never a vehicle past its room
@@ -74,7 +58,7 @@ def test_the_choice_is_feasible_maximal_and_within_its_certified_bound(seed: int
 
 def test_rooms_that_never_bind_give_each_group_its_best_and_a_tight_bound() -> None:
     rng = np.random.default_rng(7)
-    cands, room = _instance(rng, groups=6, per=4, vehicles=6)
+    cands, room = random_instance(rng, groups=6, per=4, vehicles=6)
     room = np.full(len(room), 100.0)
     choice = choose_releases(cands, room)
     best = [max(0.0, float(cands.value[cands.group == g].max())) for g in range(6)]
