@@ -1,0 +1,231 @@
+"""How much useful coverage any plan of whole cells could reach on a data set, in hindsight.
+
+Run: ``python benchmarks/hindsight.py [--only NAME ...] [--max-span 8] [--pay cell|share]``.
+
+A planner decides window by window, not knowing which vehicles come next. This script
+knows the whole data set and solves, as a linear programme, the best choice of releases it
+could have made: an upper bound on the *expected* useful coverage of every plan in one
+family, against which the planner's runs (``panel.py``) can be read.
+
+The family. A release is one H3 cell at a resolution from R0 to R over a span of 1 to
+``--max-span`` consecutive hours (only spans that begin and end in an hour with readings in
+the cell: any other is a shorter one's readings, released later), at ε = ε_T times one of
+:data:`FACTORS` (ε_T the least ε whose error bar meets T; at most the burst). Its value is
+its expected useful readings (``dp/release_candidates.py``: ``M · P(|β + Lap(b)| ≤ τ)``,
+τ = 10 % of U, the worst-case bias β) and each of its vehicles pays either the cell's ε
+(``--pay cell``: what the plan's check charges against a room) or its own share of it
+(``--pay share``: what the ledger records, the promise). Constraints: each finest cell-hour's
+readings in at most one release (a cell excludes its finer and coarser cells and overlapping
+spans); each vehicle's payments at most B over any budget period (the data sets here are at
+most one period long, so: its total). The LP relaxation of that choice (fractions of a
+release allowed) is solved with SciPy's HiGHS; its optimum bounds every integral choice.
+
+Not in the family: a parent released without its released children (the adaptive cells'
+remainder), sit-outs, spans of more than ``--max-span`` hours. So the figure bounds plans of
+whole cells and full attendance, not every plan the service can make. Nothing here is
+pacing, a burst per window or staleness: they only lower what a plan can reach.
+
+The coverage is the bound's expected useful readings over all the data set's readings (the
+panel's denominator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import h3
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from panel import PANEL, profile_row  # noqa: E402
+from usefulness import USEFUL_SHARE, settings_of  # noqa: E402
+
+from stream_dp.dp.release_candidates import cell_options, entry_payments  # noqa: E402
+from stream_dp.release.params import ReleaseParams  # noqa: E402
+
+#: The ε options: ε_T times these (the LP may mix them, so a finer grid adds little).
+FACTORS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
+
+
+def readings_arrays(readings: list[dict[str, Any]], resolution: int) -> dict[str, np.ndarray]:
+    """Per reading: its vehicle (index), hour and finest cell (index, resolution R)."""
+    vehicles = {v: i for i, v in enumerate(sorted({r["vehicle_id"] for r in readings}))}
+    vehicle = np.array([vehicles[r["vehicle_id"]] for r in readings], dtype=np.int64)
+    hour = np.array([int(r["ts"] // 3600) for r in readings], dtype=np.int64)
+    names = [h3.latlng_to_cell(r["lat"], r["lon"], resolution) for r in readings]
+    cells = {c: i for i, c in enumerate(sorted(set(names)))}
+    fine = np.array([cells[c] for c in names], dtype=np.int64)
+    return {"vehicle": vehicle, "hour": hour, "fine": fine, "fine_names": np.array(list(cells))}
+
+
+def candidates_at(
+    cell: np.ndarray, hour: np.ndarray, vehicle: np.ndarray, row: np.ndarray, max_span: int
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Every (cell, span) release of one resolution (``cell``: per reading its cell there):
+    per release its entries' vehicles and counts, the finest cell-hour rows it covers and,
+    per reading, its staleness (hours from its window's close to the span's end)."""
+    order = np.lexsort((vehicle, hour, cell))
+    c, h, v, rw = cell[order], hour[order], vehicle[order], row[order]
+    breaks = np.flatnonzero(np.diff(c)) + 1
+    vehicles_of, counts_of, rows_of, stale_of = [], [], [], []
+    for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(c)], strict=True):
+        hours, first = np.unique(h[lo:hi], return_index=True)
+        ends = np.r_[first[1:], hi - lo]
+        for i in range(len(hours)):
+            for j in range(i, len(hours)):
+                if hours[j] - hours[i] >= max_span:
+                    break
+                a, b = lo + first[i], lo + ends[j]
+                who, n = np.unique(v[a:b], return_counts=True)
+                vehicles_of.append(who)
+                counts_of.append(n)
+                rows_of.append(np.unique(rw[a:b]))
+                stale_of.append(hours[j] - h[a:b])
+    return vehicles_of, counts_of, rows_of, stale_of
+
+
+def bound(
+    readings: list[dict[str, Any]],
+    row: dict[str, Any],
+    max_span: int,
+    pay: str,
+    median_staleness: float | None = None,
+    finer_share: float | None = None,
+) -> dict[str, Any]:
+    """The LP's optimum (module docstring) for a data set released with settings ``row``;
+    with ``median_staleness``, the expected useful readings later than it at most those not
+    (the panel's median staleness, in expectation: a cell's readings are equally likely
+    useful); with ``finer_share``, at least that share of the expected useful readings in
+    cells finer than R0."""
+    params = ReleaseParams.from_settings(settings_of(row))
+    fine_res, coarsest = params.resolution, params.coarsest
+    arrays = readings_arrays(readings, fine_res)
+    vehicle, hour, fine = arrays["vehicle"], arrays["hour"], arrays["fine"]
+    if (int(hour.max()) - int(hour.min()) + 1) * 3600 > int(row["budget_period_seconds"]):
+        raise ValueError("the readings span more than one budget period: B over all of them "
+                         "would not bound every plan")  # fmt: skip
+    fine_hour = fine * (int(hour.max()) + 1) + hour
+    _, row_of = np.unique(fine_hour, return_inverse=True)
+    n_rows, n_vehicles = int(row_of.max()) + 1, int(vehicle.max()) + 1
+    vehicles_of: list[np.ndarray] = []
+    counts_of: list[np.ndarray] = []
+    rows_of: list[np.ndarray] = []
+    late_share: list[float] = []
+    resolution_of: list[int] = []
+    for res in range(coarsest, fine_res + 1):
+        parents = np.array([h3.cell_to_parent(n, res) for n in arrays["fine_names"]])
+        _, parent = np.unique(parents, return_inverse=True)
+        got = candidates_at(parent[fine], hour, vehicle, row_of, max_span)
+        vehicles_of += got[0]
+        counts_of += got[1]
+        rows_of += got[2]
+        late_share += [0.0 if median_staleness is None else float(np.mean(st > median_staleness))
+                       for st in got[3]]  # fmt: skip
+        resolution_of += [res] * len(got[0])
+    sizes = np.array([len(v) for v in vehicles_of], dtype=np.int64)
+    cell_start = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    count = np.concatenate(counts_of).astype(np.int64)
+    entry_vehicle = np.concatenate(vehicles_of).astype(np.int64)
+    mean_share = 1.0 - params.variance_share
+    options = cell_options(
+        cell_start, count, upper=params.upper, target=float(params.target_mean_error),
+        tau=USEFUL_SHARE * params.upper, factors=np.array(FACTORS),
+        max_epsilon=float(params.vehicle_budget),
+        mean_share=mean_share, min_vehicles=params.min_vehicles,
+        prefix_limit=params.prefix_limit if params.pseudo_user else None,
+    )  # fmt: skip
+    if pay == "share":
+        entry_pay = entry_payments(cell_start, options, mean_share)
+    else:
+        entry_pay = np.where(options.meets, options.epsilon, 0.0)[np.repeat(np.arange(len(sizes)),
+                                                                            sizes)]  # fmt: skip
+    cand, col = np.nonzero(options.meets)
+    n_x = len(cand)
+    value = options.useful[cand, col]
+    # readings rows: each finest cell-hour covered at most once
+    row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
+    cover_cols = np.repeat(np.arange(n_x), row_sizes[cand])
+    cover_rows = np.concatenate([rows_of[k] for k in cand.tolist()]) if n_x else np.zeros(0)
+    # vehicle rows: each vehicle's payments at most B
+    pay_cols = np.repeat(np.arange(n_x), sizes[cand])
+    entries = np.concatenate([np.arange(cell_start[k], cell_start[k + 1]) for k in cand.tolist()])
+    pay_rows = n_rows + entry_vehicle[entries]
+    pay_vals = entry_pay[entries, np.repeat(col, sizes[cand])]
+    matrix = sparse.csr_matrix(
+        (np.r_[np.ones(len(cover_cols)), pay_vals], (np.r_[cover_rows, pay_rows],
+                                                     np.r_[cover_cols, pay_cols])),
+        shape=(n_rows + n_vehicles, n_x),
+    )  # fmt: skip
+    limits = np.r_[np.ones(n_rows), np.full(n_vehicles, float(params.vehicle_budget))]
+    if median_staleness is not None:  # Σ useful · (late − on time) ≤ 0
+        late = np.array(late_share)[cand]
+        matrix = sparse.vstack([matrix, sparse.csr_matrix(value * (2.0 * late - 1.0))])
+        limits = np.r_[limits, 0.0]
+    res = np.array(resolution_of)[cand]
+    if finer_share is not None:  # Σ useful · (share − finer) ≤ 0
+        fine_row = value * (finer_share - (res > coarsest))
+        matrix = sparse.vstack([matrix, sparse.csr_matrix(fine_row)])
+        limits = np.r_[limits, 0.0]
+    start = time.perf_counter()
+    result = linprog(-value, A_ub=matrix, b_ub=limits, bounds=(0, 1), method="highs")
+    seconds = time.perf_counter() - start
+    if result.status != 0:
+        raise RuntimeError(f"linprog: {result.message}")
+    x = result.x
+    chosen = x > 1e-9
+    readings_at = options.total[cand]
+    useful = -float(result.fun)
+    return {
+        "readings": len(readings),
+        "candidates": n_x,
+        "coverage": useful / len(readings),
+        "released_share": float(np.sum(x * readings_at)) / len(readings),
+        "finer_share": float(np.sum((x * value)[res > coarsest])) / useful if useful else 0.0,
+        "fractional": int(np.sum(chosen & (x < 1 - 1e-9))),
+        "seconds": seconds,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="a data set's name (repeatable)")
+    parser.add_argument("--max-span", type=int, default=0,
+                        help="the longest span in hours (default: the profile's)")  # fmt: skip
+    parser.add_argument("--pay", choices=("cell", "share"), default="share",
+                        help="each vehicle pays the cell's ε or its own share of it")  # fmt: skip
+    parser.add_argument("--median-staleness", type=float,
+                        help="also: median staleness of useful readings, hours")  # fmt: skip
+    parser.add_argument("--finer-share", type=float,
+                        help="also: least share of useful readings finer than R0")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="the panel's quick files")
+    args = parser.parse_args()
+    chosen = [d for d in PANEL if not args.only or d.name in args.only]
+    header = ("data set", "max span h", "median staleness h", "pays",
+              "LP bound: expected useful %", "released %", "finer than R0 %", "candidates",
+              "LP s")  # fmt: skip
+    print("| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
+    for data in chosen:
+        row = profile_row(data)
+        span = args.max_span or int(row["max_span_hours"])
+        cap = "any" if args.median_staleness is None else f"<= {args.median_staleness:g}"
+        try:
+            got = bound(data.readings(args.quick), row, span, args.pay, args.median_staleness,
+                        args.finer_share)  # fmt: skip
+        except ValueError as error:
+            print(f"| {data.name} | {span} | {cap} | {args.pay} | none: {error} |", flush=True)
+            continue
+        print(f"| {data.name} | {span} | {cap} | {args.pay} | {100 * got['coverage']:.1f} | "
+              f"{100 * got['released_share']:.1f} | {100 * got['finer_share']:.1f} | "
+              f"{got['candidates']:,} | {got['seconds']:.1f} |", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
