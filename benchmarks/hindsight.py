@@ -67,28 +67,35 @@ def readings_arrays(readings: list[dict[str, Any]], resolution: int) -> dict[str
 
 def candidates_at(
     cell: np.ndarray, hour: np.ndarray, vehicle: np.ndarray, row: np.ndarray, max_span: int
-) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+) -> tuple[list[np.ndarray], ...]:
     """Every (cell, span) release of one resolution (``cell``: per reading its cell there):
-    per release its entries' vehicles and counts, the finest cell-hour rows it covers and,
-    per reading, its staleness (hours from its window's close to the span's end)."""
+    per release its entries' vehicles and counts, the finest cell-hour rows it covers, per
+    reading its staleness (hours from its window's close to the span's end) and the one-hour
+    releases of the same cell its span is made of (their indices in this list; none for a
+    one-hour release)."""
     order = np.lexsort((vehicle, hour, cell))
     c, h, v, rw = cell[order], hour[order], vehicle[order], row[order]
     breaks = np.flatnonzero(np.diff(c)) + 1
-    vehicles_of, counts_of, rows_of, stale_of = [], [], [], []
+    vehicles_of, counts_of, rows_of, stale_of, parts_of = [], [], [], [], []
     for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(c)], strict=True):
         hours, first = np.unique(h[lo:hi], return_index=True)
         ends = np.r_[first[1:], hi - lo]
+        spans: list[tuple[int, int, int]] = []
         for i in range(len(hours)):
             for j in range(i, len(hours)):
                 if hours[j] - hours[i] >= max_span:
                     break
                 a, b = lo + first[i], lo + ends[j]
+                spans.append((i, j, len(vehicles_of)))
                 who, n = np.unique(v[a:b], return_counts=True)
                 vehicles_of.append(who)
                 counts_of.append(n)
                 rows_of.append(np.unique(rw[a:b]))
                 stale_of.append(hours[j] - h[a:b])
-    return vehicles_of, counts_of, rows_of, stale_of
+        single = {i: k for i, j, k in spans if i == j}
+        parts_of += [np.array([single[m] for m in range(i, j + 1)] if j > i else [], np.int64)
+                     for i, j, _ in spans]  # fmt: skip
+    return vehicles_of, counts_of, rows_of, stale_of, parts_of
 
 
 def bound(
@@ -98,12 +105,15 @@ def bound(
     pay: str,
     median_staleness: float | None = None,
     finer_share: float | None = None,
+    live_first: bool = False,
 ) -> dict[str, Any]:
     """The LP's optimum (module docstring) for a data set released with settings ``row``;
     with ``median_staleness``, the expected useful readings later than it at most those not
     (the panel's median staleness, in expectation: a cell's readings are equally likely
     useful); with ``finer_share``, at least that share of the expected useful readings in
-    cells finer than R0."""
+    cells finer than R0; with ``live_first``, no span longer than an hour of a cell that
+    meets T alone in one of its hours within the burst (B/4: its readings are released in
+    that hour, never pooled)."""
     params = ReleaseParams.from_settings(settings_of(row))
     fine_res, coarsest = params.resolution, params.coarsest
     arrays = readings_arrays(readings, fine_res)
@@ -119,6 +129,8 @@ def bound(
     rows_of: list[np.ndarray] = []
     late_share: list[float] = []
     resolution_of: list[int] = []
+    span_of: list[int] = []
+    parts_of: list[np.ndarray] = []
     for res in range(coarsest, fine_res + 1):
         parents = np.array([h3.cell_to_parent(n, res) for n in arrays["fine_names"]])
         _, parent = np.unique(parents, return_inverse=True)
@@ -129,6 +141,9 @@ def bound(
         late_share += [0.0 if median_staleness is None else float(np.mean(st > median_staleness))
                        for st in got[3]]  # fmt: skip
         resolution_of += [res] * len(got[0])
+        span_of += [int(st.max()) + 1 for st in got[3]]
+        offset = len(parts_of)  # this resolution's first release
+        parts_of += [p + offset for p in got[4]]
     sizes = np.array([len(v) for v in vehicles_of], dtype=np.int64)
     cell_start = np.r_[0, np.cumsum(sizes)].astype(np.int64)
     count = np.concatenate(counts_of).astype(np.int64)
@@ -141,6 +156,10 @@ def bound(
         mean_share=mean_share, min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
     )  # fmt: skip
+    if live_first:  # a span holding an hour that meets T alone within the burst: none
+        now = options.meets[:, 0] & (options.epsilon[:, 0] <= params.vehicle_burst + 1e-12)
+        pooled = np.array([len(p) > 0 and bool(now[p].any()) for p in parts_of])
+        options.meets[pooled] = False
     if pay == "share":
         entry_pay = entry_payments(cell_start, options, mean_share)
     else:
@@ -182,6 +201,10 @@ def bound(
     chosen = x > 1e-9
     readings_at = options.total[cand]
     useful = -float(result.fun)
+    gained = x * value
+    spans = np.array(span_of)[cand]
+    paid = np.bincount(entry_vehicle[entries], weights=pay_vals * np.repeat(x, sizes[cand]),
+                       minlength=n_vehicles)  # fmt: skip
     return {
         "readings": len(readings),
         "candidates": n_x,
@@ -189,6 +212,19 @@ def bound(
         "released_share": float(np.sum(x * readings_at)) / len(readings),
         "finer_share": float(np.sum((x * value)[res > coarsest])) / useful if useful else 0.0,
         "fractional": int(np.sum(chosen & (x < 1 - 1e-9))),
+        "useful_by_span": {
+            int(n): float(gained[spans == n].sum() / useful) for n in np.unique(spans[chosen])
+        }
+        if useful
+        else {},  # fmt: skip
+        "useful_by_factor": {
+            FACTORS[c]: float(gained[col == c].sum() / useful) for c in np.unique(col[chosen])
+        }
+        if useful
+        else {},  # fmt: skip
+        "spent_over_budget": np.percentile(paid / float(params.vehicle_budget), [10, 50, 90, 100])
+        .round(2)
+        .tolist(),  # fmt: skip
         "seconds": seconds,
     }
 
@@ -204,6 +240,10 @@ def main() -> int:
                         help="also: median staleness of useful readings, hours")  # fmt: skip
     parser.add_argument("--finer-share", type=float,
                         help="also: least share of useful readings finer than R0")  # fmt: skip
+    parser.add_argument("--live-first", action="store_true",
+                        help="pool no cell-hour that meets T alone within the burst")  # fmt: skip
+    parser.add_argument("--detail", action="store_true",
+                        help="also: useful readings by span and factor, spend / B")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the panel's quick files")
     args = parser.parse_args()
     chosen = [d for d in PANEL if not args.only or d.name in args.only]
@@ -217,13 +257,16 @@ def main() -> int:
         cap = "any" if args.median_staleness is None else f"<= {args.median_staleness:g}"
         try:
             got = bound(data.readings(args.quick), row, span, args.pay, args.median_staleness,
-                        args.finer_share)  # fmt: skip
+                        args.finer_share, args.live_first)  # fmt: skip
         except ValueError as error:
             print(f"| {data.name} | {span} | {cap} | {args.pay} | none: {error} |", flush=True)
             continue
         print(f"| {data.name} | {span} | {cap} | {args.pay} | {100 * got['coverage']:.1f} | "
               f"{100 * got['released_share']:.1f} | {100 * got['finer_share']:.1f} | "
               f"{got['candidates']:,} | {got['seconds']:.1f} |", flush=True)  # fmt: skip
+        if args.detail:
+            for key in ("useful_by_span", "useful_by_factor", "spent_over_budget"):
+                print(f"  {key}: {got[key]}")
     return 0
 
 

@@ -103,3 +103,22 @@ def test_no_bound_for_readings_longer_than_one_budget_period() -> None:
         hindsight.bound(readings, _row(1.0), max_span=1, pay="cell")
     assert hindsight.bound(readings[:30] + _readings(range(30), 99 + period), _row(1000.0),
                            max_span=1, pay="cell")["coverage"] > 0  # fmt: skip
+
+
+def test_live_first_pools_no_hour_that_meets_t_alone_within_the_burst() -> None:
+    # the same 30 vehicles in hours 0 and 1; B (and the burst) ε_T buys one release each:
+    # the 2-hour span covers both hours, but live first releases an hour that meets T alone
+    readings = _readings(range(30), 100) + _readings(range(30), 101)
+    least = float(_options([1] * 30, 1000.0).epsilon[0, 0])
+    hour = float(_options([1] * 30, least).useful[0, 0])
+    span = float(_options([2] * 30, least).useful[0, 0])
+    assert span > hour > 0
+    row = {**_row(least), "vehicle_budget_burst": least}
+    pooled = hindsight.bound(readings, row, max_span=2, pay="cell")
+    live = hindsight.bound(readings, row, max_span=2, pay="cell", live_first=True)
+    assert pooled["coverage"] * len(readings) == pytest.approx(span)
+    assert live["coverage"] * len(readings) == pytest.approx(hour)
+    # with a burst below ε_T no hour meets T alone within it: the span is allowed again
+    low = hindsight.bound(readings, {**row, "vehicle_budget_burst": least / 2}, max_span=2,
+                          pay="cell", live_first=True)  # fmt: skip
+    assert low["coverage"] == pytest.approx(pooled["coverage"])
