@@ -1,29 +1,35 @@
 """How much useful coverage any plan of whole cells could reach on a data set, in hindsight.
 
-Run: ``python benchmarks/hindsight.py [--only NAME ...] [--max-span 8] [--pay cell|share]``.
+Run: ``python benchmarks/hindsight.py [--only NAME ...] [--max-span H] [--pay cell|share]
+[--median-staleness H] [--finer-share F] [--live-first] [--detail]``.
 
 A planner decides window by window, not knowing which vehicles come next. This script
 knows the whole data set and solves, as a linear programme, the best choice of releases it
 could have made: an upper bound on the *expected* useful coverage of every plan in one
-family, against which the planner's runs (``panel.py``) can be read.
+family, in the optimiser's model of usefulness, against which the planner's runs
+(``panel.py``) can be read.
 
 The family. A release is one H3 cell at a resolution from R0 to R over a span of 1 to
-``--max-span`` consecutive hours (only spans that begin and end in an hour with readings in
-the cell: any other is a shorter one's readings, released later), at ε = ε_T times one of
-:data:`FACTORS` (ε_T the least ε whose error bar meets T; at most the burst). Its value is
-its expected useful readings (``dp/release_candidates.py``: ``M · P(|β + Lap(b)| ≤ τ)``,
-τ = 10 % of U, the worst-case bias β) and each of its vehicles pays either the cell's ε
-(``--pay cell``: what the plan's check charges against a room) or its own share of it
-(``--pay share``: what the ledger records, the promise). Constraints: each finest cell-hour's
-readings in at most one release (a cell excludes its finer and coarser cells and overlapping
-spans); each vehicle's payments at most B over any budget period (the data sets here are at
-most one period long, so: its total). The LP relaxation of that choice (fractions of a
-release allowed) is solved with SciPy's HiGHS; its optimum bounds every integral choice.
+``--max-span`` consecutive windows (only spans that begin and end in a window with readings
+in the cell: any other holds the same readings, released later), at ε = ε_T times one of
+:data:`FACTORS` (ε_T the least ε whose error bar meets T), at most B. Its value is its
+expected useful readings (``dp/release_candidates.py``: ``M · P(|β + Lap(b)| ≤ τ)``, τ = 10 %
+of U, the worst-case bias β: a lower estimate of the chance, as the optimiser uses it) and
+each of its vehicles pays either the cell's ε (``--pay cell``: what the plan's check charges
+against a room) or its own share of it (``--pay share``: what the ledger records, the
+promise). Constraints: each finest cell-window's readings in at most one release (a cell
+excludes its finer and coarser cells and overlapping spans); each vehicle's payments at most
+B over any budget period (the data set must lie within one period, so: its total). The LP
+relaxation of that choice (fractions of a release allowed) is solved with SciPy's HiGHS; its
+optimum bounds every integral choice, and can lie well above the best one (``--detail``
+prints how many releases it takes in part).
 
 Not in the family: a parent released without its released children (the adaptive cells'
-remainder), sit-outs, spans of more than ``--max-span`` hours. So the figure bounds plans of
-whole cells and full attendance, not every plan the service can make. Nothing here is
-pacing, a burst per window or staleness: they only lower what a plan can reach.
+remainder), sit-outs, spans of more than ``--max-span`` windows, ε between two factors (the
+LP values it as their mix, which the concave chance of being useful can pass slightly).
+Pacing and a burst per window are left out (they only lower what a plan can reach), except
+``--live-first``, where a cell-window that meets T alone within the burst is never pooled;
+``--median-staleness`` and ``--finer-share`` add the panel's other measures as constraints.
 
 The coverage is the bound's expected useful readings over all the data set's readings (the
 panel's denominator).
@@ -35,7 +41,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import h3
 import numpy as np
@@ -54,11 +60,18 @@ from stream_dp.release.params import ReleaseParams  # noqa: E402
 FACTORS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
 
 
-def readings_arrays(readings: list[dict[str, Any]], resolution: int) -> dict[str, np.ndarray]:
-    """Per reading: its vehicle (index), hour and finest cell (index, resolution R)."""
+class LongerThanOnePeriod(ValueError):
+    """The data set is longer than one budget period (no bound: :func:`bound`)."""
+
+
+def readings_arrays(
+    readings: list[dict[str, Any]], resolution: int, window_seconds: int
+) -> dict[str, np.ndarray]:
+    """Per reading: its vehicle (index), window (the release's: ``ts // window_seconds``) and
+    finest cell (index, resolution R)."""
     vehicles = {v: i for i, v in enumerate(sorted({r["vehicle_id"] for r in readings}))}
     vehicle = np.array([vehicles[r["vehicle_id"]] for r in readings], dtype=np.int64)
-    hour = np.array([int(r["ts"] // 3600) for r in readings], dtype=np.int64)
+    hour = np.array([int(r["ts"] // window_seconds) for r in readings], dtype=np.int64)
     names = [h3.latlng_to_cell(r["lat"], r["lon"], resolution) for r in readings]
     cells = {c: i for i, c in enumerate(sorted(set(names)))}
     fine = np.array([cells[c] for c in names], dtype=np.int64)
@@ -102,7 +115,7 @@ def bound(
     readings: list[dict[str, Any]],
     row: dict[str, Any],
     max_span: int,
-    pay: str,
+    pay: Literal["cell", "share"],
     median_staleness: float | None = None,
     finer_share: float | None = None,
     live_first: bool = False,
@@ -116,11 +129,12 @@ def bound(
     that hour, never pooled)."""
     params = ReleaseParams.from_settings(settings_of(row))
     fine_res, coarsest = params.resolution, params.coarsest
-    arrays = readings_arrays(readings, fine_res)
+    arrays = readings_arrays(readings, fine_res, params.window_seconds)
     vehicle, hour, fine = arrays["vehicle"], arrays["hour"], arrays["fine"]
-    if (int(hour.max()) - int(hour.min()) + 1) * 3600 > int(row["budget_period_seconds"]):
-        raise ValueError("the readings span more than one budget period: B over all of them "
-                         "would not bound every plan")  # fmt: skip
+    span_seconds = (int(hour.max()) - int(hour.min()) + 1) * params.window_seconds
+    if span_seconds > int(row["budget_period_seconds"]):
+        raise LongerThanOnePeriod("the readings span more than one budget period: B over all "
+                                  "of them would not bound every plan")  # fmt: skip
     fine_hour = fine * (int(hour.max()) + 1) + hour
     _, row_of = np.unique(fine_hour, return_inverse=True)
     n_rows, n_vehicles = int(row_of.max()) + 1, int(vehicle.max()) + 1
@@ -167,11 +181,16 @@ def bound(
                                                                             sizes)]  # fmt: skip
     cand, col = np.nonzero(options.meets)
     n_x = len(cand)
+    if not n_x:  # no release meets T within B: nothing to choose
+        return {"readings": len(readings), "candidates": 0, "coverage": 0.0,
+                "released_share": 0.0, "finer_share": 0.0, "fractional": 0, "chosen": 0,
+                "useful_by_span": {}, "useful_by_factor": {}, "spent_over_budget": [],
+                "seconds": 0.0}  # fmt: skip
     value = options.useful[cand, col]
     # readings rows: each finest cell-hour covered at most once
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     cover_cols = np.repeat(np.arange(n_x), row_sizes[cand])
-    cover_rows = np.concatenate([rows_of[k] for k in cand.tolist()]) if n_x else np.zeros(0)
+    cover_rows = np.concatenate([rows_of[k] for k in cand.tolist()])
     # vehicle rows: each vehicle's payments at most B
     pay_cols = np.repeat(np.arange(n_x), sizes[cand])
     entries = np.concatenate([np.arange(cell_start[k], cell_start[k + 1]) for k in cand.tolist()])
@@ -212,6 +231,7 @@ def bound(
         "released_share": float(np.sum(x * readings_at)) / len(readings),
         "finer_share": float(np.sum((x * value)[res > coarsest])) / useful if useful else 0.0,
         "fractional": int(np.sum(chosen & (x < 1 - 1e-9))),
+        "chosen": int(np.sum(chosen)),
         "useful_by_span": {
             int(n): float(gained[spans == n].sum() / useful) for n in np.unique(spans[chosen])
         }
@@ -258,13 +278,14 @@ def main() -> int:
         try:
             got = bound(data.readings(args.quick), row, span, args.pay, args.median_staleness,
                         args.finer_share, args.live_first)  # fmt: skip
-        except ValueError as error:
+        except LongerThanOnePeriod as error:
             print(f"| {data.name} | {span} | {cap} | {args.pay} | none: {error} |", flush=True)
             continue
         print(f"| {data.name} | {span} | {cap} | {args.pay} | {100 * got['coverage']:.1f} | "
               f"{100 * got['released_share']:.1f} | {100 * got['finer_share']:.1f} | "
               f"{got['candidates']:,} | {got['seconds']:.1f} |", flush=True)  # fmt: skip
         if args.detail:
+            print(f"  releases taken in part: {got['fractional']} of {got['chosen']}")
             for key in ("useful_by_span", "useful_by_factor", "spent_over_budget"):
                 print(f"  {key}: {got[key]}")
     return 0

@@ -18,7 +18,11 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import hindsight  # noqa: E402
 from panel import PANEL, profile_row  # noqa: E402
 
-from stream_dp.dp.release_candidates import cell_options  # noqa: E402
+from stream_dp.dp.release_candidates import (  # noqa: E402
+    CellOptions,
+    cell_options,
+    entry_payments,
+)
 
 HOUR = 3600.0
 #: A finest cell of the AIS week's harbour, and its centre.
@@ -29,12 +33,14 @@ def _row(budget: float) -> dict[str, Any]:
     return {**profile_row(PANEL[0]), "vehicle_budget": budget}
 
 
-def _readings(vehicles: range, hour: int, at: tuple[float, float] = (LAT, LON), per: int = 1):
+def _readings(
+    vehicles: range, hour: int, at: tuple[float, float] = (LAT, LON), per: int = 1
+) -> list[dict[str, Any]]:
     return [{"vehicle_id": f"v{v}", "ts": (hour + 0.5) * HOUR + i, "lat": at[0], "lon": at[1],
              "speed": 10.0} for v in vehicles for i in range(per)]  # fmt: skip
 
 
-def _options(counts: list[int], budget: float) -> Any:
+def _options(counts: list[int], budget: float) -> CellOptions:
     """The hand solution's values: one cell of these per-vehicle counts, at the script's ε
     options (as it computes them, at most ``budget``)."""
     row = _row(budget)
@@ -53,7 +59,6 @@ def test_a_reading_is_released_once_across_resolutions_and_spans() -> None:
     hour_best = float(np.max(_options([1] * 30, 1000.0).useful[0]))
     span_best = float(np.max(_options([2] * 30, 1000.0).useful[0]))
     assert got["coverage"] * len(readings) == pytest.approx(max(2 * hour_best, span_best))
-    assert got["coverage"] <= 1.0
 
 
 def test_each_vehicle_pays_at_most_its_budget() -> None:
@@ -78,6 +83,30 @@ def test_the_median_staleness_limit_excludes_a_span_mostly_late() -> None:
     now = hindsight.bound(readings, _row(1.0), max_span=2, pay="cell", median_staleness=0.0)
     assert late["coverage"] * len(readings) == pytest.approx(span)
     assert now["coverage"] == pytest.approx(0.0, abs=1e-9)
+    # the other way round, 8 of its 22 readings are late: the median is on time
+    early = _readings(range(8), 100) + _readings(range(8, 22), 101)
+    got = hindsight.bound(early, _row(1.0), max_span=2, pay="cell", median_staleness=0.0)
+    assert got["coverage"] * len(early) == pytest.approx(span)
+
+
+def test_own_shares_let_two_hours_share_a_budget_that_buys_one_whole() -> None:
+    # 30 vehicles in hours 0 and 1, half with 2 readings (at the cap: they pay the whole ε)
+    # and half with 1 (their own share, about half of it), the halves swapped in hour 1; B is
+    # the hour's ε_T: paying whole cells buys one hour, paying shares each hour to the share
+    # x = ε / (ε + share) (every vehicle's payments ε x + share x at most B)
+    counts = [2] * 15 + [1] * 15
+    readings = (_readings(range(15), 100, per=2) + _readings(range(15, 30), 100)
+                + _readings(range(15), 101) + _readings(range(15, 30), 101, per=2))  # fmt: skip
+    least = float(_options(counts, 1000.0).epsilon[0, 0])
+    options = _options(counts, least)
+    useful = float(options.useful[0, 0])
+    pay = entry_payments(np.array([0, 30]), options)[:, 0]
+    assert pay[0] == least and 0 < pay[-1] < least  # at the cap, and under it
+    whole = hindsight.bound(readings, _row(least), max_span=1, pay="cell")
+    share = hindsight.bound(readings, _row(least), max_span=1, pay="share")
+    assert whole["coverage"] * len(readings) == pytest.approx(useful)
+    x = least / (least + float(pay[-1]))
+    assert share["coverage"] * len(readings) == pytest.approx(2 * x * useful)
 
 
 def test_the_finer_share_limit_needs_a_finer_cell_that_meets_t() -> None:
@@ -91,8 +120,22 @@ def test_the_finer_share_limit_needs_a_finer_cell_that_meets_t() -> None:
     free = hindsight.bound(readings, _row(1.0), max_span=1, pay="cell")
     finer = hindsight.bound(readings, _row(1.0), max_span=1, pay="cell", finer_share=0.3)
     assert free["coverage"] * len(readings) == pytest.approx(whole)
-    assert free["finer_share"] == 0.0
+    assert free["finer_share"] == pytest.approx(0.0, abs=1e-9)
     assert finer["coverage"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_cell_one_resolution_finer_than_r0_counts_as_finer() -> None:
+    # 28 vehicles, 4 in each resolution-5 child of one resolution-4 cell: at B 1 its
+    # resolution-4 cell (and the resolution-3 parent, the same readings) meets T, no finer one
+    r4 = h3.cell_to_children(h3.latlng_to_cell(40.7, -74.0, 3), 4)[0]
+    readings = [r for i, c in enumerate(sorted(h3.cell_to_children(r4, 5)))
+                for r in _readings(range(4 * i, 4 * i + 4), 100,
+                                   h3.cell_to_latlng(h3.cell_to_center_child(c, 8)))]  # fmt: skip
+    options = _options([1] * 28, 1.0)
+    whole = float(np.max(options.useful[0][options.meets[0]]))  # the best ε within B
+    got = hindsight.bound(readings, _row(1.0), max_span=1, pay="cell", finer_share=0.3)
+    assert got["coverage"] * len(readings) == pytest.approx(whole)
+    assert got["finer_share"] >= 0.3 - 1e-9
 
 
 def test_no_bound_for_readings_longer_than_one_budget_period() -> None:
@@ -122,3 +165,25 @@ def test_live_first_pools_no_hour_that_meets_t_alone_within_the_burst() -> None:
     low = hindsight.bound(readings, {**row, "vehicle_budget_burst": least / 2}, max_span=2,
                           pay="cell", live_first=True)  # fmt: skip
     assert low["coverage"] == pytest.approx(pooled["coverage"])
+
+
+def test_live_first_keeps_the_spans_of_a_finer_cell_whose_hours_miss_t_alone() -> None:
+    # one resolution-3 cell, two resolution-4 children: A with 10 vehicles an hour, B with
+    # 20, new ones each hour. The resolution-3 hours (30 vehicles) meet T within the burst,
+    # so live first pools none of them; A's hours (10) and B's (20) do not, so their spans
+    # stay, and with every useful reading finer than R0 the bound is the same with live first
+    r3 = h3.latlng_to_cell(40.7, -74.0, 3)
+    a, b = (h3.cell_to_latlng(h3.cell_to_center_child(c, 8))
+            for c in sorted(h3.cell_to_children(r3, 4))[:2])  # fmt: skip
+    readings = (_readings(range(10), 100, a) + _readings(range(10, 30), 100, b)
+                + _readings(range(30, 40), 101, a) + _readings(range(40, 60), 101, b))  # fmt: skip
+    burst = float(_options([1] * 30, 1000.0).epsilon[0, 0])
+    budget = float(_options([1] * 20, 1000.0).epsilon[0, 0])
+    assert float(_options([1] * 10, 1000.0).epsilon[0, 0]) > budget > burst  # A's hours: no
+    row = {**_row(budget), "vehicle_budget_burst": burst}
+    pooled = hindsight.bound(readings, row, max_span=2, pay="cell", finer_share=1.0)
+    live = hindsight.bound(readings, row, max_span=2, pay="cell", finer_share=1.0,
+                           live_first=True)  # fmt: skip
+    a_span = float(_options([1] * 20, budget).useful[0, 0])
+    assert pooled["coverage"] * len(readings) > a_span  # A's span and B's readings
+    assert live["coverage"] == pytest.approx(pooled["coverage"])

@@ -1,0 +1,72 @@
+"""``benchmarks/hold_while_staying.py`` replaces the release price where the planners read it:
+a renamed or moved price breaks these tests rather than the experiment's figures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+# The benchmarks are scripts importing their neighbours by name (``from panel import``).
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+
+import hold_while_staying  # noqa: E402
+from panel import PANEL, one_run, profile_row  # noqa: E402
+from usefulness import Truth  # noqa: E402
+
+from stream_dp.release.vehicle_budget import optimiser, plan  # noqa: E402
+from stream_dp.sources.sample import load_sample  # noqa: E402
+
+#: The AIS week's first readings: a day and more, moored vessels staying in their cells.
+READINGS = 30_000
+
+
+@pytest.fixture(scope="module")
+def week() -> tuple[Truth, dict[str, Any], dict[Any, Any]]:
+    readings = load_sample()[:READINGS]
+    row = profile_row(PANEL[0])
+    return Truth(readings, upper=PANEL[0].upper), row, hold_while_staying.history_of(readings, row)
+
+
+def _run(truth: Truth, row: dict[str, Any]) -> dict[str, Any]:
+    return one_run(truth, row, 0, PANEL[0].period_seconds)
+
+
+def test_no_cell_waits_when_none_can_have_that_many_staying(week: Any) -> None:
+    truth, row, history = week
+    main = _run(truth, row)
+    with hold_while_staying.hold_while_staying(history, stay=2.0):
+        same = _run(truth, row)
+    for key in ("coverage", "records", "loss", "finer"):
+        assert same[key] == main[key]
+
+
+def test_cells_whose_vessels_stay_wait_and_the_release_changes(
+    week: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    truth, row, history = week
+    held: list[int] = []
+    made = hold_while_staying.staying
+
+    def counted(history: Any, stay: float) -> Any:
+        price = made(history, stay)
+
+        def ceiling(*args: Any, **kwargs: Any) -> Any:
+            out = price(*args, **kwargs)
+            held.append(0 if out is None else int(np.sum(out == 0.0)))
+            return out
+
+        return ceiling
+
+    monkeypatch.setattr(hold_while_staying, "staying", counted)
+    original = plan.epsilon_ceiling
+    main = _run(truth, row)
+    with hold_while_staying.hold_while_staying(history, stay=0.5):
+        assert plan.epsilon_ceiling is optimiser.epsilon_ceiling  # both planners read it
+        hold = _run(truth, row)
+    assert sum(held) > 0  # the release read the replaced price, and some cell waited
+    assert (hold["records"], hold["coverage"]) != (main["records"], main["coverage"])
+    assert plan.epsilon_ceiling is original and optimiser.epsilon_ceiling is original
