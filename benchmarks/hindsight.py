@@ -55,6 +55,7 @@ from usefulness import USEFUL_SHARE, settings_of  # noqa: E402
 
 from stream_dp.dp.release_candidates import cell_options, entry_payments  # noqa: E402
 from stream_dp.release.params import ReleaseParams  # noqa: E402
+from stream_dp.release.vehicle_budget.candidate_cells import entries_of  # noqa: E402
 
 #: The ε options: ε_T times these (the LP may mix them, so a finer grid adds little).
 FACTORS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0)
@@ -190,10 +191,10 @@ def bound(
     # readings rows: each finest cell-hour covered at most once
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     cover_cols = np.repeat(np.arange(n_x), row_sizes[cand])
-    cover_rows = np.concatenate([rows_of[k] for k in cand.tolist()])
+    cover_rows = np.concatenate(rows_of)[entries_of(np.r_[0, np.cumsum(row_sizes)], cand)]
     # vehicle rows: each vehicle's payments at most B
     pay_cols = np.repeat(np.arange(n_x), sizes[cand])
-    entries = np.concatenate([np.arange(cell_start[k], cell_start[k + 1]) for k in cand.tolist()])
+    entries = entries_of(cell_start, cand)
     pay_rows = n_rows + entry_vehicle[entries]
     pay_vals = entry_pay[entries, np.repeat(col, sizes[cand])]
     matrix = sparse.csr_matrix(
