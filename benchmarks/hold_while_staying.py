@@ -1,15 +1,17 @@
 """An experiment, not a setting: hold a cell while most of its vehicles stay in it.
 
 Run: ``python benchmarks/hold_while_staying.py [--only NAME ...] [--runs 5] [--stay 0.5]
-[--quick]``.
+[--gate K] [--quick]``.
 
 The hindsight bound (``hindsight.py``) releases nearly all of the AIS week's useful readings in
 8-hour spans: a vessel that stays in a cell pays once for the span instead of once an hour.
 This script releases each panel data set with the default planner as it is and with one
 change: the release price (``release.vehicle_budget.plan.epsilon_ceiling``, docs/math.md
 §13.3) of a cell is 0 (the cell waits) while at least ``--stay`` of its vehicles were in the
-same cell the window before and its span is shorter than ``max_span_hours``. Everything it
-reads is public: the occupancy of the window before. Scored as ``panel.py`` scores (median
+same cell the window before and its span is shorter than ``max_span_hours``; with ``--gate K``
+only if the cell, released now with every reading kept, would cost more than ``K`` windows'
+refill (``K · B · W / P``). Everything it reads is public: the occupancy of this window and
+the one before, the configuration, the rooms. Scored as ``panel.py`` scores (median
 (worst) over seeded runs; every run asserts no vehicle past B). Results and why the change
 is not in the code: benchmarks/README.md, "Tried and not adopted: hold a cell while its
 vehicles stay".
@@ -39,9 +41,11 @@ from stream_dp.release.vehicle_budget import optimiser, plan  # noqa: E402
 History = dict[tuple[str, int], dict[str, int]]
 
 
-def staying(history: History, stay: float) -> Any:
+def staying(history: History, stay: float, gate: float | None = None) -> Any:
     """``plan.epsilon_ceiling`` with a price of 0 for each cell of at least ``stay`` vehicles
-    that were in it the window before (``history``), its span under the span limit."""
+    that were in it the window before (``history``), its span under the span limit; with a
+    ``gate``, only for a cell whose ε now with every reading kept passes ``gate`` windows'
+    refill."""
     price = plan.epsilon_ceiling
 
     def ceiling(params: Any, rooms: Any, occupancy: Any, span_start: Any, due: Any = (),
@@ -52,24 +56,37 @@ def staying(history: History, stay: float) -> Any:
         out = out.copy()
         step, now = params.window_seconds, rooms.window_start
         windows = (now - span_start) // step + 1
+        alone = _alone(params, occupancy, gate)
         for g, name in enumerate(occupancy.cells):
             before = history.get((name, now - step), {})
             if windows[g] >= params.max_span_hours or not before:
                 continue
             read = occupancy.vehicle_index[occupancy.cell_start[g] : occupancy.cell_start[g + 1]]
             stayed = sum(occupancy.vehicles[v] in before for v in read.tolist())
-            if len(read) and stayed >= stay * len(read):
+            if len(read) and stayed >= stay * len(read) and alone[g] > 0.0:
                 out[g] = 0.0
         return out
 
     return ceiling
 
 
+def _alone(params: Any, occupancy: Any, gate: float | None) -> np.ndarray:
+    """Per cell, by how much its ε with every reading kept (a plan without sit-outs)
+    passes ``gate`` windows' refill (positive: the gate lets it wait; all 1 without a gate)."""
+    if gate is None:
+        return np.ones(len(occupancy.cells))
+    mode = plan.budget_mode(params)
+    refill = mode.budget * params.window_seconds / params.ledger_period_seconds
+    unlimited = np.full(len(occupancy.vehicles), np.inf)
+    epsilon = plan._plan(params, occupancy, unlimited, None, None).epsilon
+    return epsilon - gate * refill  # +inf (no ε meets T) waits too
+
+
 @contextmanager
-def hold_while_staying(history: History, stay: float) -> Iterator[None]:
+def hold_while_staying(history: History, stay: float, gate: float | None = None) -> Iterator[None]:
     """The release price replaced by :func:`staying`'s where the planners read it."""
     kept = plan.epsilon_ceiling, optimiser.epsilon_ceiling
-    plan.epsilon_ceiling = optimiser.epsilon_ceiling = staying(history, stay)
+    plan.epsilon_ceiling = optimiser.epsilon_ceiling = staying(history, stay, gate)
     try:
         yield
     finally:
@@ -86,7 +103,7 @@ def history_of(readings: list[dict[str, Any]], row: dict[str, Any]) -> History:
 
 
 def compare(
-    data: DataSet, runs: int, stay: float, quick: bool = False
+    data: DataSet, runs: int, stay: float, quick: bool = False, gate: float | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """``runs`` seeded releases of ``data`` (the panel's file; ``quick``: its quick one) as
     main releases it and with the hold."""
@@ -96,7 +113,7 @@ def compare(
     out: dict[str, list[dict[str, Any]]] = {"main": [], "hold": []}
     for seed in range(runs):
         out["main"].append(one_run(truth, row, seed, data.period_seconds))
-        with hold_while_staying(history, stay):
+        with hold_while_staying(history, stay, gate):
             out["hold"].append(one_run(truth, row, seed, data.period_seconds))
         for label in out:
             assert out[label][-1]["loss"] <= data.budget + 1e-9, f"{data.name}: past B"
@@ -118,6 +135,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--stay", type=float, default=0.5,
                         help="share of a cell's vehicles in it the window before")  # fmt: skip
+    parser.add_argument("--gate", type=float, default=None,
+                        help="hold only cells costing more than K windows' refill")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the panel's quick files")
     args = parser.parse_args()
     print("| data set | main: useful % median (worst) | staleness h | finer % | hold while "
@@ -125,7 +144,7 @@ def main() -> int:
     for data in PANEL:
         if args.only and data.name not in args.only:
             continue
-        got = compare(data, args.runs, args.stay, args.quick)
+        got = compare(data, args.runs, args.stay, args.quick, args.gate)
         print(f"| {data.name} | {_summary(got['main'])} | {_summary(got['hold'])} |", flush=True)
     return 0
 

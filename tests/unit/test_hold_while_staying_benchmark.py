@@ -51,8 +51,8 @@ def test_cells_whose_vessels_stay_wait_and_the_release_changes(
     held: list[int] = []
     made = hold_while_staying.staying
 
-    def counted(history: Any, stay: float) -> Any:
-        price = made(history, stay)
+    def counted(history: Any, stay: float, gate: float | None = None) -> Any:
+        price = made(history, stay, gate)
 
         def ceiling(*args: Any, **kwargs: Any) -> Any:
             out = price(*args, **kwargs)
@@ -70,3 +70,23 @@ def test_cells_whose_vessels_stay_wait_and_the_release_changes(
     assert sum(held) > 0  # the release read the replaced price, and some cell waited
     assert (hold["records"], hold["coverage"]) != (main["records"], main["coverage"])
     assert plan.epsilon_ceiling is original and optimiser.epsilon_ceiling is original
+
+
+def test_the_gate_holds_only_the_cells_whose_eps_passes_it(week: Any) -> None:
+    """``--gate K``: a staying cell waits only if its ε now passes K windows' refill. No ε
+    passes 10^9 refills (each is at most the burst, or +inf where nothing meets T, and no
+    such cell stays here): main's release; every ε passes 0: the ungated hold's; at K = 10
+    some cells wait and some do not, a third release."""
+    truth, row, history = week
+    keys = ("coverage", "records", "loss", "finer")
+
+    def held_at(gate: float | None) -> tuple[Any, ...]:
+        with hold_while_staying.hold_while_staying(history, stay=0.5, gate=gate):
+            got = _run(truth, row)
+        return tuple(got[key] for key in keys)
+
+    main = _run(truth, row)
+    ungated = held_at(None)
+    assert held_at(1e9) == tuple(main[key] for key in keys) != ungated
+    assert held_at(0.0) == ungated
+    assert held_at(10.0) not in (ungated, tuple(main[key] for key in keys))
