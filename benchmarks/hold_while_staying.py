@@ -56,23 +56,28 @@ def staying(history: History, stay: float, gate: float | None = None) -> Any:
         out = out.copy()
         step, now = params.window_seconds, rooms.window_start
         windows = (now - span_start) // step + 1
-        alone = _alone(params, occupancy, gate)
+        margin: np.ndarray | None = None  # computed once some cell stays
         for g, name in enumerate(occupancy.cells):
             before = history.get((name, now - step), {})
             if windows[g] >= params.max_span_hours or not before:
                 continue
             read = occupancy.vehicle_index[occupancy.cell_start[g] : occupancy.cell_start[g + 1]]
             stayed = sum(occupancy.vehicles[v] in before for v in read.tolist())
-            if len(read) and stayed >= stay * len(read) and alone[g] > 0.0:
+            if not len(read) or stayed < stay * len(read):
+                continue
+            if margin is None:
+                margin = _gate_margin(params, occupancy, gate)
+            if margin[g] > 0.0:
                 out[g] = 0.0
         return out
 
     return ceiling
 
 
-def _alone(params: Any, occupancy: Any, gate: float | None) -> np.ndarray:
-    """Per cell, by how much its ε with every reading kept (a plan without sit-outs)
-    passes ``gate`` windows' refill (positive: the gate lets it wait; all 1 without a gate)."""
+def _gate_margin(params: Any, occupancy: Any, gate: float | None) -> np.ndarray:
+    """Per cell, by how much its ε with every reading kept (a plan with unlimited rooms: no
+    sit-outs) passes ``gate`` windows' refill (positive: the gate lets it wait; all 1 without
+    a gate; +inf where no ε within the burst meets T)."""
     if gate is None:
         return np.ones(len(occupancy.cells))
     mode = plan.budget_mode(params)

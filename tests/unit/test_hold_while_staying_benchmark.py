@@ -73,10 +73,10 @@ def test_cells_whose_vessels_stay_wait_and_the_release_changes(
 
 
 def test_the_gate_holds_only_the_cells_whose_eps_passes_it(week: Any) -> None:
-    """``--gate K``: a staying cell waits only if its ε now passes K windows' refill. No ε
-    passes 10^9 refills (each is at most the burst, or +inf where nothing meets T, and no
-    such cell stays here): main's release; every ε passes 0: the ungated hold's; at K = 10
-    some cells wait and some do not, a third release."""
+    """``--gate K``: a staying cell waits only if its ε now passes K windows' refill. At
+    10^9 refills only the cells where no ε within the burst meets T (+inf) wait, and main's
+    plan drops those too: main's release; every ε passes 0: the ungated hold's; at K = 10
+    (a K where, on these readings, some staying cells wait and some do not) a third."""
     truth, row, history = week
     keys = ("coverage", "records", "loss", "finer")
 
