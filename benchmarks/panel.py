@@ -4,11 +4,14 @@ seeded run reported, the worst beside the median.
 Data sets (``--only NAME``): the bundled AIS week; three tracktable files (Virginia Beach 4-6
 June 2020, US coastal 30 June 2020, New York Harbor 8 Dec 2020); one aircraft set
 (SampleFlightsUS, speeds from consecutive fixes; SampleNFlights, SampleASDI and ads_with_utf8
-are kept aside for checking), too sparse to release anything and kept as a record of that; the
+are kept aside for checking), too sparse to release anything and kept as a record of that; two
+real ADS-B sets never used to choose a setting, aircraft over Switzerland (842 aircraft, 17
+hours of 1 August 2018) and around Paris (210 aircraft, 3 hours of 7 October 2021); the
 fast movers, a simulated motorway (``benchmarks/motorway.py``); a newcomer's small fleet and a
 simulated city, both built with SUMO by ``benchmarks/city.py``. The tracktable files come from
-the ``tracktable-data`` wheel (BSD-2-Clause), fetched with ``pip download`` into the gitignored
-``benchmarks/data/`` if absent.
+the ``tracktable-data`` wheel (BSD-2-Clause), the ADS-B sets from the ``traffic`` wheel's
+sample collections (MIT; recorded by the OpenSky Network), each fetched with ``pip download``
+into the gitignored ``benchmarks/data/`` if absent.
 
 Per data set the recommended profile (``commands.profile.BUDGET_PROFILE`` as it stands) with the
 data set's U, T at the profile's share of U (10 of 65) and its B per period (14 per 7 days;
@@ -57,7 +60,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from other_data import load  # benchmarks/, beside this script
-from panel_data import aircraft_readings
+from panel_data import aircraft_readings, surveillance_readings
 from usefulness import (
     ROWS,
     TARGETED,
@@ -85,6 +88,10 @@ DATA = HERE / "data"
 WHEEL = "tracktable_data-1.7.3.1-py3-none-any.whl"
 EXAMPLES = "tracktable_data/python_example_data/"
 AIRCRAFT = "tracktable_data/internal_test_data/Points/SampleFlightsUS.csv"
+#: The ``traffic`` wheel (MIT) and its ADS-B sample collections (gzipped JSON state vectors).
+TRAFFIC_WHEEL = ("traffic==2.13", "traffic-2.13-py3-none-any.whl")
+SWITZERLAND = "traffic/data/samples/collections/switzerland.json.gz"
+PARIS = "traffic/data/samples/collections/quickstart.json.gz"
 DAY, WEEK = 86400, 7 * 86400
 #: The readings files ``city.py`` writes (``benchmarks/data/NAME.csv``) and its options for
 #: them: the city (sumo's mesoscopic model: the car-following one took over an hour for the
@@ -112,16 +119,17 @@ class DataSet:
     period_seconds: int
 
 
-def wheel_member(member: str) -> Path:
-    """``member`` of the tracktable-data wheel, extracted into ``benchmarks/data/`` (the wheel
-    is downloaded with pip first if absent)."""
+def wheel_member(member: str, wheel: tuple[str, str] = ("tracktable-data==1.7.3.1", WHEEL)) -> Path:
+    """``member`` of a ``wheel`` (its requirement and file name; the tracktable-data one
+    unless given), extracted into ``benchmarks/data/`` (the wheel is downloaded with pip
+    first if absent)."""
     target = DATA / Path(member).name
     if not target.exists():
-        wheel = DATA / WHEEL
-        if not wheel.exists():
-            subprocess.run([sys.executable, "-m", "pip", "download", "tracktable-data==1.7.3.1",
-                            "--no-deps", "-d", str(DATA)], check=True)  # fmt: skip
-        with zipfile.ZipFile(wheel) as archive:
+        requirement, name = wheel
+        if not (DATA / name).exists():
+            subprocess.run([sys.executable, "-m", "pip", "download", requirement, "--no-deps",
+                            "-d", str(DATA)], check=True)  # fmt: skip
+        with zipfile.ZipFile(DATA / name) as archive:
             target.write_bytes(archive.read(member))
     return target
 
@@ -160,6 +168,10 @@ PANEL: tuple[DataSet, ...] = (
     DataSet("New York 8 Dec", _file(lambda q: wheel_member(EXAMPLES + "NYHarbor_2020_12_08.traj")),
             65.0, 14.0, WEEK),
     DataSet("aircraft", lambda quick: aircraft_readings(wheel_member(AIRCRAFT)), 1000.0, 4.0, DAY),
+    DataSet("aircraft Switzerland", lambda quick: surveillance_readings(
+        wheel_member(SWITZERLAND, TRAFFIC_WHEEL)), 1000.0, 4.0, DAY),
+    DataSet("aircraft Paris", lambda quick: surveillance_readings(
+        wheel_member(PARIS, TRAFFIC_WHEEL)), 1000.0, 4.0, DAY),
     DataSet("motorway", _file(lambda q: motorway(QUICK_MOTORWAY if q else MOTORWAY)),
             200.0, 4.0, DAY),
     DataSet("small fleet", _file(lambda q: simulated("fleet")), 100.0, 14.0, WEEK),

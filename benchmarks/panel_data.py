@@ -9,12 +9,17 @@ speed in km/h; ``stream_dp/sources/``).
 - :func:`aircraft_readings` reads a tracktable point CSV (``object_id, timestamp, lon, lat,
   ...``) and derives each fix's speed from the great-circle distance to the same flight's
   previous fix (the first fix takes the following segment's speed, as ``sources/traj.py``).
+- :func:`surveillance_readings` reads a gzipped JSON list of ADS-B state vectors (the
+  ``traffic`` wheel's sample collections: ``icao24, timestamp`` in ms, ``latitude,
+  longitude, groundspeed`` in knots, ...); the transponder address is the vehicle, a state
+  with no position or speed is skipped.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import json
 import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -26,6 +31,7 @@ from stream_dp.sources.traj import EARTH_RADIUS_KM, haversine_km
 
 EARTH_RADIUS_M = 1000.0 * EARTH_RADIUS_KM
 MS_TO_KMH = 3.6
+KNOT_TO_KMH = 1.852
 TRIP_SEPARATOR = "~"
 
 
@@ -110,6 +116,22 @@ def aircraft_readings(path: str | Path) -> list[dict[str, Any]]:
         ]
         for (ts, lat, lon), speed in zip(fixes, [speeds[0], *speeds], strict=True):
             readings.append({"vehicle_id": name, "ts": ts, "lat": lat, "lon": lon, "speed": speed})
+    readings.sort(key=lambda r: r["ts"])
+    return readings
+
+
+def surveillance_readings(path: str | Path) -> list[dict[str, Any]]:
+    """Readings of a gzipped JSON list of ADS-B state vectors (module docstring) in time
+    order, speed in km/h."""
+    with gzip.open(path, "rt", encoding="utf-8") as stream:
+        states = json.load(stream)
+    readings = [
+        {"vehicle_id": s["icao24"], "ts": s["timestamp"] / 1000.0, "lat": s["latitude"],
+         "lon": s["longitude"], "speed": s["groundspeed"] * KNOT_TO_KMH}
+        for s in states
+        if None not in (s.get("icao24"), s.get("latitude"), s.get("longitude"),
+                        s.get("groundspeed"))
+    ]  # fmt: skip
     readings.sort(key=lambda r: r["ts"])
     return readings
 

@@ -181,7 +181,8 @@ class PrivacyAccountant:
                     window_start, self.epsilon, occupancy, None, cells
                 ), None
             eps = self._entry_epsilons(occupancy, read, None)
-            return _summed_loss(window_start, occupancy, read, eps), None
+            loss = _summed_loss(window_start, occupancy, read, eps)
+            return self._within_room(loss, ledger), None
         if self.per_cell is None:
             grids = reads.grids
             if grids is None:
@@ -190,6 +191,22 @@ class PrivacyAccountant:
         return self._read_loss(
             window_start, occupancy, read, reads.released, self._own_shares(reads.capped)
         )
+
+    def _within_room(self, loss: WindowLoss, ledger: BudgetLedger | None) -> WindowLoss:
+        """A failed window's charge under a vehicle budget, each vehicle at most its room in
+        the ``ledger`` (§13.1, "The loss"): the plan it ran under was checked to charge
+        nobody past it (its own shares), and a failure before that check released nothing.
+        The room without its float slack, as :meth:`_counted_charge`'s."""
+        mode = self.params.mode
+        if ledger is None or not isinstance(mode, VehicleBudget) or loss.losses is None:
+            return loss
+        names = list(loss.vehicles)
+        room = vehicle_room(mode, ledger, names, loss.window_start)
+        charge = np.minimum(loss.losses, np.maximum(room - CAP_RTOL * float(mode.budget), 0.0))
+        if np.array_equal(charge, loss.losses):
+            return loss
+        counts = np.where(charge > 0, loss.cells, 0)
+        return WindowLoss.of_losses(loss.window_start, names, counts, charge)
 
     def _counted_charge(
         self,
@@ -225,18 +242,42 @@ class PrivacyAccountant:
         cell (each its own share with ``shares``, §13.1), and those reads, by the one kernel
         :data:`~stream_dp.dp.kernels.READ_LOSS` (its compiled form one pass over the
         entries)."""
+        cells, losses, vehicle, read_eps = self._read_entries(occupancy, kept, released, shares)
+        loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
+        return loss, (occupancy.vehicles, vehicle, read_eps)
+
+    def vehicle_charges(
+        self,
+        occupancy: Occupancy,
+        kept: np.ndarray,
+        released: np.ndarray,
+        capped: PseudoUserResult | None,
+    ) -> np.ndarray:
+        """Per vehicle of ``occupancy``, what :meth:`charge` would charge it were the
+        ``released`` cells released with these ``kept`` entries and the cap's result
+        ``capped`` (per-cell ε): the vehicle budget's plan is checked against its rooms by
+        this (§13.1, "The loss")."""
+        return self._read_entries(occupancy, kept, released, self._own_shares(capped))[1]
+
+    def _read_entries(
+        self, occupancy: Occupancy, kept: np.ndarray, released: np.ndarray, shares: Shares | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:data:`~stream_dp.dp.kernels.READ_LOSS` of the window: per vehicle its read entries
+        and their summed ε (each its own share with ``shares``), the read entries' vehicles and
+        ε."""
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")
         own = None
         if shares is not None:
             kept_count, cap = _checked_shares(occupancy, shares)
             own = (kept_count, cap, 1.0 - self.variance_share)
-        cells, losses, vehicle, read_eps = kernels.READ_LOSS.pick(occupancy.n_entries)(
+        result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = kernels.READ_LOSS.pick(
+            occupancy.n_entries
+        )(
             occupancy.cell_start, occupancy.vehicle_index, kept, released,
             self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), own,
         )  # fmt: skip
-        loss = WindowLoss.of_occupancy_losses(window_start, occupancy, cells, losses)
-        return loss, (occupancy.vehicles, vehicle, read_eps)
+        return result
 
     def _own_shares(self, capped: PseudoUserResult | None) -> Shares | None:
         """What a budget release charges each vehicle by (§13.1, the loss): per entry its kept

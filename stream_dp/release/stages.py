@@ -416,7 +416,7 @@ def _pairs(state: WindowState) -> Contributions:
 
 
 def _accountant(state: WindowState) -> PrivacyAccountant:
-    assert state.accountant is not None, "the accountant stage runs first"
+    assert state.accountant is not None, "the accountant (or plan) stage runs first"
     return state.accountant
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import h3
@@ -24,7 +25,7 @@ import numpy as np
 from stream_dp.dp.adaptive_cells import AdaptiveCells, BudgetChoice
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.dp.release_candidates import CellOptions
-from stream_dp.dp.release_candidates_compiled import cell_options, with_exclusions
+from stream_dp.dp.release_candidates_compiled import cell_options, entry_payments, with_exclusions
 from stream_dp.dp.release_choice import Candidates, choose_releases
 from stream_dp.dp.release_hold import staleness_weight
 from stream_dp.release.adaptive import adaptive_choice, adaptive_moves
@@ -64,17 +65,33 @@ class Options:
     """Per option row ``s`` (a cell, or its sit-out variant when ``s ≥`` the cells) and
     factor: :class:`~stream_dp.dp.release_candidates.CellOptions` (``meets`` within the
     release price); ``cell[s]`` its cell row, entries ``start[s]:start[s + 1]`` of
-    ``vehicle``/``read``."""
+    ``vehicle``/``read``; ``own_shares``: each read vehicle pays its own share of an option's
+    ε (no variance share), else the whole ε."""
 
     options: CellOptions
     cell: np.ndarray
     start: np.ndarray
     vehicle: np.ndarray
     read: np.ndarray
+    own_shares: bool
+
+    @cached_property
+    def payments(self) -> np.ndarray:
+        """Per entry (rows) and option (columns), what its vehicle pays if its row is released
+        there: its own share of the ε (``own_shares``: what the ledger records with no
+        variance share, docs/math.md §13.1), else the ε; nothing where it sits out."""
+        options = self.options
+        if self.own_shares:
+            return entry_payments(self.start, options)
+        entry_row = np.repeat(np.arange(len(self.cell)), np.diff(self.start))
+        pay = np.where(options.meets, options.epsilon, 0.0)[entry_row]
+        return np.where(self.read[:, None], pay, 0.0)
 
     def any_affordable(self, room: np.ndarray, n_cells: int) -> np.ndarray:
         """Per cell row, whether some option of it meets T within its price and every vehicle
-        it reads has the room to pay its ε."""
+        it reads has the room to pay its ε (the whole ε, not its own share: priced by own
+        shares the lift below keeps more fine units, and on the panel's small fleet the worst
+        of 5 runs fell from 85.1 to 51.4 % useful, benchmarks/README.md)."""
         least = np.full(len(self.cell), np.inf)
         entry_row = np.repeat(np.arange(len(self.cell)), np.diff(self.start))
         read = self.read
@@ -86,8 +103,9 @@ class Options:
     def jointly_affordable(self, room: np.ndarray, n_cells: int) -> np.ndarray:
         """Per cell row (the first ``n_cells`` option rows, every vehicle read), whether each
         of its vehicles has the room to pay the least ε meeting T of every cell it is in
-        together (§13.5, "The candidates": its demand ``Σ_g ε_T,g`` at most its room); cells
-        no option can release add nothing to a demand."""
+        together (§13.5, "The candidates": its demand ``Σ_g ε_T,g`` at most its room; the
+        whole ε, as :meth:`any_affordable`); cells no option can release add nothing to a
+        demand."""
         options = self.options
         least = np.min(np.where(options.meets, options.epsilon, np.inf), axis=1)[:n_cells]
         entry_cell = np.repeat(np.arange(n_cells), np.diff(self.start[: n_cells + 1]))
@@ -203,7 +221,8 @@ def _options(
         options.meets[:] &= options.epsilon <= ceiling[row_cell][:, None] + 1e-12
         options.meets[:, 1:] &= options.epsilon[:, 1:] <= free[row_cell][:, None] + 1e-12
     vehicle = np.r_[cells.vehicle, cells.vehicle[entries]]
-    return Options(options, row_cell, start.astype(np.int64), vehicle, read)
+    own = params.variance_share == 0
+    return Options(options, row_cell, start.astype(np.int64), vehicle, read, own)
 
 
 def _candidates(
@@ -215,13 +234,14 @@ def _candidates(
     n_vehicles: int,
 ) -> Candidates:
     """One candidate per (option row, factor) meeting T, grouped by cell; each read vehicle
-    pays the cell's ε (what :func:`~stream_dp.release.vehicle_budget.plan.check_plan`
-    charges), and each observed cell it covers 1 (a room of 1 after the ``n_vehicles``)."""
+    pays its share (:meth:`Options.payments`: what the ledger records, and what
+    :func:`~stream_dp.release.vehicle_budget.plan.check_plan` checks against its room), and
+    each observed cell it covers 1 (a room of 1 after the ``n_vehicles``)."""
     entries = entries_of(opts.start, row)
     sizes = np.diff(opts.start)[row]
     cand = np.repeat(np.arange(len(row)), sizes)
     read = opts.read[entries]
-    pay = np.repeat(opts.options.epsilon[row, factor], sizes)[read]
+    pay = opts.payments[entries, np.repeat(factor, sizes)][read]
     counts = np.bincount(cand[read], minlength=len(row))
     start = np.r_[0, np.cumsum(counts)].astype(np.int64)
     paying = Candidates(opts.cell[row], value, start, opts.vehicle[entries][read], pay)

@@ -170,23 +170,28 @@ def epsilon_ceiling(
     return ceiling
 
 
-def check_plan(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
+def check_plan(
+    occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray, charged: np.ndarray
+) -> None:
     """The guarantee of §13, checked apart from the plan's own sums: no kept reading in a
-    dropped cell (+inf ε), and each vehicle's ε summed over the cells it is kept in at most its
+    dropped cell (+inf ε), and each vehicle's ``charged`` ε (what the ledger would record
+    were every cell the plan keeps released: its own share of each, §13.1, "The loss";
+    :meth:`~stream_dp.release.accounting.PrivacyAccountant.vehicle_charges`) at most its
     room. A plan that fails is never released (the window fails)."""
     if not (
         len(room) == len(occupancy.vehicles)
         and len(plan.kept) == occupancy.n_entries
         and len(plan.epsilon) == len(occupancy.cells)
         and len(plan.paid) == len(room)
+        and len(charged) == len(room)
     ):
         raise AssertionError("vehicle budget plan, room and occupancy differ in length")
-    paid, unpriced = kernels.KEPT_PAYMENTS.pick(occupancy.n_entries)(
+    _, unpriced = kernels.KEPT_PAYMENTS.pick(occupancy.n_entries)(
         occupancy.cell_start, occupancy.vehicle_index, plan.kept, plan.epsilon, len(room)
     )
     if unpriced:
         raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
-    if not (np.all(paid <= room + 1e-9) and np.all(plan.paid <= room + 1e-9)):
+    if not np.all(charged <= room + 1e-9):
         raise AssertionError("vehicle budget plan pays past a vehicle's room")
 
 

@@ -63,7 +63,8 @@ UPDATE_PAYMENTS = True
 @dataclass(frozen=True)
 class BudgetPlan:
     """Per entry whether it is kept (read), per cell its ε (+inf: dropped) and cap, per
-    vehicle what it pays (the summed ε of its kept cells)."""
+    vehicle the summed ε of its kept cells (an upper bound of its charge, which is its own
+    share of each, docs/math.md §13.1)."""
 
     kept: BoolArray
     epsilon: FloatArray

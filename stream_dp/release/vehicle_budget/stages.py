@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stream_dp.release.accounting import regroup_epsilon
+from stream_dp.release.accounting import PrivacyAccountant, regroup_epsilon
 from stream_dp.release.bounding import Contributions
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.records import rfc3339
 from stream_dp.release.report import Withheld
 from stream_dp.release.stages import (
-    Account,
     CountStatistics,
     Noise,
     Pipeline,
@@ -146,20 +145,21 @@ PLANNERS: dict[str, Callable[..., Regrouped]] = {
 
 class Plan(Stage):
     """Per-cell ε, caps and sit-outs from the occupancy and each vehicle's room in the ledger
-    (§13, :mod:`stream_dp.release.vehicle_budget.planner`), checked apart from the plan's own sums;
-    what
-    it keeps bounds each vehicle (as CLIP-USER and the cap do at a fixed ε)."""
+    (§13, :mod:`stream_dp.release.vehicle_budget.planner`); what it keeps bounds each vehicle
+    (as CLIP-USER and the cap do at a fixed ε). The window's accountant is built here, with
+    the plan's ε, and the plan checked by what it would charge each vehicle, apart from the
+    planner's own sums (:func:`~stream_dp.release.vehicle_budget.plan.check_plan`)."""
 
     name = "plan"
     pairs_final = True
-    writes = frozenset({"pairs", "budget_plan", "cell_epsilons"})
+    writes = frozenset({"pairs", "budget_plan", "cell_epsilons", "accountant"})
     reports = frozenset({"vehicles_budget_limited", "g1", "error_bound", "suppressed_pairs"})
 
     def run(self, state: WindowState) -> WindowState:
         pairs, window = state.pairs, state.input
         assert pairs is not None, "the select stage runs first"
         if not len(pairs.chosen):
-            return state
+            return replace(state, accountant=PrivacyAccountant(window.params))
         params, rooms = window.params, _rooms(window, state)
         plan = state.cache.plan_of(pairs)  # planned by the regrouping (same inputs)
         if plan is None:
@@ -169,8 +169,12 @@ class Plan(Stage):
                     state.cache, state.columns, pairs, window.window_start, params.window_seconds
                 )
             plan = budget_plan(params, rooms, pairs.occupancy, start, state.due)
-        check_plan(pairs.occupancy, plan, vehicle_room(rooms, pairs.occupancy))  # the one kept
         bounded, g1, sat_out = planned_bound(pairs.occupancy, plan, params)
+        accountant = PrivacyAccountant(params, plan.epsilon)  # the window's, built once
+        charged = accountant.vehicle_charges(
+            pairs.occupancy, plan.kept, np.isfinite(plan.epsilon), bounded.capped
+        )
+        check_plan(pairs.occupancy, plan, vehicle_room(rooms, pairs.occupancy), charged)
         report = replace(  # as CLIP-USER reports its bound (the plan's sit-outs suppress)
             state.report, vehicles_budget_limited=sat_out, g1=g1,
             error_bound=float(params.target_mean_error or 0.0),
@@ -178,8 +182,9 @@ class Plan(Stage):
         )  # fmt: skip
         bound = Contributions(pairs.chosen, pairs.occupancy, pairs.entry_of, None, bounded)
         return replace(
-            state, pairs=bound, budget_plan=plan, cell_epsilons=plan.epsilon, report=report
-        )
+            state, pairs=bound, budget_plan=plan, cell_epsilons=plan.epsilon, report=report,
+            accountant=accountant,
+        )  # fmt: skip
 
 
 class SpanRecords(Stage):
@@ -268,7 +273,7 @@ class BudgetPipelines:
 
     def _choice(self, pool: bool) -> list[Stage]:
         pooling: list[Stage] = [Pool()] if pool else []
-        return [*pooling, BudgetRegroup(PLANNERS[self.mode.planner]), Plan(), Account()]
+        return [*pooling, BudgetRegroup(PLANNERS[self.mode.planner]), Plan()]
 
     def release(self, noise: LaplaceNoise) -> Pipeline:
         after = [Statistics(prefix_sums=False), Withhold(), Noise(noise), Records(), SpanRecords()]

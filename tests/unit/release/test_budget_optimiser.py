@@ -275,7 +275,7 @@ def test_joint_affordability_against_each_vehicles_demand_summed_by_hand(
     out[start[-2]] = True
     options = cell_options(start, count, upper=65.0, target=20.0, tau=6.5,
                            factors=np.array([1.0, 2.0]), max_epsilon=3.0, sits_out=out)  # fmt: skip
-    opts = Options(options, np.r_[np.arange(len(cells)), 0], start, vehicle, ~out)
+    opts = Options(options, np.r_[np.arange(len(cells)), 0], start, vehicle, ~out, True)
     least = [min((e for e, m in zip(options.epsilon[g], options.meets[g], strict=True) if m),
                  default=None) for g in range(len(cells))]  # fmt: skip
     demand = [sum(least[g] for g, c in enumerate(cells) if v in c and least[g] is not None)
@@ -345,3 +345,33 @@ def test_a_window_with_no_readings_names_no_planner_and_one_releasing_nothing_do
     (lonely,) = _run(params, [[(A, "v0")]])
     assert lonely.cells == [] and lonely.summary["cells_withheld"] == 1
     assert lonely.summary["planned_by"] == ("optimiser" if planner == "optimiser" else "rules")
+
+
+def _own_share_hour(spent: float) -> tuple[list[tuple[str, int, float]], float | None, float]:
+    """One hour of FAR: 12 vessels × 6 readings and vessel s with 1, s having spent
+    ``spent`` an hour before. Returns the records' (cell, readings, ε), s's charge (None if
+    not charged) and its room."""
+    hour = [(FAR, f"d{v}") for v in range(12) for _ in range(6)] + [(FAR, "s")]
+    params = _params(max_span_hours=1, budget_planner="optimiser")
+    ledger = PrivacyAccountant(params).new_ledger()
+    ledger.record(WindowLoss.of_losses(-HOUR, ["s"], [1], [spent]))
+    (room,) = ledger.budget_room(["s"], 0, params.vehicle_budget, params.vehicle_burst)
+    (release,) = _run(params, [hour], ledger)
+    assert release.summary.get("error") is None and release.loss is not None
+    charged = dict(zip(release.loss.vehicles, release.loss.loss.tolist(), strict=True))
+    records = [(r["cell"], r["n_readings"], r["epsilon"]) for r in release.cells]
+    return records, charged.get("s"), float(room)
+
+
+def test_the_optimiser_prices_each_vehicle_by_its_own_share() -> None:
+    """§13.5: a read vehicle pays its own share of a cell's ε (§13.1, what the ledger
+    records), not the whole ε. Vessel s (1 reading beside 12 vessels of 6, cap 6) is charged
+    about a sixth of FAR's ε: with a room between that and the whole ε, FAR is still released
+    with s read (73 readings), and s's charge fits its room; priced at the whole ε, no option
+    of FAR would be affordable to s, and it would not be."""
+    free, share, _ = _own_share_hour(0.001)
+    ((cell, readings, eps),) = free
+    assert cell == FAR and readings == 73 and share is not None and share < eps / 5
+    records, charged, room = _own_share_hour(14.0 / 6 + 14.0 / 24 - (share + eps) / 2)
+    assert share < room < eps
+    assert records == free and charged == share <= room

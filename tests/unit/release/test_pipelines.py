@@ -154,7 +154,7 @@ def test_each_mode_lists_its_own_stages() -> None:
 
     spans = _params(vehicle_budget=6.0, max_span_hours=3)
     assert isinstance(spans.mode, VehicleBudget) and spans.mode.spans
-    choice = ["regroup", "plan", "accountant"]
+    choice = ["regroup", "plan"]  # the plan builds the accountant (it checks by its charge)
     after = ["statistics", "error-bars", "noise", "records", "span-records"]
     assert _names(pipelines_of(spans).release(LaplaceNoise())) == (
         ["pool", *choice], after, ["defer", "summary"],

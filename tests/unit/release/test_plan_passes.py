@@ -80,7 +80,7 @@ def test_the_checks_compiled_sums_are_the_numpy_sums_bit_for_bit(seed: int) -> N
     )
     assert paid.tobytes() == numpy_paid.tobytes() and numpy_unpriced == 0
     assert cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
-    budget.check_plan(occ, plan, room)  # within every room
+    budget.check_plan(occ, plan, room, paid)  # within every room at the whole ε
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -176,16 +176,20 @@ def test_the_release_checks_the_plan_it_keeps_once(monkeypatch: pytest.MonkeyPat
     checked: list[BudgetPlan] = []
     check = budget_stages.check_plan
 
-    def recording(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
+    def recording(
+        occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray, charged: np.ndarray
+    ) -> None:
         checked.append(plan)
-        check(occupancy, plan, room)
+        check(occupancy, plan, room, charged)
 
     monkeypatch.setattr(budget_stages, "check_plan", recording)
     (release,) = _release(_roaming_windows(1, 3), 3)
     assert len(checked) == 1 and release.cells
     assert {r["epsilon"] for r in release.cells} <= set(checked[0].epsilon.tolist())
 
-    def failing(occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray) -> None:
+    def failing(
+        occupancy: Occupancy, plan: BudgetPlan, room: np.ndarray, charged: np.ndarray
+    ) -> None:
         raise AssertionError("vehicle budget plan pays past a vehicle's room")
 
     monkeypatch.setattr(budget_stages, "check_plan", failing)
