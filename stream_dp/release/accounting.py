@@ -43,7 +43,8 @@ class WindowReads:
 
     ``occupancy``: the chosen pairs (None: no cell chosen); ``kept``: per entry, kept by the
     bound (None: every entry); ``released``: per cell, released (None: a failed window, charged
-    every cell it chose, each at its whole ε); ``grids``: per vehicle its released cells when
+    every cell it chose, each at its whole ε, under a vehicle budget at most each vehicle's
+    room); ``grids``: per vehicle its released cells when
     the release counted them (CLIP-USER's G_l over the released cells); ``capped``: the cap's
     result, so that under per-cell ε each vehicle pays its own share (§13.1, "The loss").
     ``counted``: a failed window whose chosen cells could not be computed: per vehicle (names)
@@ -163,7 +164,8 @@ class PrivacyAccountant:
         PLD, §13.4): the one place a vehicle's charge is computed. Released: per vehicle its
         released cells × ε, or with per-cell ε the summed ε (each its own share) of the cells
         it is read in. Failed (``reads.released`` None): each chosen cell it is kept in, at its
-        whole ε (CLIP-USER only removes cells; a release charges at most that). Failed before
+        whole ε (CLIP-USER only removes cells; a release charges at most that), under a vehicle
+        budget at most its room in the ``ledger`` (:meth:`_within_room`). Failed before
         the cells were chosen (``reads.counted``): the cells counted per vehicle, and under a
         vehicle budget each vehicle at most its room in the ``ledger`` (never past B)."""
         if reads.counted is not None:

@@ -83,8 +83,9 @@ def least_epsilon(record: dict) -> float:
 
 def within_factors(record: dict) -> bool:
     """Whether the record's ε is at most the optimiser's largest factor (``FACTORS``) times the
-    least meeting T: a cell takes more than its least ε only from budget its vehicles would
-    otherwise lose to the pacing (docs/math.md §13.5)."""
+    least meeting T (docs/math.md §13.5): a cell's options are its least ε times these, past
+    the least only from budget pacing would otherwise lose, or at the input's last window,
+    where no release price applies."""
     return record["epsilon"] <= max(FACTORS) * least_epsilon(record) + EPSILON_STEP
 
 

@@ -294,7 +294,8 @@ def _plan(
 ) -> BudgetPlan:
     """The chosen options as the plan of the released ``occupancy`` (the regrouped cells'
     pairs): per chosen cell its ε and cap, its sit-outs not kept; every other cell +inf
-    (dropped); each vehicle paying its kept cells' ε."""
+    (dropped); ``paid``: each vehicle's kept cells' whole ε, an upper bound (the plan stage
+    checks the charge, its own shares)."""
     by_name = {cells.names[int(opts.cell[s])]: (int(s), int(j))
                for s, j in zip(row.tolist(), factor.tolist(), strict=True)}  # fmt: skip
     n = len(occupancy.cells)

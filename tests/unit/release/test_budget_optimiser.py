@@ -347,12 +347,14 @@ def test_a_window_with_no_readings_names_no_planner_and_one_releasing_nothing_do
     assert lonely.summary["planned_by"] == ("optimiser" if planner == "optimiser" else "rules")
 
 
-def _own_share_hour(spent: float) -> tuple[list[tuple[str, int, float]], float | None, float]:
+def _own_share_hour(
+    spent: float, variance_share: float = 0.0
+) -> tuple[list[tuple[str, int, float]], float | None, float]:
     """One hour of FAR: 12 vessels × 6 readings and vessel s with 1, s having spent
     ``spent`` an hour before. Returns the records' (cell, readings, ε), s's charge (None if
-    not charged) and its room."""
+    not charged) and its room; the window must not fail."""
     hour = [(FAR, f"d{v}") for v in range(12) for _ in range(6)] + [(FAR, "s")]
-    params = _params(max_span_hours=1, budget_planner="optimiser")
+    params = _params(max_span_hours=1, budget_planner="optimiser", variance_share=variance_share)
     ledger = PrivacyAccountant(params).new_ledger()
     ledger.record(WindowLoss.of_losses(-HOUR, ["s"], [1], [spent]))
     (room,) = ledger.budget_room(["s"], 0, params.vehicle_budget, params.vehicle_burst)
@@ -375,3 +377,15 @@ def test_the_optimiser_prices_each_vehicle_by_its_own_share() -> None:
     records, charged, room = _own_share_hour(14.0 / 6 + 14.0 / 24 - (share + eps) / 2)
     assert share < room < eps
     assert records == free and charged == share <= room
+
+
+def test_a_variance_share_prices_every_read_vehicle_at_the_whole_epsilon() -> None:
+    """With a variance share every read vehicle is charged the cell's whole ε (§13.1), so the
+    optimiser prices it so: vessel s, with a room under FAR's ε (and over its would-be own
+    share), cannot be read there; priced by a share, FAR would be released with s read and
+    the window would fail the plan's check."""
+    (free,), _, _ = _own_share_hour(0.001, variance_share=0.25)
+    eps = free[2]
+    records, charged, room = _own_share_hour(14.0 / 6 + 14.0 / 24 - eps / 2, variance_share=0.25)
+    assert eps / 3 < room < eps
+    assert charged is None and all(r[0] != FAR or r[1] < 73 for r in records)

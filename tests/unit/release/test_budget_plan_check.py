@@ -88,9 +88,9 @@ def test_a_vehicle_is_checked_by_its_own_share_not_the_whole_cell_epsilon() -> N
         check_plan(occ, plan, under, charged)
 
 
-def test_with_a_variance_share_every_vehicle_is_checked_at_the_whole_epsilon() -> None:
+def test_with_a_variance_share_the_charge_the_check_reads_is_the_whole_epsilon() -> None:
     """The variance runs at the cell's ``s ε`` whatever a vehicle's share of the mean, so
-    the charge (and the check) is the whole ε of each kept cell."""
+    the charge the check holds against each room is the whole ε of each kept cell."""
     counts = [1 + (i % 9) for i in range(80)]
     occ = _occupancy(counts)
     plan = plan_budget(
