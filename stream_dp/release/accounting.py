@@ -203,12 +203,7 @@ class PrivacyAccountant:
         if ledger is None or not isinstance(mode, VehicleBudget) or loss.losses is None:
             return loss
         names = list(loss.vehicles)
-        room = vehicle_room(mode, ledger, names, loss.window_start)
-        charge = np.minimum(loss.losses, np.maximum(room - CAP_RTOL * float(mode.budget), 0.0))
-        if np.array_equal(charge, loss.losses):
-            return loss
-        counts = np.where(charge > 0, loss.cells, 0)
-        return WindowLoss.of_losses(loss.window_start, names, counts, charge)
+        return _within_rooms(mode, ledger, loss.window_start, names, loss.cells, loss.losses)
 
     def _counted_charge(
         self,
@@ -226,11 +221,7 @@ class PrivacyAccountant:
         per_vehicle = dict(zip(vehicles, cells, strict=True))
         names = sorted(name for name, n in per_vehicle.items() if n > 0)
         counts = np.array([per_vehicle[name] for name in names], dtype=np.int64)
-        room = vehicle_room(mode, ledger, names, window_start)
-        room = np.maximum(room - CAP_RTOL * float(mode.budget), 0.0)  # no slack
-        charge = np.minimum(room, counts * mode.burst)
-        counts = np.where(charge > 0, counts, 0)
-        return WindowLoss.of_losses(window_start, names, counts, charge)
+        return _within_rooms(mode, ledger, window_start, names, counts, counts * mode.burst)
 
     def _read_loss(
         self,
@@ -362,6 +353,22 @@ def vehicle_room(
     if ledger is None:
         return np.full(len(vehicles), min(mode.budget, mode.burst))
     return ledger.budget_room(vehicles, at, mode.budget, mode.burst)
+
+
+def _within_rooms(
+    mode: VehicleBudget,
+    ledger: BudgetLedger | None,
+    window_start: int,
+    names: Sequence[str],
+    cells: np.ndarray,
+    charge: np.ndarray,
+) -> WindowLoss:
+    """A failed window's loss: each of ``names`` (ascending) charged ``charge`` for its
+    ``cells``, at most its room under ``mode`` (its room without the float slack); a vehicle
+    with no room left pays nothing."""
+    room = vehicle_room(mode, ledger, names, window_start)
+    charge = np.minimum(charge, np.maximum(room - CAP_RTOL * float(mode.budget), 0.0))
+    return WindowLoss.of_losses(window_start, names, np.where(charge > 0, cells, 0), charge)
 
 
 def _summed_loss(

@@ -109,14 +109,14 @@ class Regroup(Stage):
 
 
 class Account(Stage):
-    """The window's accountant, built once: with each cell's own ε if a plan chose them
-    (:attr:`~stream_dp.release.state.WindowState.cell_epsilons`), else ε for every cell."""
+    """The window's accountant at a fixed ε, built once (under a vehicle budget the plan
+    stage builds it with each cell's own ε)."""
 
     name = "accountant"
     writes = frozenset({"accountant"})
 
     def run(self, state: WindowState) -> WindowState:
-        return replace(state, accountant=PrivacyAccountant(state.input.params, state.cell_epsilons))
+        return replace(state, accountant=PrivacyAccountant(state.input.params))
 
 
 class Select(Stage):

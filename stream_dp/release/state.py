@@ -142,10 +142,9 @@ class WindowState:
     cache: WindowCache = field(default_factory=WindowCache)
     adaptive: AdaptiveCells | None = None
     pairs: Contributions | None = None
-    #: With a vehicle budget: the cells' ε, caps and sit-outs (§13), and the cells' ε the
-    #: accountant is built with (+inf: a dropped cell).
+    #: With a vehicle budget: the cells' ε (+inf: a dropped cell), caps and sit-outs (§13);
+    #: the plan stage builds the accountant with its ε.
     budget_plan: BudgetPlan | None = None
-    cell_epsilons: np.ndarray | None = None
     stats: CellStatistics | None = None
     bars: ErrorBars | None = None
     #: Per cell of the occupancy, whether it is released; per vehicle, its released cells.

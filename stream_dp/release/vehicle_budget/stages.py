@@ -152,7 +152,7 @@ class Plan(Stage):
 
     name = "plan"
     pairs_final = True
-    writes = frozenset({"pairs", "budget_plan", "cell_epsilons", "accountant"})
+    writes = frozenset({"pairs", "budget_plan", "accountant"})
     reports = frozenset({"vehicles_budget_limited", "g1", "error_bound", "suppressed_pairs"})
 
     def run(self, state: WindowState) -> WindowState:
@@ -181,10 +181,7 @@ class Plan(Stage):
             suppressed_pairs=int(np.count_nonzero(~plan.kept)),
         )  # fmt: skip
         bound = Contributions(pairs.chosen, pairs.occupancy, pairs.entry_of, None, bounded)
-        return replace(
-            state, pairs=bound, budget_plan=plan, cell_epsilons=plan.epsilon, report=report,
-            accountant=accountant,
-        )  # fmt: skip
+        return replace(state, pairs=bound, budget_plan=plan, report=report, accountant=accountant)
 
 
 class SpanRecords(Stage):
