@@ -159,12 +159,6 @@ MERGED_GROUPS = Kernel(
 TAKE_READINGS = Kernel(
     "take_readings", f"{_DP}.pair_moves:take_readings_by_mask", f"{_DP}.span_kernels:take_readings"
 )
-#: Per vehicle the summed ε of the cells a budget plan keeps it in (its check, §13).
-KEPT_PAYMENTS = Kernel(
-    "kept_payments",
-    f"{_BUDGET}.plan_sums:kept_payments_by_bincount",
-    f"{_BUDGET}.plan_passes:kept_payments",
-)
 #: A budget plan's kept counts per entry and cell, cells per vehicle and sit-outs (§13).
 PLANNED_COUNTS = Kernel(
     "planned_counts",
@@ -172,7 +166,8 @@ PLANNED_COUNTS = Kernel(
     f"{_BUDGET}.plan_passes:planned_counts",
 )
 
-#: A window's charge under per-cell ε: per vehicle its reads and their (own-share) ε (§13.1).
+#: A window's charge under per-cell ε: per vehicle its reads and their (own-share) ε (§13.1),
+#: and (unless asked not to) the read entries' vehicles and ε.
 READ_LOSS = Kernel(
     "read_loss",
     f"{_BUDGET}.plan_sums:read_loss_by_bincount",
@@ -193,7 +188,6 @@ REGISTRY: tuple[Kernel, ...] = (
     SPLIT_MOVES,
     MERGED_GROUPS,
     TAKE_READINGS,
-    KEPT_PAYMENTS,
     PLANNED_COUNTS,
     READ_LOSS,
 )

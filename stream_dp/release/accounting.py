@@ -250,14 +250,20 @@ class PrivacyAccountant:
         ``released`` cells released with these ``kept`` entries and the cap's result
         ``capped`` (per-cell ε): the vehicle budget's plan is checked against its rooms by
         this (§13.1, "The loss")."""
-        return self._read_entries(occupancy, kept, released, self._own_shares(capped))[1]
+        shares = self._own_shares(capped)
+        return self._read_entries(occupancy, kept, released, shares, with_entries=False)[1]
 
     def _read_entries(
-        self, occupancy: Occupancy, kept: np.ndarray, released: np.ndarray, shares: Shares | None
+        self,
+        occupancy: Occupancy,
+        kept: np.ndarray,
+        released: np.ndarray,
+        shares: Shares | None,
+        with_entries: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:data:`~stream_dp.dp.kernels.READ_LOSS` of the window: per vehicle its read entries
-        and their summed ε (each its own share with ``shares``), the read entries' vehicles and
-        ε."""
+        and their summed ε (each its own share with ``shares``), and (``with_entries``) the
+        read entries' vehicles and ε."""
         if len(kept) != occupancy.n_entries or len(released) != len(occupancy.cells):
             raise AssertionError("kept entries or released cells differ from the occupancy")
         own = None
@@ -268,7 +274,7 @@ class PrivacyAccountant:
             occupancy.n_entries
         )(
             occupancy.cell_start, occupancy.vehicle_index, kept, released,
-            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), own,
+            self.cell_epsilons(len(occupancy.cells)), len(occupancy.vehicles), own, with_entries,
         )  # fmt: skip
         return result
 

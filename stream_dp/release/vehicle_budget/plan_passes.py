@@ -1,15 +1,15 @@
 """Compiled (numba) single passes over a vehicle-budget plan's entries (docs/math.md §13), for
-the release's steps after the plan: its own check of the plan, the pairs CLIP-USER and the cap
-would leave, and the window's per-vehicle charge. Each replaces a few numpy passes (boolean
-indexing, gathers, weighted ``np.bincount``) over the ~5·10^5 entries of a large window.
+the release's steps after the plan: the pairs CLIP-USER and the cap would leave, and the
+window's per-vehicle charge (which the plan is also checked by). Each replaces a few numpy
+passes (boolean indexing, gathers, weighted ``np.bincount``) over the ~5·10^5 entries of a
+large window.
 
 Every result is the one numpy gives: integer counts, and per-vehicle ε summed in entry order
 starting from 0.0, as ``np.bincount(vehicle, weights=...)`` sums (an entry numpy weighs 0.0
-adds nothing to a sum of positive ε). The check's and the kept pairs' passes are the
-compiled forms of :data:`stream_dp.dp.kernels.KEPT_PAYMENTS` and
-:data:`~stream_dp.dp.kernels.PLANNED_COUNTS` (numpy forms:
-:mod:`stream_dp.release.vehicle_budget.plan_sums`);
-``release.accounting`` keeps the charge's numpy form.
+adds nothing to a sum of positive ε). The kept pairs' and the charge's passes are the
+compiled forms of :data:`stream_dp.dp.kernels.PLANNED_COUNTS` and
+:data:`~stream_dp.dp.kernels.READ_LOSS` (numpy forms:
+:mod:`stream_dp.release.vehicle_budget.plan_sums`).
 """
 
 from __future__ import annotations
@@ -32,14 +32,13 @@ def read_payments(
     n_vehicles: int,
     with_entries: bool,
     shares: tuple[np.ndarray, np.ndarray, float] | None = None,
-) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per vehicle, how many entries it is read in and their summed ε; how many read entries
-    have an ε that is not finite; ``with_entries``: the read entries in entry order, each
-    one's vehicle and ε (else both empty). An entry is read when ``kept`` and its cell is
-    ``cell_read``; cell ``g``'s entries are ``cell_start[g]:cell_start[g + 1]``. An entry's ε
-    is its cell's ``epsilon``, or with ``shares`` = ``(kept_count, cap, mean_share)`` (per
-    entry, per cell) its vehicle's own share of it
-    (:func:`stream_dp.dp.individual_loss.entry_epsilons`, the same floats)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per vehicle, how many entries it is read in and their summed ε; ``with_entries``: the
+    read entries in entry order, each one's vehicle and ε (else both empty). An entry is read
+    when ``kept`` and its cell is ``cell_read``; cell ``g``'s entries are
+    ``cell_start[g]:cell_start[g + 1]``. An entry's ε is its cell's ``epsilon``, or with
+    ``shares`` = ``(kept_count, cap, mean_share)`` (per entry, per cell) its vehicle's own share
+    of it (:func:`stream_dp.dp.individual_loss.entry_epsilons`, the same floats)."""
     cells = np.zeros(n_vehicles, dtype=np.int64)
     paid = np.zeros(n_vehicles, dtype=np.float64)
     n = 0
@@ -49,11 +48,11 @@ def read_payments(
                 n += kept[e]
     vehicle = np.empty(n, dtype=vehicle_index.dtype)
     read_eps = np.empty(n, dtype=np.float64)
-    unpriced, n_read = 0, 0
+    n_read = 0
     for g in range(len(cell_start) - 1):
         if not cell_read[g]:
             continue
-        eps, first = epsilon[g], n_read
+        eps = epsilon[g]
         slack = 0.0 if shares is None else _share_slack(shares[0], shares[1][g], cell_start, g)
         for e in range(cell_start[g], cell_start[g + 1]):
             if kept[e]:
@@ -65,9 +64,7 @@ def read_payments(
                 if with_entries:
                     vehicle[n_read], read_eps[n_read] = v, own
                 n_read += 1
-        if not np.isfinite(eps):
-            unpriced += n_read - first
-    return cells, paid, unpriced, vehicle, read_eps
+    return cells, paid, vehicle, read_eps
 
 
 def read_loss(
@@ -78,14 +75,14 @@ def read_loss(
     epsilon: np.ndarray,
     n_vehicles: int,
     shares: tuple[np.ndarray, np.ndarray, float] | None = None,
+    with_entries: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A window's charge under per-cell ε (:data:`stream_dp.dp.kernels.READ_LOSS`): per
-    vehicle its read entries and their summed ε, and the read entries' vehicles and ε, in
-    one pass (:func:`read_payments`)."""
-    cells, paid, _, vehicle, read_eps = read_payments(
-        cell_start, vehicle_index, kept, cell_read, epsilon, n_vehicles, True, shares
+    vehicle its read entries and their summed ε, and (``with_entries``; else both empty) the
+    read entries' vehicles and ε, in one pass (:func:`read_payments`)."""
+    return read_payments(
+        cell_start, vehicle_index, kept, cell_read, epsilon, n_vehicles, with_entries, shares
     )
-    return cells, paid, vehicle, read_eps
 
 
 @njit(cache=True, nogil=True)
@@ -154,19 +151,3 @@ def planned_counts(
         g1 = max(g1, entries[v])
         sat_out += sat[v]
     return kept_count, kept_sum, grids, g1, sat_out
-
-
-def kept_payments(
-    cell_start: np.ndarray,
-    vehicle_index: np.ndarray,
-    kept: np.ndarray,
-    epsilon: np.ndarray,
-    n_vehicles: int,
-) -> tuple[np.ndarray, int]:
-    """:data:`~stream_dp.dp.kernels.KEPT_PAYMENTS` compiled: :func:`read_payments` of every
-    cell, per vehicle its summed ε and how many kept entries have an ε that is not finite."""
-    every_cell = np.ones(len(cell_start) - 1, dtype=np.bool_)
-    _, paid, unpriced, _, _ = read_payments(
-        cell_start, vehicle_index, kept, every_cell, epsilon, n_vehicles, False
-    )
-    return paid, int(unpriced)

@@ -1,10 +1,8 @@
 """A vehicle-budget plan's sums in numpy: the numpy forms of
-:data:`stream_dp.dp.kernels.KEPT_PAYMENTS`, :data:`~stream_dp.dp.kernels.PLANNED_COUNTS` and
-:data:`~stream_dp.dp.kernels.READ_LOSS`,
-whose compiled forms are single passes of :mod:`stream_dp.release.vehicle_budget.plan_passes` (the
-same integers
-and floats: each sum adds the entries in entry order). Entries are grouped by cell, cell
-``g``'s being ``cell_start[g]:cell_start[g + 1]`` (docs/math.md §13)."""
+:data:`stream_dp.dp.kernels.PLANNED_COUNTS` and :data:`~stream_dp.dp.kernels.READ_LOSS`,
+whose compiled forms are single passes of :mod:`stream_dp.release.vehicle_budget.plan_passes`
+(the same integers and floats: each sum adds the entries in entry order). Entries are grouped
+by cell, cell ``g``'s being ``cell_start[g]:cell_start[g + 1]`` (docs/math.md §13)."""
 
 from __future__ import annotations
 
@@ -20,20 +18,6 @@ BoolArray = NDArray[np.bool_]
 
 def _cell_of_entry(cell_start: IntArray) -> IntArray:
     return np.repeat(np.arange(len(cell_start) - 1, dtype=np.int64), np.diff(cell_start))
-
-
-def kept_payments_by_bincount(
-    cell_start: IntArray,
-    vehicle_index: IntArray,
-    kept: BoolArray,
-    epsilon: FloatArray,
-    n_vehicles: int,
-) -> tuple[FloatArray, int]:
-    """Per vehicle the summed ``epsilon`` of the cells it is kept in, and how many kept
-    entries are in a cell whose ε is not finite (a plan that keeps them fails its check)."""
-    kept_epsilon = epsilon[_cell_of_entry(cell_start)[kept]]
-    paid = np.bincount(vehicle_index[kept], weights=kept_epsilon, minlength=n_vehicles)
-    return paid.astype(np.float64, copy=False), int(np.count_nonzero(~np.isfinite(kept_epsilon)))
 
 
 def planned_counts_by_bincount(
@@ -66,9 +50,11 @@ def read_loss_by_bincount(
     epsilon: FloatArray,
     n_vehicles: int,
     shares: tuple[IntArray, IntArray, float] | None = None,
+    with_entries: bool = True,
 ) -> tuple[IntArray, FloatArray, IntArray, FloatArray]:
     """Per vehicle how many entries it is read in (``kept`` in a ``cell_read`` cell) and
-    their summed ε, and the read entries' vehicles and ε in entry order. An entry's ε is its
+    their summed ε, and (``with_entries``; else both empty) the read entries' vehicles and ε
+    in entry order. An entry's ε is its
     cell's, or with ``shares`` = ``(kept_count, cap, mean_share)`` its vehicle's own share
     of it (:func:`~stream_dp.dp.individual_loss.entry_epsilons`, §13.1)."""
     cell_of = _cell_of_entry(cell_start)
@@ -82,4 +68,6 @@ def read_loss_by_bincount(
         )
     cells = np.bincount(vehicle_index[read], minlength=n_vehicles)
     paid = np.bincount(vehicle_index, weights=np.where(read, eps, 0.0), minlength=n_vehicles)
+    if not with_entries:
+        read = np.zeros(0, dtype=np.int64)
     return cells, paid.astype(np.float64, copy=False), vehicle_index[read], eps[read]

@@ -152,13 +152,6 @@ def _plan_of(rng: Rng, n: int) -> tuple[Occupancy, np.ndarray, np.ndarray, np.nd
     return occ, kept, rng.integers(1, 30, n_cells), epsilon
 
 
-def _kept_payments(rng: Rng, n: int) -> Args:
-    occ, kept, _, epsilon = _plan_of(rng, n)
-    if rng.random() < 0.5:  # a plan that passes its check: nothing kept in a dropped cell
-        kept &= np.isfinite(epsilon)[occ.cell_index]
-    return occ.cell_start, occ.vehicle_index, kept, epsilon, len(occ.vehicles)
-
-
 def _planned_counts(rng: Rng, n: int) -> Args:
     occ, kept, cap, epsilon = _plan_of(rng, n)
     return occ.cell_start, occ.vehicle_index, occ.count, kept, cap, epsilon, len(occ.vehicles)
@@ -166,7 +159,8 @@ def _planned_counts(rng: Rng, n: int) -> Args:
 
 def _read_loss(rng: Rng, n: int) -> Args:
     """A budget release's reads: a plan's kept entries, the cells released, and (half the
-    time) the own shares: per entry its readings kept under its cell's cap, a mean share."""
+    time) the own shares: per entry its readings kept under its cell's cap, a mean share;
+    sometimes without the read entries (the plan's check)."""
     occ, kept, cap, epsilon = _plan_of(rng, n)
     kept &= np.isfinite(epsilon)[occ.cell_index]  # a plan keeps nothing in a dropped cell
     released = np.isfinite(epsilon) & (rng.random(len(occ.cells)) < 0.8)
@@ -175,7 +169,7 @@ def _read_loss(rng: Rng, n: int) -> Args:
         kept_count = np.where(kept, np.minimum(occ.count, cap[occ.cell_index]), 0)
         shares = (kept_count.astype(np.int64), cap.astype(np.int64), float(rng.choice([1.0, 0.75])))
     return (occ.cell_start, occ.vehicle_index, kept, released, epsilon, len(occ.vehicles),
-            shares)  # fmt: skip
+            shares, bool(rng.random() < 0.8))  # fmt: skip
 
 
 def _by_group_then_vehicle(out: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -206,7 +200,6 @@ INPUTS: dict[str, Callable[[Rng, int], Args]] = {
     "split_moves": _split_moves,
     "merged_groups": _merged_groups,
     "take_readings": _take_readings,
-    "kept_payments": _kept_payments,
     "planned_counts": _planned_counts,
     "read_loss": _read_loss,
 }

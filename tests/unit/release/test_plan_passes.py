@@ -68,19 +68,26 @@ def test_the_planned_pairs_counted_in_one_pass_equal_the_numpy_forms(
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_checks_compiled_sums_are_the_numpy_sums_bit_for_bit(seed: int) -> None:
+def test_the_checks_charge_without_the_entries_is_the_charges_bit_for_bit(seed: int) -> None:
+    """What the plan is checked by (:meth:`PrivacyAccountant.vehicle_charges`, no per-entry
+    arrays) is the per-vehicle ε the charge's one pass sums, in both forms; the plan passes."""
     occ, plan, room = _tight_plan(seed)
-    every = np.ones(len(occ.cells), dtype=bool)
-    cells, paid, unpriced, vehicle, _ = read_payments(
-        occ.cell_start, occ.vehicle_index, plan.kept, every, plan.epsilon, len(room), False
+    finite = np.isfinite(plan.epsilon)
+    accountant = PrivacyAccountant(_params(), plan.epsilon)
+    eps = accountant.cell_epsilons(len(occ.cells))
+    with kernels.forced("compiled"):
+        charged = accountant.vehicle_charges(occ, plan.kept, finite, None)
+    cells, paid, vehicle, read_eps = read_payments(
+        occ.cell_start, occ.vehicle_index, plan.kept, finite, eps, len(room), False
     )
-    assert unpriced == 0 and len(vehicle) == 0
-    numpy_paid, numpy_unpriced = kernels.KEPT_PAYMENTS.numpy(
-        occ.cell_start, occ.vehicle_index, plan.kept, plan.epsilon, len(room)
+    numpy_cells, numpy_paid, *_ = kernels.READ_LOSS.numpy(
+        occ.cell_start, occ.vehicle_index, plan.kept, finite, eps, len(room)
     )
-    assert paid.tobytes() == numpy_paid.tobytes() and numpy_unpriced == 0
-    assert cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
-    budget.check_plan(occ, plan, room, paid)  # within every room at the whole ε
+    assert len(vehicle) == len(read_eps) == 0
+    assert charged.tobytes() == paid.tobytes() == numpy_paid.tobytes()
+    assert cells.tolist() == numpy_cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
+    assert (charged > 0).sum() > 100
+    budget.check_plan(occ, plan, room, charged)  # within every room at the whole ε
 
 
 @pytest.mark.parametrize("seed", range(4))
