@@ -187,7 +187,7 @@ def check_plan(
     ):
         raise AssertionError("vehicle budget plan, room and occupancy differ in length")
     start = occupancy.cell_start
-    dropped = np.flatnonzero(plan.dropped).tolist()  # few cells: their entries alone are read
+    dropped = np.flatnonzero(plan.dropped).tolist()  # only the dropped cells' entries are read
     if any(plan.kept[start[g] : start[g + 1]].any() for g in dropped):
         raise AssertionError("vehicle budget plan keeps a reading of a cell it drops")
     if not np.all(charged <= room + 1e-9):
