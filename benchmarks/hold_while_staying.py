@@ -1,7 +1,7 @@
 """An experiment, not a setting: hold a cell while most of its vehicles stay in it.
 
 Run: ``python benchmarks/hold_while_staying.py [--only NAME ...] [--runs 5] [--stay 0.5]
-[--gate K] [--quick]``.
+[--gate K | --gate span] [--quick]``.
 
 The hindsight bound (``hindsight.py``) releases nearly all of the AIS week's useful readings in
 8-hour spans: a vessel that stays in a cell pays once for the span instead of once an hour.
@@ -10,7 +10,11 @@ change: the release price (``release.vehicle_budget.plan.epsilon_ceiling``, docs
 §13.3) of a cell is 0 (the cell waits) while at least ``--stay`` of its vehicles were in the
 same cell the window before and its span is shorter than ``max_span_hours``; with ``--gate K``
 only if the cell, released now with every reading kept, would cost more than ``K`` windows'
-refill (``K · B · W / P``). Everything it reads is public: the occupancy of this window and
+refill (``K · B · W / P``); with ``--gate span`` more than the burst spread over the longest
+span (``burst · W / max_span_hours``: released every window of such a span, the cell would
+cost its vehicles more than one burst), a gate of settings alone, with no constant chosen.
+Each run's records and error-bar misses are printed below the table (``--runs-detail``).
+Everything it reads is public: the occupancy of this window and
 the one before, the configuration, the rooms. Scored as ``panel.py`` scores (median
 (worst) over seeded runs; every run asserts no vehicle past B). Results and why the change
 is not in the code: benchmarks/README.md, "Tried and not adopted: hold a cell while its
@@ -39,13 +43,16 @@ from stream_dp.release.vehicle_budget import optimiser, plan  # noqa: E402
 
 #: Per (cell name, window start) its vehicles' readings: the occupancy the hold reads.
 History = dict[tuple[str, int], dict[str, int]]
+#: ``--gate span``: the gate at the burst spread over the longest span (module docstring).
+SPAN_GATE = "span"
+Gate = float | str | None
 
 
-def staying(history: History, stay: float, gate: float | None = None) -> Any:
+def staying(history: History, stay: float, gate: Gate = None) -> Any:
     """``plan.epsilon_ceiling`` with a price of 0 for each cell of at least ``stay`` vehicles
     that were in it the window before (``history``), its span under the span limit; with a
-    ``gate``, only for a cell whose ε now with every reading kept passes ``gate`` windows'
-    refill."""
+    ``gate``, only for a cell whose ε now with every reading kept passes
+    :func:`gate_epsilon`."""
     price = plan.epsilon_ceiling
 
     def ceiling(params: Any, rooms: Any, occupancy: Any, span_start: Any, due: Any = (),
@@ -74,21 +81,28 @@ def staying(history: History, stay: float, gate: float | None = None) -> Any:
     return ceiling
 
 
-def _gate_margin(params: Any, occupancy: Any, gate: float | None) -> np.ndarray:
+def gate_epsilon(params: Any, gate: float | str) -> float:
+    """The ε a staying cell's must pass to wait: ``gate`` windows' refill (``K · B · W / P``),
+    or with :data:`SPAN_GATE` the burst spread over the windows of the longest span."""
+    mode = plan.budget_mode(params)
+    if gate == SPAN_GATE:
+        return mode.burst * params.window_seconds / (params.max_span_hours * 3600)
+    return float(gate) * mode.budget * params.window_seconds / params.ledger_period_seconds
+
+
+def _gate_margin(params: Any, occupancy: Any, gate: Gate) -> np.ndarray:
     """Per cell, by how much its ε with every reading kept (a plan with unlimited rooms: no
-    sit-outs) passes ``gate`` windows' refill (positive: the gate lets it wait; all 1 without
+    sit-outs) passes :func:`gate_epsilon` (positive: the gate lets it wait; all 1 without
     a gate; +inf where no ε within the burst meets T)."""
     if gate is None:
         return np.ones(len(occupancy.cells))
-    mode = plan.budget_mode(params)
-    refill = mode.budget * params.window_seconds / params.ledger_period_seconds
     unlimited = np.full(len(occupancy.vehicles), np.inf)
     epsilon = plan._plan(params, occupancy, unlimited, None, None).epsilon
-    return epsilon - gate * refill  # +inf (no ε meets T) waits too
+    return epsilon - gate_epsilon(params, gate)  # +inf (no ε meets T) waits too
 
 
 @contextmanager
-def hold_while_staying(history: History, stay: float, gate: float | None = None) -> Iterator[None]:
+def hold_while_staying(history: History, stay: float, gate: Gate = None) -> Iterator[None]:
     """The release price replaced by :func:`staying`'s where the planners read it."""
     kept = plan.epsilon_ceiling, optimiser.epsilon_ceiling
     plan.epsilon_ceiling = optimiser.epsilon_ceiling = staying(history, stay, gate)
@@ -108,7 +122,7 @@ def history_of(readings: list[dict[str, Any]], row: dict[str, Any]) -> History:
 
 
 def compare(
-    data: DataSet, runs: int, stay: float, quick: bool = False, gate: float | None = None
+    data: DataSet, runs: int, stay: float, quick: bool = False, gate: Gate = None
 ) -> dict[str, list[dict[str, Any]]]:
     """``runs`` seeded releases of ``data`` (the panel's file; ``quick``: its quick one) as
     main releases it and with the hold."""
@@ -140,8 +154,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--stay", type=float, default=0.5,
                         help="share of a cell's vehicles in it the window before")  # fmt: skip
-    parser.add_argument("--gate", type=float, default=None,
-                        help="hold only cells costing more than K windows' refill")  # fmt: skip
+    parser.add_argument("--gate", type=_gate, default=None,
+                        help="hold only cells costing more than K windows' refill, or (span) "
+                             "than the burst over the longest span")  # fmt: skip
+    parser.add_argument("--runs-detail", action="store_true",
+                        help="each run's useful %%, records and error-bar misses")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the panel's quick files")
     args = parser.parse_args()
     print("| data set | main: useful % median (worst) | staleness h | finer % | hold while "
@@ -151,7 +168,15 @@ def main() -> int:
             continue
         got = compare(data, args.runs, args.stay, args.quick, args.gate)
         print(f"| {data.name} | {_summary(got['main'])} | {_summary(got['hold'])} |", flush=True)
+        for label in got if args.runs_detail else ():
+            runs = "; ".join(f"{100 * r['coverage']:.1f} % in {r['records']} records, "
+                             f"{r['misses']} missed" for r in got[label])  # fmt: skip
+            print(f"  {data.name}, {label}: {runs}", flush=True)
     return 0
+
+
+def _gate(text: str) -> float | str:
+    return SPAN_GATE if text == SPAN_GATE else float(text)
 
 
 if __name__ == "__main__":

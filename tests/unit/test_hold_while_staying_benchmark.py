@@ -90,3 +90,39 @@ def test_the_gate_holds_only_the_cells_whose_eps_passes_it(week: Any) -> None:
     assert held_at(1e9) == tuple(main[key] for key in keys) != ungated
     assert held_at(0.0) == ungated
     assert held_at(10.0) not in (ungated, tuple(main[key] for key in keys))
+
+
+@pytest.mark.parametrize("name", ["AIS week", "motorway"])
+def test_the_span_gate_is_the_burst_spread_over_the_longest_span(name: str) -> None:
+    """``--gate span``: the burst (B/4) over the 8 one-hour windows of the longest span; in
+    refills of the period (widened by the span's other 7 hours, ``ledger_period_seconds``)
+    175/32 ≈ 5.47 of a weekly B and 31/32 of a daily one."""
+    from usefulness import settings_of
+
+    from stream_dp.release.params import ReleaseParams
+
+    data = next(d for d in PANEL if d.name == name)
+    params = ReleaseParams.from_settings(settings_of(profile_row(data)))
+    assert params.max_span_hours == 8 and params.window_seconds == 3600
+    span = hold_while_staying.gate_epsilon(params, hold_while_staying.SPAN_GATE)
+    assert span == data.budget / 4 / 8
+    refill = hold_while_staying.gate_epsilon(params, 1.0)
+    assert span / refill == pytest.approx((data.period_seconds / 3600 + 7) / 32)
+
+
+def test_the_span_gate_holds_the_staying_cells_that_cost_more_than_it(week: Any) -> None:
+    """On the week's first readings at B 25.6 (burst 6.4, span gate 0.8) the span gate lets
+    some staying cells wait and releases others (neither main's release nor the ungated
+    hold's), as the refill gate of the same ε does."""
+    truth, row, history = week
+    row = {**row, "vehicle_budget": 25.6}
+    keys = ("coverage", "records", "loss", "finer")
+
+    def held_at(gate: Any) -> tuple[Any, ...]:
+        with hold_while_staying.hold_while_staying(history, stay=0.5, gate=gate):
+            got = _run(truth, row)
+        return tuple(got[key] for key in keys)
+
+    main = _run(truth, row)
+    gated = held_at("span")
+    assert gated not in (tuple(main[key] for key in keys), held_at(None))
