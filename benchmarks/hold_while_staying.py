@@ -1,7 +1,7 @@
 """An experiment, not a setting: hold a cell while most of its vehicles stay in it.
 
 Run: ``python benchmarks/hold_while_staying.py [--only NAME ...] [--runs 5] [--stay 0.5]
-[--gate K | --gate span] [--quick]``.
+[--gate K | --gate span] [--runs-detail] [--quick]``.
 
 The hindsight bound (``hindsight.py``) releases nearly all of the AIS week's useful readings in
 8-hour spans: a vessel that stays in a cell pays once for the span instead of once an hour.
@@ -10,9 +10,10 @@ change: the release price (``release.vehicle_budget.plan.epsilon_ceiling``, docs
 §13.3) of a cell is 0 (the cell waits) while at least ``--stay`` of its vehicles were in the
 same cell the window before and its span is shorter than ``max_span_hours``; with ``--gate K``
 only if the cell, released now with every reading kept, would cost more than ``K`` windows'
-refill (``K · B · W / P``); with ``--gate span`` more than the burst spread over the longest
-span (``burst · W / max_span_hours``: released every window of such a span, the cell would
-cost its vehicles more than one burst), a gate of settings alone, with no constant chosen.
+refill (``K · B · W / P``); with ``--gate span`` more than the burst spread over the windows
+of the longest span (``burst / max_span_hours``: released every window of such a span, the
+cell would cost its vehicles more than one burst), a gate of settings alone, with no
+constant chosen.
 Each run's records and error-bar misses are printed below the table (``--runs-detail``).
 Everything it reads is public: the occupancy of this window and
 the one before, the configuration, the rooms. Scored as ``panel.py`` scores (median
@@ -82,11 +83,12 @@ def staying(history: History, stay: float, gate: Gate = None) -> Any:
 
 
 def gate_epsilon(params: Any, gate: float | str) -> float:
-    """The ε a staying cell's must pass to wait: ``gate`` windows' refill (``K · B · W / P``),
-    or with :data:`SPAN_GATE` the burst spread over the windows of the longest span."""
+    """The ε a staying cell's ε must pass for it to wait: ``gate`` windows' refill
+    (``K · B · W / P``), or with :data:`SPAN_GATE` the burst spread over the windows of the
+    longest span (``max_span_hours`` counts windows)."""
     mode = plan.budget_mode(params)
     if gate == SPAN_GATE:
-        return mode.burst * params.window_seconds / (params.max_span_hours * 3600)
+        return mode.burst / params.max_span_hours
     return float(gate) * mode.budget * params.window_seconds / params.ledger_period_seconds
 
 

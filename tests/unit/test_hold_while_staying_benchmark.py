@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 import hold_while_staying  # noqa: E402
 from panel import PANEL, one_run, profile_row  # noqa: E402
-from usefulness import Truth  # noqa: E402
+from usefulness import Truth, settings_of  # noqa: E402
 
+from stream_dp.release.params import ReleaseParams  # noqa: E402
 from stream_dp.release.vehicle_budget import optimiser, plan  # noqa: E402
 from stream_dp.sources.sample import load_sample  # noqa: E402
 
@@ -97,10 +98,6 @@ def test_the_span_gate_is_the_burst_spread_over_the_longest_span(name: str) -> N
     """``--gate span``: the burst (B/4) over the 8 one-hour windows of the longest span; in
     refills of the period (widened by the span's other 7 hours, ``ledger_period_seconds``)
     175/32 ≈ 5.47 of a weekly B and 31/32 of a daily one."""
-    from usefulness import settings_of
-
-    from stream_dp.release.params import ReleaseParams
-
     data = next(d for d in PANEL if d.name == name)
     params = ReleaseParams.from_settings(settings_of(profile_row(data)))
     assert params.max_span_hours == 8 and params.window_seconds == 3600
@@ -126,3 +123,14 @@ def test_the_span_gate_holds_the_staying_cells_that_cost_more_than_it(week: Any)
     main = _run(truth, row)
     gated = held_at("span")
     assert gated not in (tuple(main[key] for key in keys), held_at(None))
+    params = ReleaseParams.from_settings(settings_of(row))
+    span = hold_while_staying.gate_epsilon(params, hold_while_staying.SPAN_GATE)
+    assert span == 0.8  # off the ε grid (1/128): no cell's ε sits on it
+    assert gated == held_at(span / hold_while_staying.gate_epsilon(params, 1.0))
+
+
+def test_the_gate_argument_is_a_number_of_refills_or_span() -> None:
+    assert hold_while_staying._gate("span") == hold_while_staying.SPAN_GATE
+    assert hold_while_staying._gate("4.5") == 4.5
+    with pytest.raises(ValueError):
+        hold_while_staying._gate("spam")

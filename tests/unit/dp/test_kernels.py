@@ -169,7 +169,7 @@ def _read_loss(rng: Rng, n: int) -> Args:
         kept_count = np.where(kept, np.minimum(occ.count, cap[occ.cell_index]), 0)
         shares = (kept_count.astype(np.int64), cap.astype(np.int64), float(rng.choice([1.0, 0.75])))
     return (occ.cell_start, occ.vehicle_index, kept, released, epsilon, len(occ.vehicles),
-            shares, bool(rng.random() < 0.8))  # fmt: skip
+            shares, bool(rng.random() < 0.5))  # fmt: skip
 
 
 def _by_group_then_vehicle(out: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:

@@ -11,7 +11,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from stream_dp.dp import kernels
 from stream_dp.dp.occupancy import Occupancy
 from stream_dp.release.accounting import PrivacyAccountant
 from stream_dp.release.vehicle_budget.plan import check_plan, planned_bound
@@ -100,23 +99,23 @@ def test_with_a_variance_share_the_charge_the_check_reads_is_the_whole_epsilon()
     assert np.array_equal(_charged(occ, plan, variance_share=0.25), whole)
 
 
-def test_a_plan_that_keeps_a_dropped_cells_readings_fails() -> None:
+@pytest.mark.parametrize(("cell", "dropped_as"), [(0, np.inf), (1, np.inf), (1, np.nan)])
+def test_a_plan_that_keeps_a_dropped_cells_readings_fails(cell: int, dropped_as: float) -> None:
+    """The first or the last cell dropped (+inf, or an ε that is not a number), its entries
+    still kept."""
     occ, room = _occupancy(), np.full(60, 3.0)
     plan = _plan(occ, room)
     charged = _charged(occ, plan)
+    assert len(occ.cells) == 2 and plan.kept.all()
     epsilon = plan.epsilon.copy()
-    epsilon[1] = np.inf  # cell b dropped, its entries still kept
+    epsilon[cell] = dropped_as
     with pytest.raises(AssertionError, match="a cell it drops"):
         check_plan(occ, replace(plan, epsilon=epsilon), room, charged)
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_a_room_of_another_length_fails_the_check(
-    compiled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The compiled pass reads each vehicle's sums by index: a room or charge for fewer
-    vehicles than the occupancy names must fail, not be read past its end."""
-    monkeypatch.setattr(kernels, "use_compiled", lambda n: compiled)
+def test_a_room_of_another_length_fails_the_check() -> None:
+    """A room or charge for fewer vehicles than the occupancy names must fail, not be
+    compared with the wrong vehicles' (or broadcast)."""
     occ, room = _occupancy(), np.full(60, 3.0)
     plan = _plan(occ, room)
     charged = _charged(occ, plan)

@@ -1,8 +1,8 @@
 """The compiled passes over a vehicle-budget plan's entries
 (``stream_dp.release.vehicle_budget.plan_passes``)
 give exactly what the numpy forms they replace give (issue 25, the 1M-reading window): the
-plan's check, the planned pairs' counts and the window's charge, on plans with sit-outs,
-dropped cells and cells not released."""
+planned pairs' counts and the window's charge (with and without its read entries: what the
+plan is checked by), on plans with sit-outs, dropped cells and cells not released."""
 
 from __future__ import annotations
 
@@ -68,25 +68,41 @@ def test_the_planned_pairs_counted_in_one_pass_equal_the_numpy_forms(
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_checks_charge_without_the_entries_is_the_charges_bit_for_bit(seed: int) -> None:
-    """What the plan is checked by (:meth:`PrivacyAccountant.vehicle_charges`, no per-entry
-    arrays) is the per-vehicle ε the charge's one pass sums, in both forms; the plan passes."""
+def test_the_checks_charge_without_the_entries_is_the_charges_bit_for_bit(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the plan is checked by (:meth:`PrivacyAccountant.vehicle_charges`: no per-entry
+    arrays) is, bit for bit and in both forms, what the window's charge records for each
+    vehicle were the plan's cells released; the plan passes."""
     occ, plan, room = _tight_plan(seed)
     finite = np.isfinite(plan.epsilon)
     accountant = PrivacyAccountant(_params(), plan.epsilon)
     eps = accountant.cell_epsilons(len(occ.cells))
+    asked: list[bool] = []
+    read_entries = PrivacyAccountant._read_entries
+
+    def spy(self: PrivacyAccountant, *args: object, with_entries: bool = True) -> object:
+        asked.append(with_entries)
+        return read_entries(self, *args, with_entries=with_entries)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PrivacyAccountant, "_read_entries", spy)
     with kernels.forced("compiled"):
         charged = accountant.vehicle_charges(occ, plan.kept, finite, None)
-    cells, paid, vehicle, read_eps = read_payments(
+        loss, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite))
+    assert asked == [False, True]  # the check builds no per-entry arrays; the charge does
+    with kernels.forced("numpy"):
+        numpy_charged = accountant.vehicle_charges(occ, plan.kept, finite, None)
+    cells, _, vehicle, read_eps = read_payments(
         occ.cell_start, occ.vehicle_index, plan.kept, finite, eps, len(room), False
     )
-    numpy_cells, numpy_paid, *_ = kernels.READ_LOSS.numpy(
-        occ.cell_start, occ.vehicle_index, plan.kept, finite, eps, len(room)
+    _, _, numpy_vehicle, numpy_read_eps = kernels.READ_LOSS.numpy(
+        occ.cell_start, occ.vehicle_index, plan.kept, finite, eps, len(room), None, False
     )
-    assert len(vehicle) == len(read_eps) == 0
-    assert charged.tobytes() == paid.tobytes() == numpy_paid.tobytes()
-    assert cells.tolist() == numpy_cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
-    assert (charged > 0).sum() > 100
+    assert len(vehicle) == len(read_eps) == len(numpy_vehicle) == len(numpy_read_eps) == 0
+    assert charged.tobytes() == numpy_charged.tobytes()
+    assert loss.losses is not None and (charged > 0).sum() == len(loss.losses) > 100
+    assert charged[charged > 0].tobytes() == loss.losses.tobytes()
+    assert cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
     budget.check_plan(occ, plan, room, charged)  # within every room at the whole ε
 
 
