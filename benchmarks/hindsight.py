@@ -1,7 +1,8 @@
 """How much useful coverage any plan of whole cells could reach on a data set, in hindsight.
 
 Run: ``python benchmarks/hindsight.py [--only NAME ...] [--max-span H] [--pay cell|share]
-[--median-staleness H] [--finer-share F] [--live-first] [--detail]``.
+[--median-staleness H] [--finer-share F] [--live-first] [--pacing] [--detail] [--runs N]
+[--threshold F]``.
 
 A planner decides window by window, not knowing which vehicles come next. This script
 knows the whole data set and solves, as a linear programme, the best choice of releases it
@@ -28,11 +29,21 @@ Not in the family: a parent released without its released children (the adaptive
 remainder), sit-outs, spans of more than ``--max-span`` windows, ε between two factors (the
 LP values it as their mix, which the concave chance of being useful can pass slightly).
 Pacing and a burst per window are left out (they only lower what a plan can reach), except
+with ``--pacing`` (each vehicle's token bucket as rows, on data sets short enough) and
 ``--live-first``, where a cell-window that meets T alone within the burst is never pooled;
 ``--median-staleness`` and ``--finer-share`` add the panel's other measures as constraints.
 
 The coverage is the bound's expected useful readings over all the data set's readings (the
 panel's denominator).
+
+The bound's own runs (``--detail``; :func:`run_spread`). The optimum is an expectation over
+the noise; a run of it lands each of its releases within τ or not, each with its own chance
+and independently of the others (one Laplace draw per cell). So a run's coverage spreads
+around the bound, the more the fewer and larger its releases; the issue's targets read the
+worst of ``--runs`` runs. Printed: the standard deviation of one run's coverage, the expected
+worst of ``--runs`` runs and the chance that it reaches ``--threshold``, each simulated from
+the optimum's releases (a release taken in part counts that part of its readings). A plan
+chosen for a lower spread rather than the highest expectation is outside what this reads.
 """
 
 from __future__ import annotations
@@ -65,6 +76,98 @@ class LongerThanOnePeriod(ValueError):
     """The data set is longer than one budget period (no bound: :func:`bound`)."""
 
 
+def run_spread(
+    readings: np.ndarray,
+    chance: np.ndarray,
+    total: int,
+    *,
+    runs: int = 5,
+    threshold: float = 0.8,
+    draws: int = 20_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """One run's coverage when release ``i`` holds ``readings[i]`` readings and lands within
+    τ with ``chance[i]``, independently (module docstring, "The bound's own runs"): its
+    expectation and standard deviation (closed forms), and over ``draws`` simulated sets of
+    ``runs`` runs (seeded) the mean of their worst and the share whose worst is at least
+    ``threshold`` (a share of the ``total`` readings)."""
+    n, p = np.asarray(readings, dtype=np.float64), np.asarray(chance, dtype=np.float64)
+    if n.shape != p.shape or np.any((p < 0) | (p > 1)) or total <= 0:
+        raise ValueError("readings and chances must pair up, chances in [0, 1], total > 0")
+    rng = np.random.default_rng(seed)
+    worst = np.empty(draws)
+    chunk = max(1, 2_000_000 // max(1, runs * len(n)))  # at most ~2M draws of a release at once
+    for lo in range(0, draws, chunk):
+        hi = min(draws, lo + chunk)
+        hits = rng.random((hi - lo, runs, len(n))) < p
+        worst[lo:hi] = (hits @ n).min(axis=1) / total
+    return {
+        "releases": float(len(n)),
+        "mean": float(n @ p) / total,
+        "sd": float(np.sqrt(np.sum(n * n * p * (1.0 - p)))) / total,
+        "expected_worst": float(worst.mean()),
+        "worst_at_least": float(np.mean(worst >= threshold - 1e-12)),
+    }
+
+
+#: ``--pacing``: at most this many windows' intervals (the LP's rows are vehicles times these).
+MAX_PACING_INTERVALS = 500
+
+
+def pacing_rows(
+    last_window: np.ndarray,
+    vehicle: np.ndarray,
+    column: np.ndarray,
+    pay: np.ndarray,
+    shape: tuple[int, int],
+    params: ReleaseParams,
+) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """The token bucket as LP rows: per payment (a release's vehicle entry: the release's
+    ``last_window``, its ``vehicle``, the LP ``column`` and what it ``pay``s at that column's
+    factor), for every vehicle and every interval ``[a, b]`` of windows in which releases end,
+    the payments of releases ending in it at most ``burst + rate (b - a)`` (the ledger's bucket:
+    capacity the burst, refilled at B per widened period, full at first sight; spent at each
+    release's close). Intervals so long that this passes B are left to the budget's rows.
+    ``shape``: (vehicles, LP columns). Returns the rows and their limits."""
+    n_vehicles, n_columns = shape
+    burst, budget = params.vehicle_burst, float(params.vehicle_budget)
+    rate = budget * params.window_seconds / params.ledger_period_seconds  # per window
+    ends = np.unique(last_window).tolist()
+    intervals = [(a, b) for a in ends for b in ends if a <= b and burst + rate * (b - a) < budget]
+    if len(intervals) > MAX_PACING_INTERVALS:
+        raise ValueError(
+            f"--pacing: {len(intervals):,} intervals of windows, at most {MAX_PACING_INTERVALS}"
+        )
+    rows, cols, vals = [], [], []
+    for k, (a, b) in enumerate(intervals):
+        inside = (last_window >= a) & (last_window <= b)
+        rows.append(k * n_vehicles + vehicle[inside])
+        cols.append(column[inside])
+        vals.append(pay[inside])
+    matrix = sparse.csr_matrix(
+        (np.concatenate(vals or [np.zeros(0)]),
+         (np.concatenate(rows or [np.zeros(0, np.int64)]),
+          np.concatenate(cols or [np.zeros(0, np.int64)]))),
+        shape=(len(intervals) * n_vehicles, n_columns),
+    )  # fmt: skip
+    limits = np.repeat([burst + rate * (b - a) for a, b in intervals], n_vehicles)
+    return matrix, limits
+
+
+def overlap_groups(spans: np.ndarray) -> np.ndarray:
+    """Per row of ``spans`` (``cell, first hour, last hour``) its group: rows of one cell
+    whose hours overlap, directly or through others, share one (numbered from 0)."""
+    group = np.empty(len(spans), dtype=np.int64)
+    n, cell, end = -1, None, 0
+    for i in np.lexsort((spans[:, 1], spans[:, 0])).tolist():
+        c, a, b = spans[i].tolist()
+        if c != cell or a > end:
+            n, cell, end = n + 1, c, b
+        end = max(end, b)
+        group[i] = n
+    return group
+
+
 def readings_arrays(
     readings: list[dict[str, Any]], resolution: int, window_seconds: int
 ) -> dict[str, np.ndarray]:
@@ -86,11 +189,11 @@ def candidates_at(
     per release its entries' vehicles and counts, the finest cell-hour rows it covers, per
     reading its staleness (hours from its window's close to the span's end) and the one-hour
     releases of the same cell its span is made of (their indices in this list; none for a
-    one-hour release)."""
+    one-hour release), and per release its cell, first and last hour."""
     order = np.lexsort((vehicle, hour, cell))
     c, h, v, rw = cell[order], hour[order], vehicle[order], row[order]
     breaks = np.flatnonzero(np.diff(c)) + 1
-    vehicles_of, counts_of, rows_of, stale_of, parts_of = [], [], [], [], []
+    vehicles_of, counts_of, rows_of, stale_of, parts_of, cell_of = [], [], [], [], [], []
     for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(c)], strict=True):
         hours, first = np.unique(h[lo:hi], return_index=True)
         ends = np.r_[first[1:], hi - lo]
@@ -106,10 +209,11 @@ def candidates_at(
                 counts_of.append(n)
                 rows_of.append(np.unique(rw[a:b]))
                 stale_of.append(hours[j] - h[a:b])
+                cell_of.append((int(c[lo]), int(hours[i]), int(hours[j])))
         single = {i: k for i, j, k in spans if i == j}
         parts_of += [np.array([single[m] for m in range(i, j + 1)] if j > i else [], np.int64)
                      for i, j, _ in spans]  # fmt: skip
-    return vehicles_of, counts_of, rows_of, stale_of, parts_of
+    return vehicles_of, counts_of, rows_of, stale_of, parts_of, cell_of
 
 
 def bound(
@@ -120,6 +224,9 @@ def bound(
     median_staleness: float | None = None,
     finer_share: float | None = None,
     live_first: bool = False,
+    runs: int = 5,
+    threshold: float = 0.8,
+    pacing: bool = False,
 ) -> dict[str, Any]:
     """The LP's optimum (module docstring) for a data set released with settings ``row``;
     with ``median_staleness``, the expected useful readings later than it at most those not
@@ -127,7 +234,9 @@ def bound(
     useful); with ``finer_share``, at least that share of the expected useful readings in
     cells finer than R0; with ``live_first``, no span longer than an hour of a cell that
     meets T alone in one of its hours within the burst (B/4: its readings are released in
-    that hour, never pooled)."""
+    that hour, never pooled); with ``pacing``, each vehicle's token bucket too
+    (:func:`pacing_rows`). ``spread``: :func:`run_spread` of the optimum's releases, the
+    worst of ``runs`` runs against ``threshold``."""
     params = ReleaseParams.from_settings(settings_of(row))
     fine_res, coarsest = params.resolution, params.coarsest
     arrays = readings_arrays(readings, fine_res, params.window_seconds)
@@ -146,6 +255,7 @@ def bound(
     resolution_of: list[int] = []
     span_of: list[int] = []
     parts_of: list[np.ndarray] = []
+    span_key: list[tuple[int, int, int]] = []  # per release its cell (unique), hours
     for res in range(coarsest, fine_res + 1):
         parents = np.array([h3.cell_to_parent(n, res) for n in arrays["fine_names"]])
         _, parent = np.unique(parents, return_inverse=True)
@@ -156,6 +266,7 @@ def bound(
         late_share += [0.0 if median_staleness is None else float(np.mean(st > median_staleness))
                        for st in got[3]]  # fmt: skip
         resolution_of += [res] * len(got[0])
+        span_key += [(res * len(arrays["fine_names"]) + c, a, b) for c, a, b in got[5]]
         span_of += [int(st.max()) + 1 for st in got[3]]
         offset = len(parts_of)  # this resolution's first release
         parts_of += [p + offset for p in got[4]]
@@ -186,7 +297,10 @@ def bound(
         return {"readings": len(readings), "candidates": 0, "coverage": 0.0,
                 "released_share": 0.0, "finer_share": 0.0, "fractional": 0, "chosen": 0,
                 "useful_by_span": {}, "useful_by_factor": {}, "spent_over_budget": [],
-                "seconds": 0.0}  # fmt: skip
+                "seconds": 0.0, "spread": run_spread(np.zeros(0), np.zeros(0), len(readings),
+                                                     runs=runs, threshold=threshold),
+                "spread_by_overlap": run_spread(np.zeros(0), np.zeros(0), len(readings), runs=runs,
+                                             threshold=threshold)}  # fmt: skip
     value = options.useful[cand, col]
     # readings rows: each finest cell-hour covered at most once
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
@@ -203,6 +317,14 @@ def bound(
         shape=(n_rows + n_vehicles, n_x),
     )  # fmt: skip
     limits = np.r_[np.ones(n_rows), np.full(n_vehicles, float(params.vehicle_budget))]
+    if pacing:
+        last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
+        paced, paced_limits = pacing_rows(
+            np.repeat(last_window, sizes[cand]), entry_vehicle[entries], pay_cols, pay_vals,
+            (n_vehicles, n_x), params,
+        )  # fmt: skip
+        matrix = sparse.vstack([matrix, paced]).tocsr()
+        limits = np.r_[limits, paced_limits]
     if median_staleness is not None:  # Σ useful · (late − on time) ≤ 0
         late = np.array(late_share)[cand]
         matrix = sparse.vstack([matrix, sparse.csr_matrix(value * (2.0 * late - 1.0))])
@@ -225,6 +347,14 @@ def bound(
     spans = np.array(span_of)[cand]
     paid = np.bincount(entry_vehicle[entries], weights=pay_vals * np.repeat(x, sizes[cand]),
                        minlength=n_vehicles)  # fmt: skip
+    spread = run_spread((x * readings_at)[chosen], (value / readings_at)[chosen], len(readings),
+                        runs=runs, threshold=threshold)  # fmt: skip
+    # the parts of one cell whose spans overlap (its factors, its overlapping spans) as one
+    # release: a whole plan releases those readings in one of them, one draw
+    group = overlap_groups(np.array(span_key, dtype=np.int64)[cand][chosen])
+    held = np.bincount(group, weights=(x * readings_at)[chosen])
+    spread_by_overlap = run_spread(held, np.bincount(group, weights=gained[chosen]) / held,
+                                len(readings), runs=runs, threshold=threshold)  # fmt: skip
     return {
         "readings": len(readings),
         "candidates": n_x,
@@ -247,6 +377,8 @@ def bound(
         .round(2)
         .tolist(),  # fmt: skip
         "seconds": seconds,
+        "spread": spread,
+        "spread_by_overlap": spread_by_overlap,
     }
 
 
@@ -266,6 +398,12 @@ def main() -> int:
     parser.add_argument("--detail", action="store_true",
                         help="also: useful readings by span and factor, spend / B")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the panel's quick files")
+    parser.add_argument("--pacing", action="store_true",
+                        help="also: each vehicle's token bucket (short data sets)")  # fmt: skip
+    parser.add_argument("--runs", type=int, default=5,
+                        help="--detail: the worst of this many runs of the optimum")  # fmt: skip
+    parser.add_argument("--threshold", type=float, default=0.8,
+                        help="--detail: the coverage that worst is held against")  # fmt: skip
     args = parser.parse_args()
     chosen = [d for d in PANEL if not args.only or d.name in args.only]
     header = ("data set", "max span h", "median staleness h", "pays",
@@ -278,7 +416,8 @@ def main() -> int:
         cap = "any" if args.median_staleness is None else f"<= {args.median_staleness:g}"
         try:
             got = bound(data.readings(args.quick), row, span, args.pay, args.median_staleness,
-                        args.finer_share, args.live_first)  # fmt: skip
+                        args.finer_share, args.live_first, args.runs, args.threshold,
+                        args.pacing)  # fmt: skip
         except LongerThanOnePeriod as error:
             print(f"| {data.name} | {span} | {cap} | {args.pay} | none: {error} |", flush=True)
             continue
@@ -289,6 +428,15 @@ def main() -> int:
             print(f"  releases taken in part: {got['fractional']} of {got['chosen']}")
             for key in ("useful_by_span", "useful_by_factor", "spent_over_budget"):
                 print(f"  {key}: {got[key]}")
+            for label, key in (("releases", "spread"), ("overlapping groups", "spread_by_overlap")):
+                spread = got[key]
+                print(
+                    f"  one run, {spread['releases']:.0f} {label} drawn apart: "
+                    f"sd {100 * spread['sd']:.1f} points; "
+                    f"worst of {args.runs} runs: expected {100 * spread['expected_worst']:.1f} %,"
+                    f" at least {100 * args.threshold:g} % with chance "
+                    f"{spread['worst_at_least']:.3f}"
+                )
     return 0
 
 

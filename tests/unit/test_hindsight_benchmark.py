@@ -4,6 +4,7 @@ median staleness, the finer share) changes the optimum exactly as the hand solut
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,14 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 import hindsight  # noqa: E402
 from panel import PANEL, profile_row  # noqa: E402
+from usefulness import settings_of  # noqa: E402
 
 from stream_dp.dp.release_candidates import (  # noqa: E402
     CellOptions,
     cell_options,
     entry_payments,
 )
+from stream_dp.release.params import ReleaseParams  # noqa: E402
 
 HOUR = 3600.0
 #: A finest cell of the AIS week's harbour, and its centre.
@@ -187,3 +190,134 @@ def test_live_first_keeps_the_spans_of_a_finer_cell_whose_hours_miss_t_alone() -
     a_span = float(_options([1] * 20, budget).useful[0, 0])
     assert pooled["coverage"] * len(readings) > a_span  # A's span and B's readings
     assert live["coverage"] == pytest.approx(pooled["coverage"])
+
+
+def test_the_spread_of_sure_releases_is_none_and_every_worst_is_their_share() -> None:
+    # chances 1 and 0: every run the same, 60 of 100 readings useful
+    got = hindsight.run_spread(np.array([40.0, 20.0, 30.0]), np.array([1.0, 1.0, 0.0]), 100,
+                               draws=500)  # fmt: skip
+    assert (got["mean"], got["sd"], got["expected_worst"]) == pytest.approx((0.6, 0.0, 0.6))
+    assert got["worst_at_least"] == 0.0  # 60 % never reaches the default 80 %
+    assert hindsight.run_spread(np.array([40.0, 20.0]), np.array([1.0, 1.0]), 100, threshold=0.6,
+                                draws=500)["worst_at_least"] == 1.0  # fmt: skip
+
+
+def test_the_worst_of_runs_of_one_release_is_all_or_nothing_by_hand() -> None:
+    # one release of 90 of 100 readings at chance 0.86: one run is 0.9 or 0; the worst of 5
+    # reaches 0.8 only when all five land, 0.86^5 = 0.470; the sd is 90 sqrt(p (1 - p)) / 100
+    p = 0.86
+    got = hindsight.run_spread(np.array([90.0]), np.array([p]), 100, draws=40_000, seed=3)
+    assert got["mean"] == pytest.approx(0.9 * p)
+    assert got["sd"] == pytest.approx(0.9 * np.sqrt(p * (1 - p)))
+    assert got["worst_at_least"] == pytest.approx(p**5, abs=0.01)  # 4 sd of 40,000 draws
+    assert got["expected_worst"] == pytest.approx(0.9 * p**5, abs=0.01)
+
+
+def test_more_smaller_releases_of_the_same_readings_spread_less_and_worst_higher() -> None:
+    # the same 90 readings at the same chance, in 1 release or in 9: the same expectation,
+    # a third of the sd (1 / sqrt(9)), and a worst of 5 nearer the expectation. At 60 %, one
+    # release needs all five runs to land (0.86^5); nine need 6 of 9 in each run (binomial)
+    p = 0.86
+    one = hindsight.run_spread(np.array([90.0]), np.full(1, p), 100, threshold=0.6, seed=1)
+    nine = hindsight.run_spread(np.full(9, 10.0), np.full(9, p), 100, threshold=0.6, seed=1)
+    assert nine["mean"] == pytest.approx(one["mean"])
+    assert nine["sd"] == pytest.approx(one["sd"] / 3)
+    assert one["expected_worst"] < nine["expected_worst"] < nine["mean"]
+    six_of_nine = sum(math.comb(9, k) * p**k * (1 - p) ** (9 - k) for k in range(6, 10))
+    assert one["worst_at_least"] == pytest.approx(p**5, abs=0.015)  # 0.470
+    assert nine["worst_at_least"] == pytest.approx(six_of_nine**5, abs=0.015)  # 0.868
+
+
+def test_the_spread_refuses_chances_outside_zero_to_one_and_unpaired_inputs() -> None:
+    with pytest.raises(ValueError, match="chances"):
+        hindsight.run_spread(np.array([1.0]), np.array([1.5]), 10)
+    with pytest.raises(ValueError, match="pair up"):
+        hindsight.run_spread(np.array([1.0, 2.0]), np.array([0.5]), 10)
+
+
+def test_the_bound_reports_the_spread_of_its_own_releases() -> None:
+    # one cell, one hour, 40 vehicles: the optimum is that one release at the factor with the
+    # most expected useful readings; its spread is that release's alone
+    readings = _readings(range(40), 100)
+    got = hindsight.bound(readings, _row(1000.0), max_span=1, pay="cell", runs=3,
+                          threshold=0.5)  # fmt: skip
+    spread = got["spread"]
+    assert spread["mean"] == pytest.approx(got["coverage"])
+    p = got["coverage"] * len(readings) / (got["released_share"] * len(readings))
+    assert 0 < p < 1  # a chance below 1: a spread to read
+    assert spread["sd"] == pytest.approx(got["released_share"] * np.sqrt(p * (1 - p)))
+
+
+def test_overlapping_spans_of_one_cell_form_one_group_and_other_cells_their_own() -> None:
+    spans = np.array([
+        [7, 0, 7],  # cell 7, hours 0-7
+        [7, 5, 9],  # overlaps the first
+        [7, 10, 12],  # after both: its own
+        [8, 0, 7],  # another cell, the same hours: its own
+        [7, 12, 12],  # touches hour 12 of [10, 12]: with it
+        [7, 0, 7],  # the first again (another factor): with it
+    ])  # fmt: skip
+    group = hindsight.overlap_groups(spans)
+    assert group[0] == group[1] == group[5]
+    assert group[2] == group[4] != group[0]
+    assert len({group[0], group[2], group[3]}) == 3
+    assert sorted(set(group.tolist())) == [0, 1, 2]
+
+
+def test_the_bound_draws_a_cells_overlapping_parts_as_one() -> None:
+    # 40 vehicles, hours 0 and 1, one cell, B 2: the optimum takes the 2-hour span and both
+    # hours, each in part (B bounds the vehicles' payments); drawn apart the three parts
+    # spread less than drawn as the one group they overlap in
+    readings = _readings(range(40), 100) + _readings(range(40), 101)
+    got = hindsight.bound(readings, _row(2.0), max_span=2, pay="cell")
+    apart, together = got["spread"], got["spread_by_overlap"]
+    assert (got["fractional"], apart["releases"], together["releases"]) == (3, 3.0, 1.0)
+    assert together["mean"] == pytest.approx(apart["mean"]) == pytest.approx(got["coverage"])
+    assert together["sd"] > apart["sd"]
+
+
+def test_pacing_holds_one_hours_release_to_the_burst() -> None:
+    # one hour, 40 vehicles, B four times ε_T × 2, so the burst (B/4) is exactly that ε:
+    # without pacing the best factor (4) is affordable, with the bucket only factor 2
+    budget = 4 * float(_options([1] * 40, 1000.0).epsilon[0, 3])
+    options = _options([1] * 40, budget)
+    readings = _readings(range(40), 100)
+    free = hindsight.bound(readings, _row(budget), max_span=1, pay="cell")
+    paced = hindsight.bound(readings, _row(budget), max_span=1, pay="cell", pacing=True)
+    assert free["coverage"] * 40 == pytest.approx(float(options.useful[0].max()))
+    assert paced["coverage"] * 40 == pytest.approx(float(options.useful[0, 3]))
+
+
+def test_pacing_rows_bound_each_interval_of_windows_by_the_bucket() -> None:
+    # releases ending in windows 5, 5 and 7 (vehicles 0, 1, 0): intervals [5, 5], [5, 7],
+    # [7, 7]; vehicle 0 pays 0.5 and 0.25, vehicle 1 pays 2.0
+    row = _row(4.0)
+    params = ReleaseParams.from_settings(settings_of(row))
+    rate = 4.0 * params.window_seconds / params.ledger_period_seconds
+    matrix, limits = hindsight.pacing_rows(
+        np.array([5, 5, 7]), np.array([0, 1, 0]), np.array([0, 1, 2]),
+        np.array([0.5, 2.0, 0.25]), (2, 3), params,
+    )  # fmt: skip
+    burst = params.vehicle_burst
+    assert limits.tolist() == pytest.approx([burst, burst, burst + 2 * rate, burst + 2 * rate,
+                                             burst, burst])  # fmt: skip
+    dense = matrix.toarray()  # rows: interval k, vehicle v at k * 2 + v
+    assert dense.tolist() == [
+        [0.5, 0.0, 0.0], [0.0, 2.0, 0.0],  # [5, 5]
+        [0.5, 0.0, 0.25], [0.0, 2.0, 0.0],  # [5, 7]
+        [0.0, 0.0, 0.25], [0.0, 0.0, 0.0],  # [7, 7]
+    ]  # fmt: skip
+
+
+def test_pacing_leaves_intervals_past_b_to_the_budget_and_refuses_too_many() -> None:
+    row = _row(4.0)
+    params = ReleaseParams.from_settings(settings_of(row))
+    rate = 4.0 * params.window_seconds / params.ledger_period_seconds
+    far = int(np.ceil((4.0 - params.vehicle_burst) / rate))  # burst + rate · far ≥ B
+    _, limits = hindsight.pacing_rows(np.array([0, far]), np.array([0, 0]), np.array([0, 1]),
+                                      np.ones(2), (1, 2), params)  # fmt: skip
+    assert len(limits) == 2  # [0, 0] and [far, far]; [0, far] is B's
+    many = np.arange(hindsight.MAX_PACING_INTERVALS)
+    with pytest.raises(ValueError, match="intervals of windows"):
+        hindsight.pacing_rows(many, np.zeros_like(many), many, np.ones(len(many)),
+                              (1, len(many)), params)  # fmt: skip
