@@ -4,8 +4,9 @@ Under a vehicle budget the cells, their ε, caps and spans and every vehicle's l
 function of the occupancy and the ledger alone, so only the noise differs between runs of
 ``benchmarks/usefulness.py``. This script releases the AIS week once without noise (the
 noise-free means) and computes, per record, the probability that the noisy mean is useful
-(``|bias + L| <= 6.5``) and that its ``mean_error`` holds (``|bias + L| <= mean_error``), with
-``L`` the record's Laplace noise of scale ``U cap / (S ε_μ)`` (the mean's ε,
+(``|bias + L| <= τ``, 10 % of U: 6.5 on the week) and that its ``mean_error`` holds
+(``|bias + L| <= mean_error``), with ``L`` the record's Laplace noise of scale
+``U cap / (S ε_μ)`` (the mean's ε,
 ``ε (1 − variance_share)``) and ``bias`` the noise-free mean against the truth
 ``usefulness.py`` scores with: the mean of the readings the record holds (its ``n_readings``,
 found by ``tests.support.membership``). The same figures against the older "cell and
@@ -13,7 +14,13 @@ span" truth (every reading of the record's cell and span not taken earlier, incl
 readings no record holds) are printed beside them; ``--per-record`` prints each record's
 bias against both truths beside its bar.
 
-Run: ``python benchmarks/expected_usefulness.py [--per-record] [--data FILE] [--set K=V ...]``.
+``--data-set NAME`` releases a data set of ``panel.py``'s at its own U and profile instead,
+and the records' noise draws being independent, prints the spread of its runs too: the
+standard deviation of one run's coverage, the expected worst of 5 runs and the chance that
+worst reaches ``--threshold`` (``hindsight.run_spread``, the same draws as the bound's).
+
+Run: ``python benchmarks/expected_usefulness.py [--per-record] [--data FILE | --data-set NAME
+[--threshold F]] [--set K=V ...]``.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ def figures(
     each record's reading count and noise-free bias."""
     counts, true_mean = u.truth_means(truth, covering, len(means))
     bias = means - true_mean
-    useful = laplace_within(bias, scale, u.USEFUL) * counts
+    useful = laplace_within(bias, scale, u.USEFUL_SHARE * truth.upper) * counts
     holds = laplace_within(bias, scale, bars)
     return {
         "coverage": float(useful.sum() / len(truth.readings)),
@@ -66,6 +73,7 @@ def figures(
         "counts": counts,
         "bias": bias,
         "p_holds": holds,
+        "p_useful": useful / np.maximum(counts, 1),
     }
 
 
@@ -80,7 +88,7 @@ def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
     epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
     cap = np.array([r["cap"] for r in records], dtype=np.float64)
     used = np.array([r["n_readings_used"] for r in records], dtype=np.float64)
-    scale = u.UPPER * cap / (used * epsilon * (1.0 - settings.variance_share))  # the mean's ε
+    scale = truth.upper * cap / (used * epsilon * (1.0 - settings.variance_share))  # mean's ε
     bars = np.array([r["mean_error"] for r in records], dtype=np.float64)
     finer = np.array([int(r["resolution"]) > coarsest for r in records], dtype=bool)
     held = truth.held(members, finest)
@@ -95,6 +103,7 @@ def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
         "noise_free_coverage": noise_free["coverage"],
         "staleness": noise_free["staleness"],
         "busiest": losses.busiest()[0],
+        "upper": truth.upper,
     }
 
 
@@ -109,7 +118,7 @@ def print_per_record(out: dict[str, Any]) -> None:
         "cell-and-span |\n" + "|---" * 10 + "|"
     )
     for i, r in enumerate(out["records"]):
-        allowed = u.UPPER * (1 - r["n_readings_used"] / r["n_readings"])
+        allowed = out["upper"] * (1 - r["n_readings_used"] / r["n_readings"])
         print(
             f"| {i} | {r['cell']} ({r['resolution']}) | {r['window_start'][5:13]} to "
             f"{r['window_end'][5:13]} | {r['n_readings']} | {exact['counts'][i]} / "
@@ -125,9 +134,22 @@ def main() -> int:
                         help="a setting of the B 14 row to change (JSON value)")  # fmt: skip
     parser.add_argument("--per-record", action="store_true", help="print each record's bias")
     parser.add_argument("--data", help="another readings file (other_data.py's; default: the week)")
+    parser.add_argument("--data-set", help="a panel data set, at its own U and profile")
+    parser.add_argument("--threshold", type=float, default=0.8,
+                        help="--data-set: what the worst of 5 runs is held against")  # fmt: skip
     args = parser.parse_args()
-    row = u.with_sets(u.ROWS[B14], args.set)
-    out = expected(row, u.Truth(u.readings_of(args.data)))
+    if args.data_set is None:
+        row = u.with_sets(u.ROWS[B14], args.set)
+        truth = u.Truth(u.readings_of(args.data))
+    else:
+        from panel import PANEL, profile_row
+
+        data = {d.name: d for d in PANEL}.get(args.data_set)
+        if data is None or args.data is not None:
+            parser.error(f"--data-set: one of {', '.join(d.name for d in PANEL)}, without --data")
+        row = u.with_sets(profile_row(data), args.set)
+        truth = u.Truth(data.readings(False), upper=data.upper)
+    out = expected(row, truth)
     older = out["cell_and_span"]
     print(
         f"records {len(out['records'])}, expected useful coverage {out['coverage']:.1%} "
@@ -137,6 +159,17 @@ def main() -> int:
         f"truth: coverage {older['coverage']:.1%}, holds {older['holds']:.1%}, finer "
         f"{older['finer']:.1%}"
     )
+    if args.data_set is not None:  # the spread of its runs
+        from hindsight import run_spread
+
+        exact = out["per_record"][0]
+        spread = run_spread(exact["counts"].astype(np.float64), exact["p_useful"],
+                            len(truth.readings), threshold=args.threshold)  # fmt: skip
+        print(
+            f"one run: sd {spread['sd']:.1%}; worst of 5 runs: expected "
+            f"{spread['expected_worst']:.1%}, at least {args.threshold:.0%} with chance "
+            f"{spread['worst_at_least']:.3f}"
+        )
     if args.per_record:
         print_per_record(out)
     return 0
