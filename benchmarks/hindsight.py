@@ -76,6 +76,16 @@ class LongerThanOnePeriod(ValueError):
     """The data set is longer than one budget period (no bound: :func:`bound`)."""
 
 
+class TooLarge(ValueError):
+    """The LP would hold more nonzeros than ``max_nonzeros`` (:func:`bound`): refused before
+    it is built, rather than filling the machine's memory."""
+
+
+#: The LP's most nonzeros by default: the AIS week's (spans ≤ 8 h) hold 19.7 million and
+#: solve within 3.7 GB; the aircraft over Switzerland's would hold 76.8 million (it passed 11 GB).
+MAX_NONZEROS = 40_000_000
+
+
 def run_spread(
     readings: np.ndarray,
     chance: np.ndarray,
@@ -227,6 +237,7 @@ def bound(
     runs: int = 5,
     threshold: float = 0.8,
     pacing: bool = False,
+    max_nonzeros: int = MAX_NONZEROS,
 ) -> dict[str, Any]:
     """The LP's optimum (module docstring) for a data set released with settings ``row``;
     with ``median_staleness``, the expected useful readings later than it at most those not
@@ -236,7 +247,8 @@ def bound(
     meets T alone in one of its hours within the burst (B/4: its readings are released in
     that hour, never pooled); with ``pacing``, each vehicle's token bucket too
     (:func:`pacing_rows`). ``spread``: :func:`run_spread` of the optimum's releases, the
-    worst of ``runs`` runs against ``threshold``."""
+    worst of ``runs`` runs against ``threshold``. Raises :class:`TooLarge` before building an
+    LP of over ``max_nonzeros`` nonzeros (its payments and cover rows)."""
     params = ReleaseParams.from_settings(settings_of(row))
     fine_res, coarsest = params.resolution, params.coarsest
     arrays = readings_arrays(readings, fine_res, params.window_seconds)
@@ -301,9 +313,13 @@ def bound(
                                                      runs=runs, threshold=threshold),
                 "spread_by_overlap": run_spread(np.zeros(0), np.zeros(0), len(readings), runs=runs,
                                              threshold=threshold)}  # fmt: skip
+    row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
+    nonzeros = int(sizes[cand].sum() + row_sizes[cand].sum())
+    if nonzeros > max_nonzeros:
+        raise TooLarge(f"the LP would hold {nonzeros:,} nonzeros, over {max_nonzeros:,} "
+                       "(--max-nonzeros)")  # fmt: skip
     value = options.useful[cand, col]
     # readings rows: each finest cell-hour covered at most once
-    row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     cover_cols = np.repeat(np.arange(n_x), row_sizes[cand])
     cover_rows = np.concatenate(rows_of)[entries_of(np.r_[0, np.cumsum(row_sizes)], cand)]
     # vehicle rows: each vehicle's payments at most B
@@ -400,6 +416,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the panel's quick files")
     parser.add_argument("--pacing", action="store_true",
                         help="also: each vehicle's token bucket (short data sets)")  # fmt: skip
+    parser.add_argument("--max-nonzeros", type=int, default=MAX_NONZEROS,
+                        help="refuse a data set whose LP would hold more")  # fmt: skip
     parser.add_argument("--runs", type=int, default=5,
                         help="--detail: the worst of this many runs of the optimum")  # fmt: skip
     parser.add_argument("--threshold", type=float, default=0.8,
@@ -417,8 +435,8 @@ def main() -> int:
         try:
             got = bound(data.readings(args.quick), row, span, args.pay, args.median_staleness,
                         args.finer_share, args.live_first, args.runs, args.threshold,
-                        args.pacing)  # fmt: skip
-        except LongerThanOnePeriod as error:
+                        args.pacing, args.max_nonzeros)  # fmt: skip
+        except (LongerThanOnePeriod, TooLarge) as error:
             print(f"| {data.name} | {span} | {cap} | {args.pay} | none: {error} |", flush=True)
             continue
         print(f"| {data.name} | {span} | {cap} | {args.pay} | {100 * got['coverage']:.1f} | "

@@ -321,3 +321,16 @@ def test_pacing_leaves_intervals_past_b_to_the_budget_and_refuses_too_many() -> 
     with pytest.raises(ValueError, match="intervals of windows"):
         hindsight.pacing_rows(many, np.zeros_like(many), many, np.ones(len(many)),
                               (1, len(many)), params)  # fmt: skip
+
+
+def test_an_lp_over_the_nonzeros_limit_is_refused_before_it_is_built(monkeypatch) -> None:
+    readings = _readings(range(40), 100) + _readings(range(40), 101)
+    built = hindsight.bound(readings, _row(2.0), max_span=2, pay="cell")
+    assert built["candidates"] > 0
+
+    def no_solve(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the LP was solved")
+
+    monkeypatch.setattr(hindsight, "linprog", no_solve)
+    with pytest.raises(hindsight.TooLarge, match="nonzeros, over 10"):
+        hindsight.bound(readings, _row(2.0), max_span=2, pay="cell", max_nonzeros=10)
