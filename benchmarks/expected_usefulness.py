@@ -131,7 +131,7 @@ def print_per_record(out: dict[str, Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting of the B 14 row to change (JSON value)")  # fmt: skip
+                        help="a setting to change (JSON value; the data set's row)")  # fmt: skip
     parser.add_argument("--per-record", action="store_true", help="print each record's bias")
     parser.add_argument("--data", help="another readings file (other_data.py's; default: the week)")
     parser.add_argument("--data-set", help="a panel data set, at its own U and profile")

@@ -104,6 +104,8 @@ def run_spread(
     n, p = np.asarray(readings, dtype=np.float64), np.asarray(chance, dtype=np.float64)
     if n.shape != p.shape or np.any((p < 0) | (p > 1)) or total <= 0:
         raise ValueError("readings and chances must pair up, chances in [0, 1], total > 0")
+    if runs < 1 or draws < 1:
+        raise ValueError(f"runs and draws must be at least 1, got {runs} and {draws}")
     rng = np.random.default_rng(seed)
     worst = np.empty(draws)
     chunk = max(1, 2_000_000 // max(1, runs * len(n)))  # at most ~2M draws of a release at once
@@ -124,49 +126,78 @@ def run_spread(
 MAX_PACING_INTERVALS = 500
 
 
-def pacing_rows(
-    last_window: np.ndarray,
-    vehicle: np.ndarray,
-    column: np.ndarray,
-    pay: np.ndarray,
-    shape: tuple[int, int],
-    params: ReleaseParams,
-) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """The token bucket as LP rows: per payment (a release's vehicle entry: the release's
-    ``last_window``, its ``vehicle``, the LP ``column`` and what it ``pay``s at that column's
-    factor), for every vehicle and every interval ``[a, b]`` of windows in which releases end,
-    the payments of releases ending in it at most ``burst + rate (b - a)`` (the ledger's bucket:
-    capacity the burst, refilled at B per widened period, full at first sight; spent at each
-    release's close). Intervals so long that this passes B are left to the budget's rows.
-    ``shape``: (vehicles, LP columns). Returns the rows and their limits."""
-    n_vehicles, n_columns = shape
+def pacing_intervals(last_window: np.ndarray, params: ReleaseParams) -> list[tuple[int, int]]:
+    """The intervals ``[a, b]`` of windows in which releases end (``last_window``) whose bucket
+    limit ``burst + rate (b - a)`` is under B (:func:`pacing_rows`); :class:`TooLarge` past
+    :data:`MAX_PACING_INTERVALS` (a data set too long for these rows)."""
     burst, budget = params.vehicle_burst, float(params.vehicle_budget)
     rate = budget * params.window_seconds / params.ledger_period_seconds  # per window
     ends = np.unique(last_window).tolist()
     intervals = [(a, b) for a in ends for b in ends if a <= b and burst + rate * (b - a) < budget]
     if len(intervals) > MAX_PACING_INTERVALS:
-        raise ValueError(
-            f"--pacing: {len(intervals):,} intervals of windows, at most {MAX_PACING_INTERVALS}"
+        raise TooLarge(
+            f"--pacing: {len(intervals):,} intervals of windows, over {MAX_PACING_INTERVALS}"
         )
-    rows, cols, vals = [], [], []
+    return intervals
+
+
+def pacing_nonzeros(last_window: np.ndarray, intervals: list[tuple[int, int]]) -> int:
+    """How many entries :func:`pacing_rows` makes of payments ending in ``last_window``: each
+    once per interval holding its window."""
+    if not intervals:
+        return 0
+    bounds = np.array(intervals, dtype=np.int64)
+    ends, per_end = np.unique(last_window, return_counts=True)
+    holding = ((bounds[:, :1] <= ends) & (ends <= bounds[:, 1:])).sum(axis=0)
+    return int(holding @ per_end)
+
+
+def pacing_rows(
+    last_window: np.ndarray,
+    vehicle: np.ndarray,
+    column: np.ndarray,
+    pay: np.ndarray,
+    n_columns: int,
+    params: ReleaseParams,
+    intervals: list[tuple[int, int]] | None = None,
+) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """The ledger's token bucket (``BudgetLedger.budget_room``: capacity the burst, refilled at
+    B per widened period, full at first sight) as LP rows. Per payment (a release's vehicle
+    entry: the release's ``last_window``, its ``vehicle``, the LP ``column`` and what it
+    ``pay``s at that column's factor), for each vehicle and each interval ``[a, b]`` of windows
+    in which releases end (:func:`pacing_intervals`, unless given), the payments of its releases
+    ending in it at most ``burst + rate (b - a)``: a release spends at its span's close.
+    Intervals whose limit passes B are left to the budget's rows. Only the (interval, vehicle)
+    pairs holding a payment get a row. Returns the rows and their limits."""
+    if intervals is None:
+        intervals = pacing_intervals(last_window, params)
+    burst, budget = params.vehicle_burst, float(params.vehicle_budget)
+    rate = budget * params.window_seconds / params.ledger_period_seconds  # per window
+    keys, cols, vals, limit_of = [], [], [], []
+    n_vehicles = int(vehicle.max(initial=-1)) + 1
     for k, (a, b) in enumerate(intervals):
         inside = (last_window >= a) & (last_window <= b)
-        rows.append(k * n_vehicles + vehicle[inside])
+        keys.append(k * n_vehicles + vehicle[inside])
         cols.append(column[inside])
         vals.append(pay[inside])
+        limit_of.append(burst + rate * (b - a))
+    key = np.concatenate(keys or [np.zeros(0, np.int64)])
+    used, row = np.unique(key, return_inverse=True)  # the pairs holding a payment
+    col = np.concatenate(cols or [np.zeros(0, np.int64)])
     matrix = sparse.csr_matrix(
-        (np.concatenate(vals or [np.zeros(0)]),
-         (np.concatenate(rows or [np.zeros(0, np.int64)]),
-          np.concatenate(cols or [np.zeros(0, np.int64)]))),
-        shape=(len(intervals) * n_vehicles, n_columns),
-    )  # fmt: skip
-    limits = np.repeat([burst + rate * (b - a) for a, b in intervals], n_vehicles)
+        (np.concatenate(vals or [np.zeros(0)]), (row, col)), shape=(len(used), n_columns)
+    )
+    limits = np.asarray(limit_of, dtype=np.float64)[used // max(n_vehicles, 1)]
     return matrix, limits
 
 
 def overlap_groups(spans: np.ndarray) -> np.ndarray:
     """Per row of ``spans`` (``cell, first hour, last hour``) its group: rows of one cell
-    whose hours overlap, directly or through others, share one (numbered from 0)."""
+    whose hours overlap, directly or through others, share one (numbered from 0). The LP may
+    split one cell's readings over several parts (factors, overlapping spans) that a whole
+    plan releases once, in one draw: :func:`bound`'s ``spread_by_overlap`` draws each group as
+    one release. Not grouped: a cell and its parent over the same readings; grouped: spans
+    chained by overlaps that a whole plan could release apart."""
     group = np.empty(len(spans), dtype=np.int64)
     n, cell, end = -1, None, 0
     for i in np.lexsort((spans[:, 1], spans[:, 0])).tolist():
@@ -194,7 +225,7 @@ def readings_arrays(
 
 def candidates_at(
     cell: np.ndarray, hour: np.ndarray, vehicle: np.ndarray, row: np.ndarray, max_span: int
-) -> tuple[list[np.ndarray], ...]:
+) -> tuple[list[Any], ...]:
     """Every (cell, span) release of one resolution (``cell``: per reading its cell there):
     per release its entries' vehicles and counts, the finest cell-hour rows it covers, per
     reading its staleness (hours from its window's close to the span's end) and the one-hour
@@ -238,6 +269,7 @@ def bound(
     threshold: float = 0.8,
     pacing: bool = False,
     max_nonzeros: int = MAX_NONZEROS,
+    spread: bool = True,
 ) -> dict[str, Any]:
     """The LP's optimum (module docstring) for a data set released with settings ``row``;
     with ``median_staleness``, the expected useful readings later than it at most those not
@@ -246,9 +278,11 @@ def bound(
     cells finer than R0; with ``live_first``, no span longer than an hour of a cell that
     meets T alone in one of its hours within the burst (B/4: its readings are released in
     that hour, never pooled); with ``pacing``, each vehicle's token bucket too
-    (:func:`pacing_rows`). ``spread``: :func:`run_spread` of the optimum's releases, the
-    worst of ``runs`` runs against ``threshold``. Raises :class:`TooLarge` before building an
-    LP of over ``max_nonzeros`` nonzeros (its payments and cover rows)."""
+    (:func:`pacing_rows`). With ``spread``, the result's ``spread`` is :func:`run_spread` of
+    the optimum's releases drawn apart, its ``spread_by_overlap`` of their
+    :func:`overlap_groups` drawn as one (the worst of ``runs`` runs against ``threshold``);
+    else both None. Raises :class:`TooLarge` before building an LP of over ``max_nonzeros``
+    nonzeros (its payments, cover rows and pacing rows), or with too many pacing intervals."""
     params = ReleaseParams.from_settings(settings_of(row))
     fine_res, coarsest = params.resolution, params.coarsest
     arrays = readings_arrays(readings, fine_res, params.window_seconds)
@@ -305,16 +339,21 @@ def bound(
                                                                             sizes)]  # fmt: skip
     cand, col = np.nonzero(options.meets)
     n_x = len(cand)
+    none_spread = (run_spread(np.zeros(0), np.zeros(0), len(readings), runs=runs,
+                              threshold=threshold) if spread else None)  # fmt: skip
     if not n_x:  # no release meets T within B: nothing to choose
         return {"readings": len(readings), "candidates": 0, "coverage": 0.0,
                 "released_share": 0.0, "finer_share": 0.0, "fractional": 0, "chosen": 0,
                 "useful_by_span": {}, "useful_by_factor": {}, "spent_over_budget": [],
-                "seconds": 0.0, "spread": run_spread(np.zeros(0), np.zeros(0), len(readings),
-                                                     runs=runs, threshold=threshold),
-                "spread_by_overlap": run_spread(np.zeros(0), np.zeros(0), len(readings), runs=runs,
-                                             threshold=threshold)}  # fmt: skip
+                "seconds": 0.0, "spread": none_spread,
+                "spread_by_overlap": none_spread}  # fmt: skip
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     nonzeros = int(sizes[cand].sum() + row_sizes[cand].sum())
+    intervals: list[tuple[int, int]] = []
+    if pacing:  # checked before anything is built, its rows counted in the nonzeros
+        last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
+        intervals = pacing_intervals(last_window, params)
+        nonzeros += pacing_nonzeros(np.repeat(last_window, sizes[cand]), intervals)
     if nonzeros > max_nonzeros:
         raise TooLarge(f"the LP would hold {nonzeros:,} nonzeros, over {max_nonzeros:,} "
                        "(--max-nonzeros)")  # fmt: skip
@@ -334,10 +373,9 @@ def bound(
     )  # fmt: skip
     limits = np.r_[np.ones(n_rows), np.full(n_vehicles, float(params.vehicle_budget))]
     if pacing:
-        last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
         paced, paced_limits = pacing_rows(
             np.repeat(last_window, sizes[cand]), entry_vehicle[entries], pay_cols, pay_vals,
-            (n_vehicles, n_x), params,
+            n_x, params, intervals,
         )  # fmt: skip
         matrix = sparse.vstack([matrix, paced]).tocsr()
         limits = np.r_[limits, paced_limits]
@@ -363,14 +401,16 @@ def bound(
     spans = np.array(span_of)[cand]
     paid = np.bincount(entry_vehicle[entries], weights=pay_vals * np.repeat(x, sizes[cand]),
                        minlength=n_vehicles)  # fmt: skip
-    spread = run_spread((x * readings_at)[chosen], (value / readings_at)[chosen], len(readings),
-                        runs=runs, threshold=threshold)  # fmt: skip
-    # the parts of one cell whose spans overlap (its factors, its overlapping spans) as one
-    # release: a whole plan releases those readings in one of them, one draw
-    group = overlap_groups(np.array(span_key, dtype=np.int64)[cand][chosen])
-    held = np.bincount(group, weights=(x * readings_at)[chosen])
-    spread_by_overlap = run_spread(held, np.bincount(group, weights=gained[chosen]) / held,
-                                len(readings), runs=runs, threshold=threshold)  # fmt: skip
+    spread_apart, spread_by_overlap = None, None
+    if spread:
+        spread_apart = run_spread((x * readings_at)[chosen], (value / readings_at)[chosen],
+                                  len(readings), runs=runs, threshold=threshold)  # fmt: skip
+        # the parts of one cell whose spans overlap (its factors, its overlapping spans) as one
+        # release: a whole plan releases those readings in one of them, one draw
+        group = overlap_groups(np.array(span_key, dtype=np.int64)[cand][chosen])
+        held = np.bincount(group, weights=(x * readings_at)[chosen])
+        spread_by_overlap = run_spread(held, np.bincount(group, weights=gained[chosen]) / held,
+                                       len(readings), runs=runs, threshold=threshold)  # fmt: skip
     return {
         "readings": len(readings),
         "candidates": n_x,
@@ -393,7 +433,7 @@ def bound(
         .round(2)
         .tolist(),  # fmt: skip
         "seconds": seconds,
-        "spread": spread,
+        "spread": spread_apart,
         "spread_by_overlap": spread_by_overlap,
     }
 
@@ -435,7 +475,7 @@ def main() -> int:
         try:
             got = bound(data.readings(args.quick), row, span, args.pay, args.median_staleness,
                         args.finer_share, args.live_first, args.runs, args.threshold,
-                        args.pacing, args.max_nonzeros)  # fmt: skip
+                        args.pacing, args.max_nonzeros, spread=args.detail)  # fmt: skip
         except (LongerThanOnePeriod, TooLarge) as error:
             print(f"| {data.name} | {span} | {cap} | {args.pay} | none: {error} |", flush=True)
             continue
@@ -446,10 +486,12 @@ def main() -> int:
             print(f"  releases taken in part: {got['fractional']} of {got['chosen']}")
             for key in ("useful_by_span", "useful_by_factor", "spent_over_budget"):
                 print(f"  {key}: {got[key]}")
-            for label, key in (("releases", "spread"), ("overlapping groups", "spread_by_overlap")):
+            views = (("its releases drawn apart", "spread"),
+                     ("its overlapping parts drawn as one", "spread_by_overlap"))  # fmt: skip
+            for label, key in views:
                 spread = got[key]
                 print(
-                    f"  one run, {spread['releases']:.0f} {label} drawn apart: "
+                    f"  one run, {label} ({spread['releases']:.0f}): "
                     f"sd {100 * spread['sd']:.1f} points; "
                     f"worst of {args.runs} runs: expected {100 * spread['expected_worst']:.1f} %,"
                     f" at least {100 * args.threshold:g} % with chance "

@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 import hindsight  # noqa: E402
-from panel import PANEL, profile_row  # noqa: E402
+from panel import PANEL, DataSet, profile_row  # noqa: E402
 from usefulness import settings_of  # noqa: E402
 
 from stream_dp.dp.release_candidates import (  # noqa: E402
@@ -228,11 +228,25 @@ def test_more_smaller_releases_of_the_same_readings_spread_less_and_worst_higher
     assert nine["worst_at_least"] == pytest.approx(six_of_nine**5, abs=0.015)  # 0.868
 
 
+def test_the_spread_fills_every_chunk_of_its_draws() -> None:
+    # 100 releases x 5 runs x 5,000 draws: past one chunk (2 million), so the draws come in
+    # several; with chances 0 and 1 every run is the same, so any draw left unfilled shows
+    n = np.full(100, 1.0)
+    p = np.r_[np.ones(70), np.zeros(30)]
+    got = hindsight.run_spread(n, p, 100, draws=5_000, threshold=0.7)
+    assert got["expected_worst"] == pytest.approx(0.7, abs=1e-12)
+    assert got["worst_at_least"] == 1.0
+
+
 def test_the_spread_refuses_chances_outside_zero_to_one_and_unpaired_inputs() -> None:
     with pytest.raises(ValueError, match="chances"):
         hindsight.run_spread(np.array([1.0]), np.array([1.5]), 10)
     with pytest.raises(ValueError, match="pair up"):
         hindsight.run_spread(np.array([1.0, 2.0]), np.array([0.5]), 10)
+    with pytest.raises(ValueError, match="at least 1"):
+        hindsight.run_spread(np.array([1.0]), np.array([0.5]), 10, runs=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        hindsight.run_spread(np.array([1.0]), np.array([0.5]), 10, draws=0)
 
 
 def test_the_bound_reports_the_spread_of_its_own_releases() -> None:
@@ -290,23 +304,26 @@ def test_pacing_holds_one_hours_release_to_the_burst() -> None:
 
 def test_pacing_rows_bound_each_interval_of_windows_by_the_bucket() -> None:
     # releases ending in windows 5, 5 and 7 (vehicles 0, 1, 0): intervals [5, 5], [5, 7],
-    # [7, 7]; vehicle 0 pays 0.5 and 0.25, vehicle 1 pays 2.0
+    # [7, 7]; vehicle 0 pays 0.5 and 0.25, vehicle 1 pays 2.0 (only in window 5, so it has
+    # no row of [7, 7])
     row = _row(4.0)
     params = ReleaseParams.from_settings(settings_of(row))
     rate = 4.0 * params.window_seconds / params.ledger_period_seconds
+    windows = np.array([5, 5, 7])
     matrix, limits = hindsight.pacing_rows(
-        np.array([5, 5, 7]), np.array([0, 1, 0]), np.array([0, 1, 2]),
-        np.array([0.5, 2.0, 0.25]), (2, 3), params,
+        windows, np.array([0, 1, 0]), np.array([0, 1, 2]), np.array([0.5, 2.0, 0.25]), 3, params
     )  # fmt: skip
     burst = params.vehicle_burst
     assert limits.tolist() == pytest.approx([burst, burst, burst + 2 * rate, burst + 2 * rate,
-                                             burst, burst])  # fmt: skip
-    dense = matrix.toarray()  # rows: interval k, vehicle v at k * 2 + v
-    assert dense.tolist() == [
-        [0.5, 0.0, 0.0], [0.0, 2.0, 0.0],  # [5, 5]
-        [0.5, 0.0, 0.25], [0.0, 2.0, 0.0],  # [5, 7]
-        [0.0, 0.0, 0.25], [0.0, 0.0, 0.0],  # [7, 7]
+                                             burst])  # fmt: skip
+    assert matrix.toarray().tolist() == [
+        [0.5, 0.0, 0.0], [0.0, 2.0, 0.0],  # [5, 5]: vehicles 0, 1
+        [0.5, 0.0, 0.25], [0.0, 2.0, 0.0],  # [5, 7]: vehicles 0, 1
+        [0.0, 0.0, 0.25],  # [7, 7]: vehicle 0
     ]  # fmt: skip
+    intervals = hindsight.pacing_intervals(windows, params)
+    assert intervals == [(5, 5), (5, 7), (7, 7)]
+    assert hindsight.pacing_nonzeros(windows, intervals) == matrix.nnz == 6
 
 
 def test_pacing_leaves_intervals_past_b_to_the_budget_and_refuses_too_many() -> None:
@@ -314,13 +331,29 @@ def test_pacing_leaves_intervals_past_b_to_the_budget_and_refuses_too_many() -> 
     params = ReleaseParams.from_settings(settings_of(row))
     rate = 4.0 * params.window_seconds / params.ledger_period_seconds
     far = int(np.ceil((4.0 - params.vehicle_burst) / rate))  # burst + rate · far ≥ B
-    _, limits = hindsight.pacing_rows(np.array([0, far]), np.array([0, 0]), np.array([0, 1]),
-                                      np.ones(2), (1, 2), params)  # fmt: skip
-    assert len(limits) == 2  # [0, 0] and [far, far]; [0, far] is B's
+    assert hindsight.pacing_intervals(np.array([0, far]), params) == [(0, 0), (far, far)]
     many = np.arange(hindsight.MAX_PACING_INTERVALS)
-    with pytest.raises(ValueError, match="intervals of windows"):
-        hindsight.pacing_rows(many, np.zeros_like(many), many, np.ones(len(many)),
-                              (1, len(many)), params)  # fmt: skip
+    with pytest.raises(hindsight.TooLarge, match="intervals of windows"):
+        hindsight.pacing_intervals(many, params)
+
+
+def test_pacing_beside_the_staleness_and_finer_rows_only_lowers_the_bound() -> None:
+    # the rows of every constraint together: each added one can only lower the optimum
+    readings = _readings(range(40), 100) + _readings(range(40), 101)
+    row = _row(4 * float(_options([1] * 40, 1000.0).epsilon[0, 3]))
+    free = hindsight.bound(readings, row, max_span=2, pay="cell", median_staleness=0.5,
+                           finer_share=0.0)  # fmt: skip
+    paced = hindsight.bound(readings, row, max_span=2, pay="cell", median_staleness=0.5,
+                            finer_share=0.0, pacing=True)  # fmt: skip
+    assert 0 < paced["coverage"] < free["coverage"]
+
+
+def test_pacing_too_long_is_refused_before_the_lp_is_built(monkeypatch) -> None:
+    monkeypatch.setattr(hindsight, "MAX_PACING_INTERVALS", 2)
+    monkeypatch.setattr(hindsight.sparse, "csr_matrix", None)  # building anything would fail
+    readings = _readings(range(40), 100) + _readings(range(40), 101) + _readings(range(40), 102)
+    with pytest.raises(hindsight.TooLarge, match="intervals of windows"):
+        hindsight.bound(readings, _row(4.0), max_span=1, pay="cell", pacing=True)
 
 
 def test_an_lp_over_the_nonzeros_limit_is_refused_before_it_is_built(monkeypatch) -> None:
@@ -334,3 +367,27 @@ def test_an_lp_over_the_nonzeros_limit_is_refused_before_it_is_built(monkeypatch
     monkeypatch.setattr(hindsight, "linprog", no_solve)
     with pytest.raises(hindsight.TooLarge, match="nonzeros, over 10"):
         hindsight.bound(readings, _row(2.0), max_span=2, pay="cell", max_nonzeros=10)
+
+
+def test_the_script_prints_a_refused_data_set_in_one_line_and_goes_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small = [DataSet("one cell", lambda quick: _readings(range(40), 100), 65.0, 14.0, 604_800),
+             DataSet("two hours", lambda quick: _readings(range(40), 100)
+                     + _readings(range(40), 101), 65.0, 14.0, 604_800)]  # fmt: skip
+    monkeypatch.setattr(hindsight, "PANEL", small)
+    monkeypatch.setattr(sys, "argv", ["hindsight.py", "--max-nonzeros", "2000", "--detail"])
+    assert hindsight.main() == 0
+    out = capsys.readouterr().out
+    assert (
+        "| two hours | 8 | any | share | none: the LP would hold 4,464 nonzeros, over 2,000" in out
+    )
+    assert "| one cell | 8 | any | share | " in out and "drawn as one" in out  # solved
+
+
+def test_without_the_spread_the_bound_draws_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hindsight, "run_spread", None)  # a draw would fail
+    got = hindsight.bound(_readings(range(40), 100), _row(1000.0), max_span=1, pay="cell",
+                          spread=False)  # fmt: skip
+    assert got["coverage"] > 0
+    assert (got["spread"], got["spread_by_overlap"]) == (None, None)
