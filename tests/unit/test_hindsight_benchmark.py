@@ -391,3 +391,14 @@ def test_without_the_spread_the_bound_draws_nothing(monkeypatch: pytest.MonkeyPa
                           spread=False)  # fmt: skip
     assert got["coverage"] > 0
     assert (got["spread"], got["spread_by_overlap"]) == (None, None)
+
+
+def test_the_nonzeros_guard_counts_the_pacing_rows() -> None:
+    # two hours of one cell: the LP's payments and cover rows alone hold 4,464 nonzeros, so
+    # that limit lets it be built; its pacing rows would pass it
+    readings = _readings(range(40), 100) + _readings(range(40), 101)
+    row = _row(14.0)
+    built = hindsight.bound(readings, row, max_span=8, pay="share", max_nonzeros=4_464)
+    assert built["candidates"] > 0
+    with pytest.raises(hindsight.TooLarge, match="nonzeros, over 4,464"):
+        hindsight.bound(readings, row, max_span=8, pay="share", max_nonzeros=4_464, pacing=True)
