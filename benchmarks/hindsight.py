@@ -126,9 +126,13 @@ def run_spread(
 MAX_PACING_INTERVALS = 500
 
 
-def pacing_intervals(last_window: np.ndarray, params: ReleaseParams) -> list[tuple[int, int]]:
-    """The intervals ``[a, b]`` of windows in which releases end (``last_window``) whose bucket
-    limit ``burst + rate (b - a)`` is under B (:func:`pacing_rows`); :class:`TooLarge` past
+def pacing_intervals(
+    last_window: np.ndarray, params: ReleaseParams
+) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The intervals ``[a, b]`` of windows in which releases end (``last_window``) and their
+    bucket limits ``burst + rate (b - a)`` (the ledger's token bucket, ``BudgetLedger.
+    budget_room``: capacity the burst, refilled at B per widened period), those under B only
+    (a longer interval is left to the budget's rows); :class:`TooLarge` past
     :data:`MAX_PACING_INTERVALS` (a data set too long for these rows)."""
     burst, budget = params.vehicle_burst, float(params.vehicle_budget)
     rate = budget * params.window_seconds / params.ledger_period_seconds  # per window
@@ -138,7 +142,7 @@ def pacing_intervals(last_window: np.ndarray, params: ReleaseParams) -> list[tup
         raise TooLarge(
             f"--pacing: {len(intervals):,} intervals of windows, over {MAX_PACING_INTERVALS}"
         )
-    return intervals
+    return intervals, np.array([burst + rate * (b - a) for a, b in intervals], dtype=np.float64)
 
 
 def pacing_nonzeros(last_window: np.ndarray, intervals: list[tuple[int, int]]) -> int:
@@ -158,37 +162,29 @@ def pacing_rows(
     column: np.ndarray,
     pay: np.ndarray,
     n_columns: int,
-    params: ReleaseParams,
-    intervals: list[tuple[int, int]] | None = None,
+    intervals: list[tuple[int, int]],
+    limits: np.ndarray,
 ) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """The ledger's token bucket (``BudgetLedger.budget_room``: capacity the burst, refilled at
-    B per widened period, full at first sight) as LP rows. Per payment (a release's vehicle
-    entry: the release's ``last_window``, its ``vehicle``, the LP ``column`` and what it
-    ``pay``s at that column's factor), for each vehicle and each interval ``[a, b]`` of windows
-    in which releases end (:func:`pacing_intervals`, unless given), the payments of its releases
-    ending in it at most ``burst + rate (b - a)``: a release spends at its span's close.
-    Intervals whose limit passes B are left to the budget's rows. Only the (interval, vehicle)
-    pairs holding a payment get a row. Returns the rows and their limits."""
-    if intervals is None:
-        intervals = pacing_intervals(last_window, params)
-    burst, budget = params.vehicle_burst, float(params.vehicle_budget)
-    rate = budget * params.window_seconds / params.ledger_period_seconds  # per window
-    keys, cols, vals, limit_of = [], [], [], []
+    """The token bucket as LP rows. Per payment (a release's vehicle entry: the release's
+    ``last_window``, its ``vehicle``, the LP ``column`` and what it ``pay``s at that column's
+    factor), for each vehicle and each of the ``intervals`` (:func:`pacing_intervals`, with
+    their ``limits``), the payments of its releases ending in it at most the interval's
+    limit: a release spends at its span's close. Only the (interval, vehicle) pairs holding a
+    payment get a row. Returns the rows and their limits."""
+    keys, cols, vals = [], [], []
     n_vehicles = int(vehicle.max(initial=-1)) + 1
     for k, (a, b) in enumerate(intervals):
         inside = (last_window >= a) & (last_window <= b)
         keys.append(k * n_vehicles + vehicle[inside])
         cols.append(column[inside])
         vals.append(pay[inside])
-        limit_of.append(burst + rate * (b - a))
     key = np.concatenate(keys or [np.zeros(0, np.int64)])
     used, row = np.unique(key, return_inverse=True)  # the pairs holding a payment
     col = np.concatenate(cols or [np.zeros(0, np.int64)])
     matrix = sparse.csr_matrix(
         (np.concatenate(vals or [np.zeros(0)]), (row, col)), shape=(len(used), n_columns)
     )
-    limits = np.asarray(limit_of, dtype=np.float64)[used // max(n_vehicles, 1)]
-    return matrix, limits
+    return matrix, limits[used // max(n_vehicles, 1)]
 
 
 def overlap_groups(spans: np.ndarray) -> np.ndarray:
@@ -339,9 +335,9 @@ def bound(
                                                                             sizes)]  # fmt: skip
     cand, col = np.nonzero(options.meets)
     n_x = len(cand)
-    none_spread = (run_spread(np.zeros(0), np.zeros(0), len(readings), runs=runs,
-                              threshold=threshold) if spread else None)  # fmt: skip
     if not n_x:  # no release meets T within B: nothing to choose
+        none_spread = (run_spread(np.zeros(0), np.zeros(0), len(readings), runs=runs,
+                                  threshold=threshold) if spread else None)  # fmt: skip
         return {"readings": len(readings), "candidates": 0, "coverage": 0.0,
                 "released_share": 0.0, "finer_share": 0.0, "fractional": 0, "chosen": 0,
                 "useful_by_span": {}, "useful_by_factor": {}, "spent_over_budget": [],
@@ -349,11 +345,11 @@ def bound(
                 "spread_by_overlap": none_spread}  # fmt: skip
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     nonzeros = int(sizes[cand].sum() + row_sizes[cand].sum())
-    intervals: list[tuple[int, int]] = []
     if pacing:  # checked before anything is built, its rows counted in the nonzeros
         last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
-        intervals = pacing_intervals(last_window, params)
-        nonzeros += pacing_nonzeros(np.repeat(last_window, sizes[cand]), intervals)
+        entry_window = np.repeat(last_window, sizes[cand])  # per payment, as the pay columns
+        intervals, interval_limits = pacing_intervals(last_window, params)
+        nonzeros += pacing_nonzeros(entry_window, intervals)
     if nonzeros > max_nonzeros:
         raise TooLarge(f"the LP would hold {nonzeros:,} nonzeros, over {max_nonzeros:,} "
                        "(--max-nonzeros)")  # fmt: skip
@@ -374,8 +370,8 @@ def bound(
     limits = np.r_[np.ones(n_rows), np.full(n_vehicles, float(params.vehicle_budget))]
     if pacing:
         paced, paced_limits = pacing_rows(
-            np.repeat(last_window, sizes[cand]), entry_vehicle[entries], pay_cols, pay_vals,
-            n_x, params, intervals,
+            entry_window, entry_vehicle[entries], pay_cols, pay_vals, n_x, intervals,
+            interval_limits,
         )  # fmt: skip
         matrix = sparse.vstack([matrix, paced]).tocsr()
         limits = np.r_[limits, paced_limits]

@@ -310,8 +310,10 @@ def test_pacing_rows_bound_each_interval_of_windows_by_the_bucket() -> None:
     params = ReleaseParams.from_settings(settings_of(row))
     rate = 4.0 * params.window_seconds / params.ledger_period_seconds
     windows = np.array([5, 5, 7])
+    intervals, interval_limits = hindsight.pacing_intervals(windows, params)
     matrix, limits = hindsight.pacing_rows(
-        windows, np.array([0, 1, 0]), np.array([0, 1, 2]), np.array([0.5, 2.0, 0.25]), 3, params
+        windows, np.array([0, 1, 0]), np.array([0, 1, 2]), np.array([0.5, 2.0, 0.25]), 3,
+        intervals, interval_limits,
     )  # fmt: skip
     burst = params.vehicle_burst
     assert limits.tolist() == pytest.approx([burst, burst, burst + 2 * rate, burst + 2 * rate,
@@ -321,7 +323,6 @@ def test_pacing_rows_bound_each_interval_of_windows_by_the_bucket() -> None:
         [0.5, 0.0, 0.25], [0.0, 2.0, 0.0],  # [5, 7]: vehicles 0, 1
         [0.0, 0.0, 0.25],  # [7, 7]: vehicle 0
     ]  # fmt: skip
-    intervals = hindsight.pacing_intervals(windows, params)
     assert intervals == [(5, 5), (5, 7), (7, 7)]
     assert hindsight.pacing_nonzeros(windows, intervals) == matrix.nnz == 6
 
@@ -331,7 +332,9 @@ def test_pacing_leaves_intervals_past_b_to_the_budget_and_refuses_too_many() -> 
     params = ReleaseParams.from_settings(settings_of(row))
     rate = 4.0 * params.window_seconds / params.ledger_period_seconds
     far = int(np.ceil((4.0 - params.vehicle_burst) / rate))  # burst + rate · far ≥ B
-    assert hindsight.pacing_intervals(np.array([0, far]), params) == [(0, 0), (far, far)]
+    intervals, limits = hindsight.pacing_intervals(np.array([0, far]), params)
+    assert intervals == [(0, 0), (far, far)]
+    assert limits.tolist() == [params.vehicle_burst] * 2
     many = np.arange(hindsight.MAX_PACING_INTERVALS)
     with pytest.raises(hindsight.TooLarge, match="intervals of windows"):
         hindsight.pacing_intervals(many, params)
