@@ -29,7 +29,7 @@ Not in the family: a parent released without its released children (the adaptive
 remainder), sit-outs, spans of more than ``--max-span`` windows, ε between two factors (the
 LP values it as their mix, which the concave chance of being useful can pass slightly).
 Pacing and a burst per window are left out (they only lower what a plan can reach), except
-with ``--pacing`` (each vehicle's token bucket as rows, on data sets short enough) and
+with ``--pacing`` (each vehicle's token bucket, as rows over its levels) and
 ``--live-first``, where a cell-window that meets T alone within the burst is never pooled;
 ``--median-staleness`` and ``--finer-share`` add the panel's other measures as constraints.
 
@@ -122,69 +122,74 @@ def run_spread(
     }
 
 
-#: ``--pacing``: at most this many windows' intervals (the LP's rows are vehicles times these).
-MAX_PACING_INTERVALS = 500
+def bucket_pairs(
+    last_window: np.ndarray, vehicle: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (vehicle, window) pairs in which payments fall: per payment (its release's
+    ``last_window``, its ``vehicle``) its pair's index, and per pair its vehicle and window,
+    ordered by vehicle, then window (:func:`bucket_rows`)."""
+    span = int(last_window.max(initial=0)) + 1
+    key = vehicle.astype(np.int64) * span + last_window.astype(np.int64)
+    used, pair = np.unique(key, return_inverse=True)
+    return pair.astype(np.int64), used // span, used % span
 
 
-def pacing_intervals(
-    last_window: np.ndarray, params: ReleaseParams
-) -> tuple[list[tuple[int, int]], np.ndarray]:
-    """The intervals ``[a, b]`` of windows in which releases end (``last_window``) and their
-    bucket limits ``burst + rate (b - a)`` (the ledger's token bucket, ``BudgetLedger.
-    budget_room``: capacity the burst, refilled at B per widened period), those under B only
-    (a longer interval is left to the budget's rows); :class:`TooLarge` past
-    :data:`MAX_PACING_INTERVALS` (a data set too long for these rows)."""
-    burst, budget = params.vehicle_burst, float(params.vehicle_budget)
-    rate = budget * params.window_seconds / params.ledger_period_seconds  # per window
-    ends = np.unique(last_window).tolist()
-    intervals = [(a, b) for a in ends for b in ends if a <= b and burst + rate * (b - a) < budget]
-    if len(intervals) > MAX_PACING_INTERVALS:
-        raise TooLarge(
-            f"--pacing: {len(intervals):,} intervals of windows, over {MAX_PACING_INTERVALS}"
-        )
-    return intervals, np.array([burst + rate * (b - a) for a, b in intervals], dtype=np.float64)
+def bucket_nonzeros(n_payments: int, pair_vehicle: np.ndarray) -> int:
+    """How many entries :func:`bucket_rows` makes: each payment once, two per pair's spend
+    row and two per refill row (a pair after another of its vehicle's)."""
+    refills = len(pair_vehicle) - len(np.unique(pair_vehicle))
+    return n_payments + 2 * len(pair_vehicle) + 2 * refills
 
 
-def pacing_nonzeros(last_window: np.ndarray, intervals: list[tuple[int, int]]) -> int:
-    """How many entries :func:`pacing_rows` makes of payments ending in ``last_window``: each
-    once per interval holding its window."""
-    if not intervals:
-        return 0
-    bounds = np.array(intervals, dtype=np.int64)
-    ends, per_end = np.unique(last_window, return_counts=True)
-    holding = ((bounds[:, :1] <= ends) & (ends <= bounds[:, 1:])).sum(axis=0)
-    return int(holding @ per_end)
-
-
-def pacing_rows(
-    last_window: np.ndarray,
-    vehicle: np.ndarray,
+def bucket_rows(
+    pair: np.ndarray,
+    pair_vehicle: np.ndarray,
+    pair_window: np.ndarray,
     column: np.ndarray,
     pay: np.ndarray,
     n_columns: int,
-    intervals: list[tuple[int, int]],
-    limits: np.ndarray,
-) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """The token bucket as LP rows. Per payment (a release's vehicle entry: the release's
-    ``last_window``, its ``vehicle``, the LP ``column`` and what it ``pay``s at that column's
-    factor), for each vehicle and each of the ``intervals`` (:func:`pacing_intervals`, with
-    their ``limits``), the payments of its releases ending in it at most the interval's
-    limit: a release spends at its span's close. Only the (interval, vehicle) pairs holding a
-    payment get a row. Returns the rows and their limits."""
-    keys, cols, vals = [], [], []
-    n_vehicles = int(vehicle.max(initial=-1)) + 1
-    for k, (a, b) in enumerate(intervals):
-        inside = (last_window >= a) & (last_window <= b)
-        keys.append(k * n_vehicles + vehicle[inside])
-        cols.append(column[inside])
-        vals.append(pay[inside])
-    key = np.concatenate(keys or [np.zeros(0, np.int64)])
-    used, row = np.unique(key, return_inverse=True)  # the pairs holding a payment
-    col = np.concatenate(cols or [np.zeros(0, np.int64)])
+    params: ReleaseParams,
+) -> tuple[sparse.csr_matrix, np.ndarray, np.ndarray]:
+    """Each vehicle's token bucket (``BudgetLedger.budget_room``: capacity the burst, full at
+    first, refilled at B per widened period, a release spending at its span's close) as LP
+    rows over two level variables per pair (:func:`bucket_pairs`), appended after the
+    ``n_columns`` release columns: ``before_k`` in ``[0, burst]``, the level as the pair's
+    window opens, and ``after_k ≥ 0``, the level once its payments are made. Rows:
+
+    - spend: the pair's payments (per payment its ``pair``, LP ``column`` and ``pay``)
+      ``+ after_k − before_k ≤ 0``;
+    - refill, for a pair after another of its vehicle's: ``before_k − after_{k−1} ≤ rate ·
+      (window_k − window_{k−1})``.
+
+    Together with the bound ``before_k ≤ burst`` these hold exactly when the payments of
+    every interval of windows are at most ``burst + rate · (its length − 1)`` (a bucket full
+    at first; ``tests/unit/test_hindsight_benchmark.py`` checks the two forms against each
+    other). 2 rows and 2 variables per pair instead of one row per (vehicle, interval), so a
+    week of hourly windows fits. Returns the rows (over ``n_columns + 2 · pairs`` columns),
+    their limits and the level variables' bounds."""
+    burst = params.vehicle_burst
+    rate = float(params.vehicle_budget) * params.window_seconds / params.ledger_period_seconds
+    n_pairs = len(pair_vehicle)
+    before, after = n_columns + np.arange(n_pairs), n_columns + n_pairs + np.arange(n_pairs)
+    refill = np.flatnonzero(pair_vehicle[1:] == pair_vehicle[:-1]) + 1  # a pair after another
+    rows = np.r_[pair, np.arange(n_pairs), np.arange(n_pairs),
+                 n_pairs + np.arange(len(refill)), n_pairs + np.arange(len(refill))]  # fmt: skip
+    cols = np.r_[column, after, before, before[refill], after[refill - 1]]
+    vals = np.r_[pay, np.ones(n_pairs), -np.ones(n_pairs), np.ones(len(refill)),
+                 -np.ones(len(refill))]  # fmt: skip
     matrix = sparse.csr_matrix(
-        (np.concatenate(vals or [np.zeros(0)]), (row, col)), shape=(len(used), n_columns)
+        (vals, (rows, cols)), shape=(n_pairs + len(refill), n_columns + 2 * n_pairs)
     )
-    return matrix, limits[used // max(n_vehicles, 1)]
+    gaps = (pair_window[refill] - pair_window[refill - 1]).astype(np.float64)
+    limits = np.r_[np.zeros(n_pairs), rate * gaps]
+    bounds = np.r_[np.tile([0.0, burst], (n_pairs, 1)), np.tile([0.0, np.inf], (n_pairs, 1))]
+    return matrix, limits, bounds
+
+
+def _widened(matrix: sparse.csr_matrix, n_columns: int) -> sparse.csr_matrix:
+    """``matrix`` with empty columns appended up to ``n_columns``."""
+    return sparse.csr_matrix((matrix.data, matrix.indices, matrix.indptr),
+                             shape=(matrix.shape[0], n_columns))  # fmt: skip
 
 
 def overlap_groups(spans: np.ndarray) -> np.ndarray:
@@ -274,11 +279,11 @@ def bound(
     cells finer than R0; with ``live_first``, no span longer than an hour of a cell that
     meets T alone in one of its hours within the burst (B/4: its readings are released in
     that hour, never pooled); with ``pacing``, each vehicle's token bucket too
-    (:func:`pacing_rows`). With ``spread``, the result's ``spread`` is :func:`run_spread` of
+    (:func:`bucket_rows`). With ``spread``, the result's ``spread`` is :func:`run_spread` of
     the optimum's releases drawn apart, its ``spread_by_overlap`` of their
     :func:`overlap_groups` drawn as one (the worst of ``runs`` runs against ``threshold``);
     else both None. Raises :class:`TooLarge` before building an LP of over ``max_nonzeros``
-    nonzeros (its payments, cover rows and pacing rows), or with too many pacing intervals."""
+    nonzeros (its payments, cover rows and bucket rows)."""
     params = ReleaseParams.from_settings(settings_of(row))
     fine_res, coarsest = params.resolution, params.coarsest
     arrays = readings_arrays(readings, fine_res, params.window_seconds)
@@ -345,11 +350,12 @@ def bound(
                 "spread_by_overlap": none_spread}  # fmt: skip
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     nonzeros = int(sizes[cand].sum() + row_sizes[cand].sum())
+    entries = entries_of(cell_start, cand)  # the chosen columns' payments
     if pacing:  # checked before anything is built, its rows counted in the nonzeros
         last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
         entry_window = np.repeat(last_window, sizes[cand])  # per payment, as the pay columns
-        intervals, interval_limits = pacing_intervals(last_window, params)
-        nonzeros += pacing_nonzeros(entry_window, intervals)
+        pair, pair_vehicle, pair_window = bucket_pairs(entry_window, entry_vehicle[entries])
+        nonzeros += bucket_nonzeros(len(entry_window), pair_vehicle)
     if nonzeros > max_nonzeros:
         raise TooLarge(f"the LP would hold {nonzeros:,} nonzeros, over {max_nonzeros:,} "
                        "(--max-nonzeros)")  # fmt: skip
@@ -359,7 +365,6 @@ def bound(
     cover_rows = np.concatenate(rows_of)[entries_of(np.r_[0, np.cumsum(row_sizes)], cand)]
     # vehicle rows: each vehicle's payments at most B
     pay_cols = np.repeat(np.arange(n_x), sizes[cand])
-    entries = entries_of(cell_start, cand)
     pay_rows = n_rows + entry_vehicle[entries]
     pay_vals = entry_pay[entries, np.repeat(col, sizes[cand])]
     matrix = sparse.csr_matrix(
@@ -368,13 +373,6 @@ def bound(
         shape=(n_rows + n_vehicles, n_x),
     )  # fmt: skip
     limits = np.r_[np.ones(n_rows), np.full(n_vehicles, float(params.vehicle_budget))]
-    if pacing:
-        paced, paced_limits = pacing_rows(
-            entry_window, entry_vehicle[entries], pay_cols, pay_vals, n_x, intervals,
-            interval_limits,
-        )  # fmt: skip
-        matrix = sparse.vstack([matrix, paced]).tocsr()
-        limits = np.r_[limits, paced_limits]
     if median_staleness is not None:  # Σ useful · (late − on time) ≤ 0
         late = np.array(late_share)[cand]
         matrix = sparse.vstack([matrix, sparse.csr_matrix(value * (2.0 * late - 1.0))])
@@ -384,12 +382,21 @@ def bound(
         fine_row = value * (finer_share - (res > coarsest))
         matrix = sparse.vstack([matrix, sparse.csr_matrix(fine_row)])
         limits = np.r_[limits, 0.0]
+    objective, bounds = -value, np.tile([0.0, 1.0], (n_x, 1))
+    if pacing:  # the level variables after the releases' columns
+        paced, paced_limits, level_bounds = bucket_rows(
+            pair, pair_vehicle, pair_window, pay_cols, pay_vals, n_x, params
+        )
+        matrix = sparse.vstack([_widened(matrix, paced.shape[1]), paced]).tocsr()
+        limits = np.r_[limits, paced_limits]
+        objective = np.r_[objective, np.zeros(len(level_bounds))]
+        bounds = np.r_[bounds, level_bounds]
     start = time.perf_counter()
-    result = linprog(-value, A_ub=matrix, b_ub=limits, bounds=(0, 1), method="highs")
+    result = linprog(objective, A_ub=matrix, b_ub=limits, bounds=bounds, method="highs")
     seconds = time.perf_counter() - start
     if result.status != 0:
         raise RuntimeError(f"linprog: {result.message}")
-    x = result.x
+    x = result.x[:n_x]
     chosen = x > 1e-9
     readings_at = options.total[cand]
     useful = -float(result.fun)
@@ -451,7 +458,7 @@ def main() -> int:
                         help="also: useful readings by span and factor, spend / B")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="the panel's quick files")
     parser.add_argument("--pacing", action="store_true",
-                        help="also: each vehicle's token bucket (short data sets)")  # fmt: skip
+                        help="also: each vehicle's token bucket")  # fmt: skip
     parser.add_argument("--max-nonzeros", type=int, default=MAX_NONZEROS,
                         help="refuse a data set whose LP would hold more")  # fmt: skip
     parser.add_argument("--runs", type=int, default=5,

@@ -302,42 +302,86 @@ def test_pacing_holds_one_hours_release_to_the_burst() -> None:
     assert paced["coverage"] * 40 == pytest.approx(float(options.useful[0, 3]))
 
 
-def test_pacing_rows_bound_each_interval_of_windows_by_the_bucket() -> None:
-    # releases ending in windows 5, 5 and 7 (vehicles 0, 1, 0): intervals [5, 5], [5, 7],
-    # [7, 7]; vehicle 0 pays 0.5 and 0.25, vehicle 1 pays 2.0 (only in window 5, so it has
-    # no row of [7, 7])
-    row = _row(4.0)
-    params = ReleaseParams.from_settings(settings_of(row))
+def _params(budget: float, period_seconds: int | None = None) -> ReleaseParams:
+    row = _row(budget)
+    if period_seconds is not None:
+        row["budget_period_seconds"] = period_seconds
+    return ReleaseParams.from_settings(settings_of(row))
+
+
+def test_bucket_rows_by_hand() -> None:
+    # payments ending in windows 5, 5 and 7 (vehicles 0, 1, 0) of columns 0, 1, 2: pairs
+    # (0, 5), (0, 7), (1, 5); vehicle 0 pays 0.5 then 0.25, vehicle 1 pays 2.0
+    params = _params(4.0)
     rate = 4.0 * params.window_seconds / params.ledger_period_seconds
-    windows = np.array([5, 5, 7])
-    intervals, interval_limits = hindsight.pacing_intervals(windows, params)
-    matrix, limits = hindsight.pacing_rows(
-        windows, np.array([0, 1, 0]), np.array([0, 1, 2]), np.array([0.5, 2.0, 0.25]), 3,
-        intervals, interval_limits,
+    windows, vehicles = np.array([5, 5, 7]), np.array([0, 1, 0])
+    pair, pair_vehicle, pair_window = hindsight.bucket_pairs(windows, vehicles)
+    assert (pair.tolist(), pair_vehicle.tolist(), pair_window.tolist()) == (
+        [0, 2, 1], [0, 0, 1], [5, 7, 5])  # fmt: skip
+    matrix, limits, bounds = hindsight.bucket_rows(
+        pair, pair_vehicle, pair_window, np.array([0, 1, 2]), np.array([0.5, 2.0, 0.25]), 3,
+        params,
     )  # fmt: skip
-    burst = params.vehicle_burst
-    assert limits.tolist() == pytest.approx([burst, burst, burst + 2 * rate, burst + 2 * rate,
-                                             burst])  # fmt: skip
+    # columns: 3 releases, before levels of pairs 0-2, after levels of pairs 0-2
     assert matrix.toarray().tolist() == [
-        [0.5, 0.0, 0.0], [0.0, 2.0, 0.0],  # [5, 5]: vehicles 0, 1
-        [0.5, 0.0, 0.25], [0.0, 2.0, 0.0],  # [5, 7]: vehicles 0, 1
-        [0.0, 0.0, 0.25],  # [7, 7]: vehicle 0
+        [0.5, 0.0, 0.0, -1.0, 0.0, 0.0, 1.0, 0.0, 0.0],  # (0, 5): spend
+        [0.0, 0.0, 0.25, 0.0, -1.0, 0.0, 0.0, 1.0, 0.0],  # (0, 7): spend
+        [0.0, 2.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 1.0],  # (1, 5): spend
+        [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 0.0, 0.0],  # (0, 7) refilled from (0, 5)
     ]  # fmt: skip
-    assert intervals == [(5, 5), (5, 7), (7, 7)]
-    assert hindsight.pacing_nonzeros(windows, intervals) == matrix.nnz == 6
+    assert limits.tolist() == pytest.approx([0.0, 0.0, 0.0, 2 * rate])
+    burst = params.vehicle_burst
+    assert bounds.tolist() == [[0.0, burst]] * 3 + [[0.0, math.inf]] * 3
+    assert hindsight.bucket_nonzeros(3, pair_vehicle) == matrix.nnz == 3 + 6 + 2
 
 
-def test_pacing_leaves_intervals_past_b_to_the_budget_and_refuses_too_many() -> None:
-    row = _row(4.0)
-    params = ReleaseParams.from_settings(settings_of(row))
-    rate = 4.0 * params.window_seconds / params.ledger_period_seconds
-    far = int(np.ceil((4.0 - params.vehicle_burst) / rate))  # burst + rate · far ≥ B
-    intervals, limits = hindsight.pacing_intervals(np.array([0, far]), params)
-    assert intervals == [(0, 0), (far, far)]
-    assert limits.tolist() == [params.vehicle_burst] * 2
-    many = np.arange(hindsight.MAX_PACING_INTERVALS)
-    with pytest.raises(hindsight.TooLarge, match="intervals of windows"):
-        hindsight.pacing_intervals(many, params)
+def _interval_rows(
+    windows: np.ndarray, vehicles: np.ndarray, pay: np.ndarray, n_columns: int,
+    params: ReleaseParams,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The bucket by its definition: per vehicle and interval [a, b] of windows, the payments
+    closing in it at most ``burst + rate (b - a)`` (one payment per column here)."""
+    burst = params.vehicle_burst
+    rate = float(params.vehicle_budget) * params.window_seconds / params.ledger_period_seconds
+    rows, limits = [], []
+    for v in np.unique(vehicles):
+        for a in range(int(windows.min()), int(windows.max()) + 1):
+            for b in range(a, int(windows.max()) + 1):
+                inside = (vehicles == v) & (windows >= a) & (windows <= b)
+                row = np.zeros(n_columns)
+                row[np.flatnonzero(inside)] = pay[inside]
+                rows.append(row)
+                limits.append(burst + rate * (b - a))
+    return np.array(rows), np.array(limits)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bucket_rows_allow_exactly_what_every_interval_of_windows_allows(seed: int) -> None:
+    # random payments of 3 vehicles over 24 windows, one column each: the best of random
+    # objectives is the same under the bucket's levels as under every interval's row, so the
+    # two forms allow the same choices (a wrong refill, cap or spend row changes some optimum)
+    rng = np.random.default_rng(seed)
+    params = _params(0.5, 86_400)  # a burst of 0.125, refilled in ~8 windows
+    burst = params.vehicle_burst
+    n = 24
+    windows, vehicles = rng.integers(0, 24, n), rng.integers(0, 3, n)
+    pay = rng.uniform(0.2, 1.0, n) * burst
+    dense, dense_limits = _interval_rows(windows, vehicles, pay, n, params)
+    pair, pair_vehicle, pair_window = hindsight.bucket_pairs(windows, vehicles)
+    matrix, limits, levels = hindsight.bucket_rows(
+        pair, pair_vehicle, pair_window, np.arange(n), pay, n, params
+    )
+    box = np.tile([0.0, 1.0], (n, 1))
+    for _ in range(5):
+        value = rng.uniform(0.1, 1.0, n)
+        direct = hindsight.linprog(-value, A_ub=dense, b_ub=dense_limits, bounds=box)
+        by_levels = hindsight.linprog(
+            np.r_[-value, np.zeros(len(levels))], A_ub=matrix, b_ub=limits,
+            bounds=np.r_[box, levels],
+        )  # fmt: skip
+        assert direct.status == by_levels.status == 0
+        assert by_levels.fun == pytest.approx(direct.fun, abs=1e-7)
+        assert direct.fun > -value.sum() + 1e-6  # the bucket binds: not every payment fits
 
 
 def test_pacing_beside_the_staleness_and_finer_rows_only_lowers_the_bound() -> None:
@@ -349,14 +393,6 @@ def test_pacing_beside_the_staleness_and_finer_rows_only_lowers_the_bound() -> N
     paced = hindsight.bound(readings, row, max_span=2, pay="cell", median_staleness=0.5,
                             finer_share=0.0, pacing=True)  # fmt: skip
     assert 0 < paced["coverage"] < free["coverage"]
-
-
-def test_pacing_too_long_is_refused_before_the_lp_is_built(monkeypatch) -> None:
-    monkeypatch.setattr(hindsight, "MAX_PACING_INTERVALS", 2)
-    monkeypatch.setattr(hindsight.sparse, "csr_matrix", None)  # building anything would fail
-    readings = _readings(range(40), 100) + _readings(range(40), 101) + _readings(range(40), 102)
-    with pytest.raises(hindsight.TooLarge, match="intervals of windows"):
-        hindsight.bound(readings, _row(4.0), max_span=1, pay="cell", pacing=True)
 
 
 def test_an_lp_over_the_nonzeros_limit_is_refused_before_it_is_built(monkeypatch) -> None:
