@@ -19,8 +19,12 @@ and the records' noise draws being independent, prints the spread of its runs to
 standard deviation of one run's coverage, the expected worst of 5 runs and the chance that
 worst reaches ``--threshold`` (``hindsight.run_spread``, the same draws as the bound's).
 
+Released as the service releases (it never sees an end: what its last window holds back
+for a longer span stays unreleased), or with ``--file-end`` as ``stream-dp release`` replays
+a file: the input's last window holds nothing back.
+
 Run: ``python benchmarks/expected_usefulness.py [--per-record] [--data FILE | --data-set NAME
-[--threshold F]] [--set K=V ...]``.
+[--threshold F]] [--file-end] [--set K=V ...]``.
 """
 
 from __future__ import annotations
@@ -77,12 +81,14 @@ def figures(
     }
 
 
-def expected(row: dict[str, Any], truth: u.Truth) -> dict[str, Any]:
+def expected(row: dict[str, Any], truth: u.Truth, file_end: bool = False) -> dict[str, Any]:
     """The row's expected useful coverage, holds and finer share (against the held readings,
     and in ``cell_and_span`` against the older truth); its deterministic staleness
-    (noise-free), records, per-record figures and busiest vehicle."""
+    (noise-free), records, per-record figures and busiest vehicle. Released as the service
+    releases, or with ``file_end`` as ``stream-dp release`` does (the input's end known)."""
     settings = u.settings_of(row)
-    records, losses, members = u.release_week(settings, truth.readings, noise=NoNoise())
+    records, losses, members = u.release_week(settings, truth.readings, noise=NoNoise(),
+                                              file_end=file_end)  # fmt: skip
     finest, coarsest = settings.resolution, settings.coarsest_resolution or settings.resolution
     means = np.array([r["mean"] for r in records], dtype=np.float64)
     epsilon = np.array([r["epsilon"] for r in records], dtype=np.float64)
@@ -137,6 +143,8 @@ def main() -> int:
     parser.add_argument("--data-set", help="a panel data set, at its own U and profile")
     parser.add_argument("--threshold", type=float, default=0.8,
                         help="--data-set: what the worst of 5 runs is held against")  # fmt: skip
+    parser.add_argument("--file-end", action="store_true",
+                        help="as `stream-dp release` does: the input's end known")  # fmt: skip
     args = parser.parse_args()
     if args.data_set is None:
         row = u.with_sets(u.ROWS[B14], args.set)
@@ -149,7 +157,7 @@ def main() -> int:
             parser.error(f"--data-set: one of {', '.join(d.name for d in PANEL)}, without --data")
         row = u.with_sets(profile_row(data), args.set)
         truth = u.Truth(data.readings(False), upper=data.upper)
-    out = expected(row, truth)
+    out = expected(row, truth, args.file_end)
     older = out["cell_and_span"]
     print(
         f"records {len(out['records'])}, expected useful coverage {out['coverage']:.1%} "

@@ -227,11 +227,13 @@ def release_week(
     readings: list[dict[str, Any]] | None = None,
     noise: Any = None,
     releases: list[Any] | None = None,
+    file_end: bool = False,
 ) -> tuple[list[dict[str, Any]], Any, list[Any]]:
     """The week's (or ``readings``') cell records, each vessel's loss over the run
     (RunLosses) and each record's members (``tests.support.membership``), released with
     ``noise`` (default: fresh Laplace noise); each window's release appended to ``releases``
-    if given."""
+    if given. As the service releases them (it never sees an end), or with ``file_end`` as
+    ``stream-dp release`` does: the input's last window holds no cell back."""
     from stream_dp.dp.noise import LaplaceNoise
     from stream_dp.engine import OfflineEngine
     from stream_dp.release.run_losses import RunLosses
@@ -243,7 +245,7 @@ def release_week(
     losses = RunLosses(engine.params)
     source = load_sample() if readings is None else readings
     with recording_members() as members:
-        for batch in (engine.feed(source), engine.finish()):
+        for batch in (engine.feed(source), engine.finish(release_held=file_end)):
             for release in batch:
                 records.extend(release.cells)
                 losses.add(release)

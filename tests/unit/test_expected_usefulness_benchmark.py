@@ -92,3 +92,22 @@ def test_a_data_set_prints_the_spread_of_its_runs(
     coverage = expected_usefulness.expected(row, usefulness.Truth(readings))["coverage"]
     assert f"expected useful coverage {coverage:.1%}" in out
     assert "worst of 5 runs: expected" in out and "at least 1% with chance" in out
+
+
+def test_with_the_file_end_known_the_last_window_holds_nothing_back(
+    readings: list[dict[str, Any]],
+) -> None:
+    # as the service releases the fixture's 3 hours, its last window holds readings back for
+    # a longer span; replayed as `stream-dp release` does, it releases them
+    settings = usefulness.settings_of(ROW)
+    live: list[Any] = []
+    ended: list[Any] = []
+    usefulness.release_week(settings, readings, noise=expected_usefulness.NoNoise(), releases=live)
+    usefulness.release_week(settings, readings, noise=expected_usefulness.NoNoise(),
+                            releases=ended, file_end=True)  # fmt: skip
+    assert live[-1].summary["readings_held"] > 0
+    assert ended[-1].summary["readings_held"] == 0
+    service = expected_usefulness.expected(ROW, usefulness.Truth(readings))
+    replayed = expected_usefulness.expected(ROW, usefulness.Truth(readings), file_end=True)
+    assert len(replayed["records"]) > len(service["records"])
+    assert replayed["coverage"] > service["coverage"]
