@@ -164,9 +164,9 @@ def bucket_rows(
     Together with the bound ``before_k ≤ burst`` these hold exactly when the payments of
     every interval of windows are at most ``burst + rate · (its length − 1)`` (a bucket full
     at first; ``tests/unit/test_hindsight_benchmark.py`` checks the two forms against each
-    other). 2 rows and 2 variables per pair instead of one row per (vehicle, interval), so a
-    week of hourly windows fits. Returns the rows (over ``n_columns + 2 · pairs`` columns),
-    their limits and the level variables' bounds."""
+    other). 2 variables and at most 2 rows per pair instead of one row per (vehicle,
+    interval), so a week of hourly windows fits. Returns the rows (over ``n_columns + 2 ·
+    pairs`` columns), their limits and the level variables' bounds."""
     burst = params.vehicle_burst
     rate = float(params.vehicle_budget) * params.window_seconds / params.ledger_period_seconds
     n_pairs = len(pair_vehicle)
@@ -351,7 +351,7 @@ def bound(
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     nonzeros = int(sizes[cand].sum() + row_sizes[cand].sum())
     entries = entries_of(cell_start, cand)  # the chosen columns' payments
-    if pacing:  # checked before anything is built, its rows counted in the nonzeros
+    if pacing:  # counted in the nonzeros before the LP's rows are built
         last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
         entry_window = np.repeat(last_window, sizes[cand])  # per payment, as the pay columns
         pair, pair_vehicle, pair_window = bucket_pairs(entry_window, entry_vehicle[entries])

@@ -441,3 +441,14 @@ def test_the_nonzeros_guard_counts_the_pacing_rows() -> None:
     assert built["candidates"] > 0
     with pytest.raises(hindsight.TooLarge, match="nonzeros, over 4,464"):
         hindsight.bound(readings, row, max_span=8, pay="share", max_nonzeros=4_464, pacing=True)
+
+
+def test_paced_lp_over_the_nonzeros_limit_is_refused_before_its_rows_are_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    readings = _readings(range(40), 100) + _readings(range(40), 101)
+    monkeypatch.setattr(hindsight.sparse, "csr_matrix", None)  # building a row would fail
+    monkeypatch.setattr(hindsight, "bucket_rows", None)
+    with pytest.raises(hindsight.TooLarge, match="nonzeros, over 4,464"):
+        hindsight.bound(readings, _row(14.0), max_span=8, pay="share", max_nonzeros=4_464,
+                        pacing=True)  # fmt: skip
