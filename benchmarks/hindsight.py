@@ -351,10 +351,11 @@ def bound(
     row_sizes = np.array([len(r) for r in rows_of], dtype=np.int64)
     nonzeros = int(sizes[cand].sum() + row_sizes[cand].sum())
     entries = entries_of(cell_start, cand)  # the chosen columns' payments
+    payer = entry_vehicle[entries]  # per payment, its vehicle
     if pacing:  # counted in the nonzeros before the LP's rows are built
         last_window = np.array([key[2] for key in span_key], dtype=np.int64)[cand]
         entry_window = np.repeat(last_window, sizes[cand])  # per payment, as the pay columns
-        pair, pair_vehicle, pair_window = bucket_pairs(entry_window, entry_vehicle[entries])
+        pair, pair_vehicle, pair_window = bucket_pairs(entry_window, payer)
         nonzeros += bucket_nonzeros(len(entry_window), pair_vehicle)
     if nonzeros > max_nonzeros:
         raise TooLarge(f"the LP would hold {nonzeros:,} nonzeros, over {max_nonzeros:,} "
@@ -365,7 +366,7 @@ def bound(
     cover_rows = np.concatenate(rows_of)[entries_of(np.r_[0, np.cumsum(row_sizes)], cand)]
     # vehicle rows: each vehicle's payments at most B
     pay_cols = np.repeat(np.arange(n_x), sizes[cand])
-    pay_rows = n_rows + entry_vehicle[entries]
+    pay_rows = n_rows + payer
     pay_vals = entry_pay[entries, np.repeat(col, sizes[cand])]
     matrix = sparse.csr_matrix(
         (np.r_[np.ones(len(cover_cols)), pay_vals], (np.r_[cover_rows, pay_rows],
@@ -402,7 +403,7 @@ def bound(
     useful = -float(result.fun)
     gained = x * value
     spans = np.array(span_of)[cand]
-    paid = np.bincount(entry_vehicle[entries], weights=pay_vals * np.repeat(x, sizes[cand]),
+    paid = np.bincount(payer, weights=pay_vals * x[pay_cols],
                        minlength=n_vehicles)  # fmt: skip
     spread_apart, spread_by_overlap = None, None
     if spread:
