@@ -23,6 +23,7 @@ from stream_dp.release.bounding import BoundedPairs
 from stream_dp.release.modes import VehicleBudget
 from stream_dp.release.params import ReleaseParams
 from stream_dp.release.state import WindowCache
+from stream_dp.release.vehicle_budget import planner
 from stream_dp.release.vehicle_budget.planner import BudgetPlan, plan_budget
 from stream_dp.release.vehicle_budget.pooling import due_cells
 from stream_dp.release.vehicle_budget.price import SHARE_EXPONENT, release_price
@@ -89,7 +90,9 @@ def budget_plan(
     (:func:`~stream_dp.release.vehicle_budget.planner.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
     and the plan computed again (each round drops at least one cell more, so at most one round
-    per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`). Unchecked: the
+    per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`), until none passes it
+    or those that do are few (:data:`~stream_dp.release.vehicle_budget.planner.SETTLE_SHARE`:
+    then dropped from that plan, docs/math.md §13.3, "When the re-plans stop"). Unchecked: the
     release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
     prices its cells with. ``span_start``: per cell the start of its span, None when no
     release price applies (:func:`prices_spans`); ``due``: the pool's due units
@@ -104,6 +107,8 @@ def budget_plan(
         over = _over(plan, ceiling)
         if not over.any():
             return plan
+        if _settled(occupancy, plan, over):
+            return _held_in(occupancy, plan, over)
         held = over if held is None else held | over
 
 
@@ -127,6 +132,27 @@ def _plan(
 def _over(plan: BudgetPlan, ceiling: np.ndarray) -> np.ndarray:
     """Per cell, whether the plan gives it an ε past its ``ceiling``."""
     return np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+
+
+def _settled(occupancy: Occupancy, plan: BudgetPlan, over: np.ndarray) -> bool:
+    """Whether the ``over`` cells hold under :data:`~stream_dp.release.vehicle_budget.planner.
+    SETTLE_SHARE` of the readings of the cells the plan releases (docs/math.md §13.3): they are
+    then held in this plan, not in a fresh one."""
+    total = occupancy.total_per_cell().astype(np.float64)
+    live = total[np.isfinite(plan.epsilon)].sum()
+    return bool(total[over].sum() < planner.SETTLE_SHARE * live)
+
+
+def _held_in(occupancy: Occupancy, plan: BudgetPlan, over: np.ndarray) -> BudgetPlan:
+    """The ``plan`` with its ``over`` cells dropped: their entries unkept, their ε +inf, each
+    payment summed again in entry order (the compiled loop's ``hold_in_plan``)."""
+    cell = occupancy.cell_index
+    kept = plan.kept & ~over[cell]
+    epsilon = np.where(over, np.inf, plan.epsilon)
+    paid = np.zeros(len(occupancy.vehicles))
+    for e in np.flatnonzero(kept).tolist():  # the oracle: one addition at a time, in order
+        paid[occupancy.vehicle_index[e]] += epsilon[cell[e]]
+    return BudgetPlan(kept, epsilon, plan.cap, paid, plan.rounds)
 
 
 def prices_spans(params: ReleaseParams, adaptive: AdaptiveCells | None, last: bool) -> bool:

@@ -461,10 +461,14 @@ def plan_priced(
     min_vehicles: int,
     few: int,
     update: bool,
+    settle: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:  # pragma: no cover
     """The release price's loop (docs/math.md §13.3) in one call: :func:`plan_rounds` with
     ``held`` (updated) cells held, the cells whose ε passes their ``ceiling`` (+ 1e-12) added
-    to ``held`` and the plan computed again from scratch, until none does. The same plans as
+    to ``held`` and the plan computed again from scratch, until none does, or until those
+    that do hold under ``settle`` of the readings of the cells the plan releases: they are
+    then dropped from that plan (:func:`hold_in_plan`, docs/math.md §13.3, "When the re-plans
+    stop"). The same plans as
     one :func:`plan_rounds` call per round (each a fresh plan: the layout is a function of
     the occupancy alone, so it is built once and each plan starts from a copy of its
     all-kept ``run_kept``).
@@ -522,14 +526,41 @@ def plan_priced(
             cell_start, vehicle, total, room, fresh, start, exact, checked, costing, rounding,
             max_epsilon, min_vehicles, few, exact, scratch,
         )  # fmt: skip
-        n_over = 0
+        n_over, over_readings, live_readings = 0, 0.0, 0.0
         for g in range(len(epsilon)):
-            if np.isfinite(epsilon[g]) and epsilon[g] > ceiling[g] + 1e-12:
-                held[g] = True
-                n_over += 1
+            if np.isfinite(epsilon[g]):
+                live_readings += total[g]
+                if epsilon[g] > ceiling[g] + 1e-12:
+                    held[g] = True
+                    n_over += 1
+                    over_readings += total[g]
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds, plans
+        if over_readings < settle * live_readings:  # too few to plan again: held in this one
+            hold_in_plan(cell_start, vehicle, held, kept, epsilon, paid)
+            return kept, epsilon, cap, paid, rounds, plans
         drop_held(base, held, (cell_start, vehicle, run_start, run_count, total), exact)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def hold_in_plan(
+    cell_start: np.ndarray,
+    vehicle: np.ndarray,
+    held: np.ndarray,
+    kept: np.ndarray,
+    epsilon: np.ndarray,
+    paid: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """The ``held`` cells a plan still releases dropped from it (``kept``, ``epsilon`` and
+    ``paid`` updated): their entries unkept, their ε +inf, every payment summed again
+    (:func:`pay_everyone`). The other cells' ε and sit-outs stay the plan's: a cell's ε reads
+    only its own kept entries, and dropping cells only lowers payments, so every vehicle
+    stays within its room."""
+    for g in range(len(epsilon)):
+        if held[g] and np.isfinite(epsilon[g]):
+            kept[cell_start[g] : cell_start[g + 1]] = False
+            epsilon[g] = np.inf
+    pay_everyone(cell_start, vehicle, kept, epsilon, paid)
 
 
 @njit(cache=True, nogil=True)

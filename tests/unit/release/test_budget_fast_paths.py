@@ -305,6 +305,22 @@ def _priced_plan(
     return budget.budget_plan(params, None, occ), len(asked)  # type: ignore[arg-type]
 
 
+def _roaming_prices(seed: int, short: float) -> tuple[Occupancy, np.ndarray, np.ndarray]:
+    """A roaming window (``short``: the share of vehicles short of room), the rooms and a
+    release price per cell around each cell's ε in an unpriced plan, so that the price's loop
+    takes several plans (cells pass their price only once others are held)."""
+    rng = np.random.default_rng(seed)
+    occ = _roaming_occupancy(rng, 60, 1500)
+    room = np.where(rng.random(len(occ.vehicles)) < short,
+                    rng.uniform(0.0, 3.0, len(occ.vehicles)), 1000.0)  # fmt: skip
+    first = vehicle_budget.plan_budget(
+        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
+        prefix_limit=16,
+    )  # fmt: skip
+    finite = np.where(first.dropped, 1.0, first.epsilon)
+    return occ, room, finite * rng.choice([0.9, 1.0, 1.0, 1.05, 1.3], len(finite))
+
+
 @pytest.mark.parametrize("short", [0.3, 0.0])  # vehicles short of room, or none (no sit-out)
 @pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])  # 3 to 5 plans each
 def test_the_priced_plans_in_one_call_are_the_plans_one_round_at_a_time(
@@ -315,20 +331,76 @@ def test_the_priced_plans_in_one_call_are_the_plans_one_round_at_a_time(
     plan per round, on roaming windows where it takes several rounds (cells pass their price
     only once others are held); with every vehicle within its room, no plan lays out the
     slots by vehicle."""
-    rng = np.random.default_rng(seed)
-    occ = _roaming_occupancy(rng, 60, 1500)
-    room = np.where(rng.random(len(occ.vehicles)) < short,
-                    rng.uniform(0.0, 3.0, len(occ.vehicles)), 1000.0)  # fmt: skip
-    first = vehicle_budget.plan_budget(
-        occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0, min_vehicles=2,
-        prefix_limit=16,
-    )  # fmt: skip
-    finite = np.where(first.dropped, 1.0, first.epsilon)
-    ceiling = finite * rng.choice([0.9, 1.0, 1.0, 1.05, 1.3], len(finite))
+    occ, room, ceiling = _roaming_prices(seed, short)
     oracle, rounds = _priced_plan(occ, room, ceiling, False, monkeypatch)
     fast, calls = _priced_plan(occ, room, ceiling, True, monkeypatch)
     assert rounds >= (3 if short else 2) and calls == 1
     assert_same(fast, oracle)
+
+
+def _over_shares(occ: Occupancy, room: np.ndarray, ceiling: np.ndarray) -> list[float]:
+    """The release price's loop by hand (fresh plans, each holding the cells past their price
+    in the ones before): per plan, the readings of its cells past their price over those of
+    the cells it releases."""
+    total = occ.total_per_cell().astype(np.float64)
+    held, shares = np.zeros(len(occ.cells), dtype=bool), []
+    while True:
+        plan = vehicle_budget.plan_budget(
+            occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0,
+            min_vehicles=2, prefix_limit=16, held=held,
+        )  # fmt: skip
+        over = np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
+        if not over.any():
+            return shares
+        shares.append(float(total[over].sum() / total[np.isfinite(plan.epsilon)].sum()))
+        held |= over
+
+
+@pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])
+def test_the_price_loop_settles_in_the_plan_whose_cells_past_their_price_are_few(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SETTLE_SHARE`` (docs/math.md §13.3): once the cells a plan puts past their price hold
+    under that share of the readings it releases, they are held in that plan instead of a
+    fresh one. In one compiled call and one plan at a time alike, bit for bit: the plan the
+    loop stops at, with exactly its cells past their price dropped (ε +inf, entries unkept),
+    every other cell's ε, cap and entries as that plan left them, every payment the sum of
+    its kept entries' ε in entry order and within the vehicle's room, and no cell left past
+    its price."""
+    occ, room, ceiling = _roaming_prices(seed, 0.3)
+    monkeypatch.setattr(vehicle_budget, "SETTLE_SHARE", 0.0)
+    shares = _over_shares(occ, room, ceiling)
+    assert len(shares) >= 2
+    # Settle in the plan before the last: its share passes the cut, every earlier one does not.
+    stop = len(shares) - 2
+    monkeypatch.setattr(vehicle_budget, "SETTLE_SHARE",
+                        (shares[stop] + min(shares[:stop], default=1.0)) / 2)  # fmt: skip
+    if any(share < vehicle_budget.SETTLE_SHARE for share in shares[:stop]):
+        stop = next(i for i, x in enumerate(shares) if x < vehicle_budget.SETTLE_SHARE)
+    oracle, plans = _priced_plan(occ, room, ceiling, False, monkeypatch)
+    fast, calls = _priced_plan(occ, room, ceiling, True, monkeypatch)
+    assert plans == stop + 1 and calls == 1
+    assert_same(fast, oracle)
+    # The plan the loop stopped at, computed afresh with what the earlier plans held.
+    monkeypatch.setattr(vehicle_budget, "SETTLE_SHARE", 0.0)
+    held = np.zeros(len(occ.cells), dtype=bool)
+    for _ in range(stop + 1):
+        last = vehicle_budget.plan_budget(
+            occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0,
+            min_vehicles=2, prefix_limit=16, held=held,
+        )  # fmt: skip
+        over = np.isfinite(last.epsilon) & (last.epsilon > ceiling + 1e-12)
+        held = held | over
+    assert over.any()
+    assert np.array_equal(np.isinf(fast.epsilon), np.isinf(last.epsilon) | over)
+    assert np.array_equal(fast.epsilon[~over], last.epsilon[~over])
+    assert np.array_equal(fast.cap, last.cap)
+    assert np.array_equal(fast.kept, last.kept & ~over[occ.cell_index])
+    weights = np.where(fast.kept, fast.epsilon[occ.cell_index], 0.0)
+    summed = np.bincount(occ.vehicle_index, weights=weights, minlength=len(occ.vehicles))
+    assert fast.paid.tobytes() == summed.tobytes()
+    assert np.all(fast.paid <= room + 1e-9)
+    assert not np.any(np.isfinite(fast.epsilon) & (fast.epsilon > ceiling + 1e-12))
 
 
 def _first_rounds(occ: Occupancy, held: np.ndarray, more: np.ndarray) -> tuple[Any, Any, Any]:

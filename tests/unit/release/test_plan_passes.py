@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,31 +68,57 @@ def test_the_planned_pairs_counted_in_one_pass_equal_the_numpy_forms(
     assert _arrays(fast) == _arrays(slow)
 
 
+def _counted_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every pass of :data:`~stream_dp.dp.kernels.READ_LOSS` from now on (its entries), in a
+    list that grows as they run."""
+    passes: list[int] = []
+    read_loss = kernels.READ_LOSS
+
+    class Counted:
+        def pick(self, n_items: int) -> Any:
+            passes.append(n_items)
+            return read_loss.pick(n_items)
+
+        def __getattr__(self, name: str) -> Any:  # its forms, as the kernel's
+            return getattr(read_loss, name)
+
+    monkeypatch.setattr(kernels, "READ_LOSS", Counted())
+    return passes
+
+
 @pytest.mark.parametrize("seed", range(4))
-def test_the_checks_charge_without_the_entries_is_the_charges_bit_for_bit(
+def test_the_checks_charge_is_the_charges_bit_for_bit_and_one_pass_serves_both(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What the plan is checked by (:meth:`PrivacyAccountant.vehicle_charges`: no per-entry
-    arrays) is, bit for bit and in both forms, what the window's charge records for each
-    vehicle were the plan's cells released; the plan passes."""
+    """What the plan is checked by (:meth:`PrivacyAccountant.vehicle_charges`) is, bit for
+    bit and in both forms, what the window's charge records for each vehicle were the plan's
+    cells released; the plan passes. The charge of the same entries reuses the check's pass;
+    a charge of other entries (one more sat out, even in the same array) or other cells makes
+    a pass of its own."""
     occ, plan, room = _tight_plan(seed)
     finite = np.isfinite(plan.epsilon)
     accountant = PrivacyAccountant(_params(), plan.epsilon)
     eps = accountant.cell_epsilons(len(occ.cells))
-    asked: list[bool] = []
-    read_entries = PrivacyAccountant._read_entries
-
-    def spy(self: PrivacyAccountant, *args: object, with_entries: bool = True) -> object:
-        asked.append(with_entries)
-        return read_entries(self, *args, with_entries=with_entries)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(PrivacyAccountant, "_read_entries", spy)
+    passes = _counted_passes(monkeypatch)
     with kernels.forced("compiled"):
         charged = accountant.vehicle_charges(occ, plan.kept, finite, None)
         loss, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite))
-    assert asked == [False, True]  # the check builds no per-entry arrays; the charge does
+        assert len(passes) == 1  # the charge reused the check's pass
+        # Each against the last pass, which read the same entries and cells but for one.
+        other = finite.copy()
+        other[np.flatnonzero(other)[-1]] = False  # one cell fewer released
+        kept = plan.kept.copy()
+        other_loss, _ = accountant.charge(3600, WindowReads(occ, kept, other))
+        kept[np.flatnonzero(kept)[0]] = False  # one entry more sat out, in the same array
+        fewer_loss, _ = accountant.charge(3600, WindowReads(occ, kept, other))
+    assert len(passes) == 3
+    assert loss.losses is not None
+    assert other_loss.losses is not None and fewer_loss.losses is not None  # each recomputed
+    assert fewer_loss.losses.sum() < other_loss.losses.sum() < loss.losses.sum()
     with kernels.forced("numpy"):
-        numpy_charged = accountant.vehicle_charges(occ, plan.kept, finite, None)
+        fresh = PrivacyAccountant(_params(), plan.epsilon)  # no pass to reuse
+        numpy_charged = fresh.vehicle_charges(occ, plan.kept, finite, None)
+    assert len(passes) == 4
     cells, _, vehicle, read_eps = read_payments(
         occ.cell_start, occ.vehicle_index, plan.kept, finite, eps, len(room), False
     )
@@ -100,10 +127,49 @@ def test_the_checks_charge_without_the_entries_is_the_charges_bit_for_bit(
     )
     assert len(vehicle) == len(read_eps) == len(numpy_vehicle) == len(numpy_read_eps) == 0
     assert charged.tobytes() == numpy_charged.tobytes()
-    assert loss.losses is not None and (charged > 0).sum() == len(loss.losses) > 100
+    assert (charged > 0).sum() == len(loss.losses) > 100
     assert charged[charged > 0].tobytes() == loss.losses.tobytes()
     assert cells.tolist() == occ.grids_per_vehicle(plan.kept).tolist()
     budget.check_plan(occ, plan, room, charged)  # within every room at the whole ε
+
+
+def test_a_charge_by_own_shares_reuses_the_checks_pass_only_for_equal_shares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Charged by own shares (§13.1, "The loss"), the window's charge reuses the check's pass
+    when the cap's kept counts and caps are equal, and with other kept counts makes its own:
+    the charge a fresh accountant computes, not the reused one."""
+    occ, plan, _ = _tight_plan(0)
+    params = _params()
+    bounded, _, _ = budget.planned_bound(occ, plan, params)
+    capped, finite = bounded.capped, np.isfinite(plan.epsilon)
+    assert capped is not None
+    # Each kept count at least 2 halved: those vehicles' own shares of their cells fall.
+    halved = dataclasses.replace(
+        capped,
+        kept_count=np.where(capped.kept_count > 1, capped.kept_count // 2, capped.kept_count),
+    )
+    passes = _counted_passes(monkeypatch)
+    accountant = PrivacyAccountant(params, plan.epsilon)
+    charged = accountant.vehicle_charges(occ, plan.kept, finite, capped)
+    loss, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite, None, capped))
+    assert len(passes) == 1
+    halved_loss, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite, None, halved))
+    assert len(passes) == 2
+    fresh, _ = PrivacyAccountant(params, plan.epsilon).charge(
+        3600, WindowReads(occ, plan.kept, finite, None, halved)
+    )
+    assert loss.losses is not None and halved_loss.losses is not None
+    assert fresh.losses is not None and fresh.losses.tobytes() == halved_loss.losses.tobytes()
+    assert charged[charged > 0].tobytes() == loss.losses.tobytes()
+    assert halved_loss.losses.sum() < loss.losses.sum()
+    # The same arrays changed in place after a pass are not the ones it read.
+    counts = capped.kept_count.copy()
+    in_place = dataclasses.replace(capped, kept_count=counts)
+    accountant.charge(3600, WindowReads(occ, plan.kept, finite, None, in_place))
+    counts[:] = halved.kept_count
+    changed, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite, None, in_place))
+    assert changed.losses is not None and changed.losses.tobytes() == fresh.losses.tobytes()
 
 
 @pytest.mark.parametrize("seed", range(4))
