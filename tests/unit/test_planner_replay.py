@@ -45,8 +45,8 @@ def test_the_optimisers_plans_keep_every_vehicle_within_its_room_and_b(
     plans: list[tuple[np.ndarray, np.ndarray]] = []
     chosen = planner_replay.optimised_plan
 
-    def watched(params: Any, rooms: Any, occupancy: Any, span_start: Any = None, due=()) -> Any:
-        plan = chosen(params, rooms, occupancy, span_start, due)
+    def watched(params: Any, rooms: Any, occupancy: Any, *args: Any) -> Any:
+        plan = chosen(params, rooms, occupancy, *args)
         plans.append((plan.paid, budget.vehicle_room(rooms, occupancy)))
         return plan
 

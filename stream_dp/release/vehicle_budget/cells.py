@@ -66,6 +66,13 @@ MIN_REFUSED_SHARE = 1e-3
 #: to compare.
 LAZY_READINGS = True
 
+#: Whether a choice that may be followed by another stops its release price's re-plans at the
+#: first plan putting a finer cell past its price: that cell is refused and the cells chosen
+#: again, so the plan is read for its refusals only (released as it stands, as a settled
+#: plan, only when they are too few to choose again; docs/math.md §13.3, "When the re-plans
+#: stop"); the tests switch it off to compare.
+STOP_AT_REFUSAL = True
+
 
 @dataclass(frozen=True)
 class Regrouped:
@@ -104,7 +111,7 @@ def budget_regroup(
     withheld = (0, 0)
     memo: dict[str, Any] = {}  # what a choice computed that the next may reuse
     moves, adaptive, regrouped = None, None, columns
-    for _ in range(MAX_CHOICES):
+    for n_choice in range(MAX_CHOICES):
         choice = BudgetChoice(price, frozenset(refused), None, memo)
         adaptive = adaptive_choice(columns, params, mean_epsilon, choice, BUDGET_DETAIL_SLACK)
         moves, withheld = adaptive_moves(columns, adaptive)
@@ -115,8 +122,9 @@ def budget_regroup(
         pairs = Contributions(chosen, *occupancy_of(regrouped, chosen))
         occupancy = pairs.occupancy
         span_start = _unit_starts(adaptive, observed_start, chosen)
-        plan = budget_plan(params, rooms, occupancy, span_start, due)
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
+        refusable = fine if STOP_AT_REFUSAL and n_choice < MAX_CHOICES - 1 else None
+        plan = budget_plan(params, rooms, occupancy, span_start, due, refusable)
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
         cache.keep_choice(regrouped, pairs, plan)  # the select stage's
         if not len(drop) or _too_few_to_choose_again(occupancy, drop):

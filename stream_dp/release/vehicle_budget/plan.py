@@ -85,14 +85,17 @@ def budget_plan(
     occupancy: Occupancy,
     span_start: np.ndarray | None = None,
     due: tuple[str, ...] = (),
+    refusable: np.ndarray | None = None,
 ) -> BudgetPlan:
     """The window's per-cell ε and sit-outs
     (:func:`~stream_dp.release.vehicle_budget.planner.plan_budget`);
     a cell whose ε passes its :func:`epsilon_ceiling` is dropped (it pools with its next window)
     and the plan computed again (each round drops at least one cell more, so at most one round
     per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`), until none passes it
-    or those that do are few (:data:`~stream_dp.release.vehicle_budget.planner.SETTLE_SHARE`:
-    then dropped from that plan, docs/math.md §13.3, "When the re-plans stop"). Unchecked: the
+    or those that do are few (:data:`~stream_dp.release.vehicle_budget.planner.SETTLE_SHARE`)
+    or one of them is ``refusable`` (per cell: the regrouping refuses it and chooses the cells
+    again, so this plan is not the one released); those are then dropped from that plan
+    (docs/math.md §13.3, "When the re-plans stop"). Unchecked: the
     release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
     prices its cells with. ``span_start``: per cell the start of its span, None when no
     release price applies (:func:`prices_spans`); ``due``: the pool's due units
@@ -100,14 +103,14 @@ def budget_plan(
     room = vehicle_room(rooms, occupancy)
     ceiling = epsilon_ceiling(params, rooms, occupancy, span_start, due)
     if ceiling is None or PLAN_IN_ONE_CALL:
-        return _plan(params, occupancy, room, None, ceiling)
+        return _plan(params, occupancy, room, None, ceiling, refusable)
     held: np.ndarray | None = None
     while True:  # the one call's oracle: each round a fresh plan
         plan = _plan(params, occupancy, room, held, None)
         over = _over(plan, ceiling)
         if not over.any():
             return plan
-        if _settled(occupancy, plan, over):
+        if _settled(occupancy, plan, over) or (refusable is not None and (over & refusable).any()):
             return _held_in(occupancy, plan, over)
         held = over if held is None else held | over
 
@@ -118,6 +121,7 @@ def _plan(
     room: np.ndarray,
     held: np.ndarray | None,
     ceiling: np.ndarray | None,
+    refusable: np.ndarray | None = None,
 ) -> BudgetPlan:
     """:func:`~stream_dp.release.vehicle_budget.planner.plan_budget` with the window's settings."""
     return plan_budget(
@@ -125,7 +129,7 @@ def _plan(
         variance_share=params.variance_share, max_cell_epsilon=budget_mode(params).burst,
         min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
-        pseudo_user=params.pseudo_user, held=held, ceiling=ceiling,
+        pseudo_user=params.pseudo_user, held=held, ceiling=ceiling, refusable=refusable,
     )  # fmt: skip
 
 

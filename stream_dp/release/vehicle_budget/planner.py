@@ -62,7 +62,7 @@ UPDATE_PAYMENTS = True
 #: their price hold, together, under this share of the readings of the cells it releases:
 #: they are held in that plan (dropped from it), not in a fresh one (docs/math.md §13.3, "When
 #: the re-plans stop"). Measured on the 10^6-reading window: its first choice's 21 plans → 3,
-#: the same records released; the AIS week's rules release unchanged.
+#: the same records released; the panel's rules releases unchanged.
 SETTLE_SHARE = 0.02
 
 
@@ -96,6 +96,7 @@ def plan_budget(
     pseudo_user: bool = True,
     held: BoolArray | None = None,
     ceiling: FloatArray | None = None,
+    refusable: BoolArray | None = None,
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
@@ -113,8 +114,8 @@ def plan_budget(
 
     ``ceiling``: per cell the most ε it may take now (the release price, docs/math.md
     §13.3); a cell whose ε passes it is held too and the plan computed again, until none does
-    or those that do hold under :data:`SETTLE_SHARE` of the released cells' readings (then
-    dropped from that plan)
+    or those that do hold under :data:`SETTLE_SHARE` of the released cells' readings or
+    include a ``refusable`` cell (then dropped from that plan)
     (:func:`stream_dp.release.vehicle_budget.planner_kernel.plan_priced`: all these plans in one
     call)."""
     from stream_dp.dp.ordering import counting_sort_fits
@@ -148,5 +149,6 @@ def plan_budget(
         kept, epsilon, cap, paid, rounds, _ = kernel.plan_priced(
             *entries, dropped, np.asarray(ceiling, dtype=np.float64), top, by_histogram,
             *settings, SETTLE_SHARE,
+            np.zeros(0, dtype=bool) if refusable is None else np.asarray(refusable, dtype=bool),
         )  # fmt: skip
     return BudgetPlan(kept, epsilon, cap, paid, int(rounds))

@@ -196,3 +196,35 @@ def test_the_offline_engine_releases_held_cells_at_the_end_of_a_file() -> None:
     records = [r for rel in releases for r in rel.cells]
     # The one hour could wait eight more for a longer span, but the input ends: released.
     assert [(r["cell"], r["n_readings"]) for r in records] == [(CENTRE, 40)]
+
+
+def test_only_a_choice_that_may_be_followed_stops_its_replans_at_a_refused_cell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/math.md §13.3, "When the re-plans stop": a choice of cells that another may follow
+    plans with its finer cells refusable (a plan putting one past its price is read for its
+    refusals only); the last choice allowed plans with none, so the plan it releases is the
+    price loop's whole; without ``STOP_AT_REFUSAL`` no choice does."""
+    seen: list[list[str] | None] = []
+    real = budget_cells.budget_plan
+
+    def spy(params: Any, rooms: Any, occupancy: Any, *args: Any) -> Any:
+        refusable = args[2] if len(args) > 2 else None
+        seen.append(None if refusable is None else
+                    [occupancy.cells[g] for g in np.flatnonzero(refusable)])  # fmt: skip
+        return real(params, rooms, occupancy, *args)
+
+    monkeypatch.setattr(budget_cells, "budget_plan", spy)
+    # B (res 8) is above its one-hour price (the test above): refused, then its parent chosen.
+    hour0 = _twice([(B, f"b{v}") for v in range(20)])
+    _run(_params(), [hour0])
+    assert seen[0] == [B] and len(seen) >= 2  # refused at the first choice, chosen again
+    seen.clear()
+    monkeypatch.setattr(budget_cells, "MAX_CHOICES", 1)
+    _run(_params(), [hour0])
+    assert seen == [None]
+    seen.clear()
+    monkeypatch.setattr(budget_cells, "MAX_CHOICES", 8)
+    monkeypatch.setattr(budget_cells, "STOP_AT_REFUSAL", False)
+    _run(_params(), [hour0])
+    assert seen and all(refusable is None for refusable in seen)

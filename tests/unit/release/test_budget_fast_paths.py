@@ -283,7 +283,12 @@ def test_each_record_carries_its_own_cells_span_start() -> None:
 
 
 def _priced_plan(
-    occ: Occupancy, room: np.ndarray, ceiling: np.ndarray, one_call: bool, mp: pytest.MonkeyPatch
+    occ: Occupancy,
+    room: np.ndarray,
+    ceiling: np.ndarray,
+    one_call: bool,
+    mp: pytest.MonkeyPatch,
+    refusable: np.ndarray | None = None,
 ) -> tuple[BudgetPlan, int]:
     """:func:`~stream_dp.release.vehicle_budget.plan.budget_plan` under the release price
     ``ceiling``, in
@@ -302,7 +307,8 @@ def _priced_plan(
     mp.setattr(budget, "plan_budget", plan_counted)
     mp.setattr(budget, "vehicle_room", lambda rooms, occupancy: room)
     mp.setattr(budget, "epsilon_ceiling", lambda params, rooms, occupancy, start, due: ceiling)
-    return budget.budget_plan(params, None, occ), len(asked)  # type: ignore[arg-type]
+    plan = budget.budget_plan(params, None, occ, None, (), refusable)  # type: ignore[arg-type]
+    return plan, len(asked)
 
 
 def _roaming_prices(seed: int, short: float) -> tuple[Occupancy, np.ndarray, np.ndarray]:
@@ -338,22 +344,46 @@ def test_the_priced_plans_in_one_call_are_the_plans_one_round_at_a_time(
     assert_same(fast, oracle)
 
 
-def _over_shares(occ: Occupancy, room: np.ndarray, ceiling: np.ndarray) -> list[float]:
+def _by_hand(
+    occ: Occupancy, room: np.ndarray, ceiling: np.ndarray, plans: int = 10**6
+) -> tuple[list[float], list[np.ndarray], BudgetPlan]:
     """The release price's loop by hand (fresh plans, each holding the cells past their price
-    in the ones before): per plan, the readings of its cells past their price over those of
-    the cells it releases."""
+    in the ones before), at most ``plans`` plans: per plan, the readings of its cells past
+    their price over those of the cells it releases, and those cells; and the last plan."""
     total = occ.total_per_cell().astype(np.float64)
-    held, shares = np.zeros(len(occ.cells), dtype=bool), []
-    while True:
+    held, shares, overs = np.zeros(len(occ.cells), dtype=bool), [], []
+    for _ in range(plans):
         plan = vehicle_budget.plan_budget(
             occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0,
             min_vehicles=2, prefix_limit=16, held=held,
         )  # fmt: skip
         over = np.isfinite(plan.epsilon) & (plan.epsilon > ceiling + 1e-12)
         if not over.any():
-            return shares
+            break
         shares.append(float(total[over].sum() / total[np.isfinite(plan.epsilon)].sum()))
-        held |= over
+        overs.append(over)
+        held = held | over
+    return shares, overs, plan
+
+
+def _assert_held_in(
+    fast: BudgetPlan, last: BudgetPlan, over: np.ndarray, occ: Occupancy, room: np.ndarray,
+    ceiling: np.ndarray,
+) -> None:  # fmt: skip
+    """``fast`` is the plan ``last`` with its ``over`` cells (past their price) dropped:
+    their ε +inf and entries unkept, every other cell's ε, cap and entries as ``last`` left
+    them, every payment the sum of its kept entries' ε in entry order and within the
+    vehicle's room, and no cell left past its price."""
+    assert over.any()
+    assert np.array_equal(np.isinf(fast.epsilon), np.isinf(last.epsilon) | over)
+    assert np.array_equal(fast.epsilon[~over], last.epsilon[~over])
+    assert np.array_equal(fast.cap, last.cap)
+    assert np.array_equal(fast.kept, last.kept & ~over[occ.cell_index])
+    weights = np.where(fast.kept, fast.epsilon[occ.cell_index], 0.0)
+    summed = np.bincount(occ.vehicle_index, weights=weights, minlength=len(occ.vehicles))
+    assert fast.paid.tobytes() == summed.tobytes()
+    assert np.all(fast.paid <= room + 1e-9)
+    assert not np.any(np.isfinite(fast.epsilon) & (fast.epsilon > ceiling + 1e-12))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])
@@ -369,7 +399,7 @@ def test_the_price_loop_settles_in_the_plan_whose_cells_past_their_price_are_few
     its price."""
     occ, room, ceiling = _roaming_prices(seed, 0.3)
     monkeypatch.setattr(vehicle_budget, "SETTLE_SHARE", 0.0)
-    shares = _over_shares(occ, room, ceiling)
+    shares, _, _ = _by_hand(occ, room, ceiling)
     assert len(shares) >= 2
     # Settle in the plan before the last: its share passes the cut, every earlier one does not.
     stop = len(shares) - 2
@@ -383,24 +413,39 @@ def test_the_price_loop_settles_in_the_plan_whose_cells_past_their_price_are_few
     assert_same(fast, oracle)
     # The plan the loop stopped at, computed afresh with what the earlier plans held.
     monkeypatch.setattr(vehicle_budget, "SETTLE_SHARE", 0.0)
-    held = np.zeros(len(occ.cells), dtype=bool)
-    for _ in range(stop + 1):
-        last = vehicle_budget.plan_budget(
-            occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0,
-            min_vehicles=2, prefix_limit=16, held=held,
-        )  # fmt: skip
-        over = np.isfinite(last.epsilon) & (last.epsilon > ceiling + 1e-12)
-        held = held | over
-    assert over.any()
-    assert np.array_equal(np.isinf(fast.epsilon), np.isinf(last.epsilon) | over)
-    assert np.array_equal(fast.epsilon[~over], last.epsilon[~over])
-    assert np.array_equal(fast.cap, last.cap)
-    assert np.array_equal(fast.kept, last.kept & ~over[occ.cell_index])
-    weights = np.where(fast.kept, fast.epsilon[occ.cell_index], 0.0)
-    summed = np.bincount(occ.vehicle_index, weights=weights, minlength=len(occ.vehicles))
-    assert fast.paid.tobytes() == summed.tobytes()
-    assert np.all(fast.paid <= room + 1e-9)
-    assert not np.any(np.isfinite(fast.epsilon) & (fast.epsilon > ceiling + 1e-12))
+    _, overs, last = _by_hand(occ, room, ceiling, stop + 1)
+    _assert_held_in(fast, last, overs[stop], occ, room, ceiling)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])
+def test_the_price_loop_stops_at_the_first_plan_that_puts_a_refusable_cell_past_its_price(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``refusable`` (docs/math.md §13.3, "When the re-plans stop": the finer cells the
+    regrouping refuses): the loop stops at the first plan that puts one of them past its price,
+    and that plan's cells past their price are dropped from it, in one compiled call and one
+    plan at a time alike, bit for bit; a refusable cell no plan puts past its price stops
+    nothing."""
+    occ, room, ceiling = _roaming_prices(seed, 0.3)
+    monkeypatch.setattr(vehicle_budget, "SETTLE_SHARE", 0.0)
+    _, overs, _ = _by_hand(occ, room, ceiling)
+    assert len(overs) >= 2
+    ever = np.logical_or.reduce(overs)
+    # Refusable: one cell first past its price in the second plan, and cells never past it.
+    newly = np.flatnonzero(overs[1] & ~overs[0])
+    refusable = ~ever
+    refusable[newly[0]] = True
+    oracle, plans = _priced_plan(occ, room, ceiling, False, monkeypatch, refusable)
+    fast, calls = _priced_plan(occ, room, ceiling, True, monkeypatch, refusable)
+    assert plans == 2 and calls == 1
+    assert_same(fast, oracle)
+    _, _, last = _by_hand(occ, room, ceiling, 2)
+    _assert_held_in(fast, last, overs[1], occ, room, ceiling)
+    # Only the cells never past their price refusable: the whole loop, as without any.
+    whole, plans = _priced_plan(occ, room, ceiling, False, monkeypatch, ~ever)
+    unstopped, _ = _priced_plan(occ, room, ceiling, True, monkeypatch)
+    assert plans == len(overs) + 1
+    assert_same(whole, unstopped)
 
 
 def _first_rounds(occ: Occupancy, held: np.ndarray, more: np.ndarray) -> tuple[Any, Any, Any]:

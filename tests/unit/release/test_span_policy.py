@@ -261,7 +261,7 @@ def _released_tags(state: Any) -> list[tuple[str, float]]:
     return out
 
 
-@pytest.mark.parametrize(("seed", "span", "coarsest"), [(6, 3, 6), (10, 2, 7), (2, 4, 6)])
+@pytest.mark.parametrize(("seed", "span", "coarsest"), [(6, 3, 6), (10, 2, 7), (3, 4, 6)])
 def test_each_tagged_reading_is_released_at_most_once_and_never_also_carried(
     monkeypatch: pytest.MonkeyPatch, seed: int, span: int, coarsest: int
 ) -> None:
