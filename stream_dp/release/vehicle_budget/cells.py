@@ -57,8 +57,8 @@ BUDGET_DETAIL_SLACK = 0.3
 #: the AIS week (~1,000 readings an hour, ~8,000 in 8 hours) that is a cell of a few readings;
 #: the week's release and the 10^6-reading window's as the input's last are the same bytes
 #: with the cut-off as without it (``benchmarks/budget_digest.py``), only faster; released
-#: live (not the last window) the 10^6-reading window releases 1,592 cells with it, 1,593
-#: without.
+#: live (not the last window) the 10^6-reading window releases 1,579 cells with it or without
+#: (1,592 and 1,593 before :data:`STOP_AT_REFUSAL`).
 MIN_REFUSED_SHARE = 1e-3
 
 #: Whether a choice's regrouped pairs get their reading logs only once the choice is kept

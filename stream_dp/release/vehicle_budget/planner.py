@@ -62,7 +62,7 @@ UPDATE_PAYMENTS = True
 #: their price hold, together, under this share of the readings of the cells it releases:
 #: they are held in that plan (dropped from it), not in a fresh one (docs/math.md §13.3, "When
 #: the re-plans stop"). Measured on the 10^6-reading window: its first choice's 21 plans → 3,
-#: the same records released; the panel's rules releases unchanged.
+#: the same records released; the AIS week's release by the rules unchanged.
 SETTLE_SHARE = 0.02
 
 
