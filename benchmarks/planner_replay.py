@@ -125,11 +125,12 @@ def optimised_plan(
     span_start: np.ndarray | None = None,
     due: tuple[str, ...] = (),
     refusable: np.ndarray | None = None,
+    refuse_at: float = 0.0,
 ) -> BudgetPlan:
     """The window's plan of ``occupancy``'s cells chosen by the optimiser (module docstring);
     the signature of ``release.vehicle_budget.plan.budget_plan``. ``span_start`` is None when
     no release price applies: with the profile's spans, at the input's last window; no price
-    loop runs here, so ``refusable`` (which cells would stop one) changes nothing."""
+    loop runs here, so ``refusable`` and ``refuse_at`` (what would stop one) change nothing."""
     window_start, last = rooms.window_start, span_start is None
     room = budget.vehicle_room(rooms, occupancy)
     n_cells, share = len(occupancy.cells), 1.0 - params.variance_share

@@ -74,7 +74,7 @@ class PrivacyAccountant:
     #: The last pass of :meth:`_read_entries`: its inputs and result. The plan's check and the
     #: window's charge read the same entries of the same cells when every planned cell is
     #: released, so the charge reuses the check's pass (one pass over 10^6 entries: ~4 ms).
-    _last_read: list[object] = field(default_factory=list, compare=False, repr=False)
+    _last_read: list[object] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.per_cell is not None:

@@ -67,10 +67,10 @@ MIN_REFUSED_SHARE = 1e-3
 LAZY_READINGS = True
 
 #: Whether a choice that may be followed by another stops its release price's re-plans at the
-#: first plan putting a finer cell past its price: that cell is refused and the cells chosen
-#: again, so the plan is read for its refusals only (released as it stands, as a settled
-#: plan, only when they are too few to choose again; docs/math.md §13.3, "When the re-plans
-#: stop"); the tests switch it off to compare.
+#: first plan putting finer cells past their price enough to choose again (at least
+#: :data:`MIN_REFUSED_SHARE` of the chosen cells' readings): they are refused and the cells
+#: chosen again, so the stopped plan is read for its refusals only, never released
+#: (docs/math.md §13.3, "When the re-plans stop"); the tests switch it off to compare.
 STOP_AT_REFUSAL = True
 
 
@@ -124,7 +124,8 @@ def budget_regroup(
         span_start = _unit_starts(adaptive, observed_start, chosen)
         fine = adaptive.resolution[chosen] > coarsest  # the columns' cells are its names
         refusable = fine if STOP_AT_REFUSAL and n_choice < MAX_CHOICES - 1 else None
-        plan = budget_plan(params, rooms, occupancy, span_start, due, refusable)
+        plan = budget_plan(params, rooms, occupancy, span_start, due, refusable,
+                           _refused_enough(occupancy))  # fmt: skip
         drop = np.flatnonzero(plan.dropped & fine)  # dropped or priced out (+inf ε)
         cache.keep_choice(regrouped, pairs, plan)  # the select stage's
         if not len(drop) or _too_few_to_choose_again(occupancy, drop):
@@ -210,6 +211,12 @@ def _unit_starts(
     inside = chosen.unit_of_cell >= 0
     np.minimum.at(unit_start, chosen.unit_of_cell[inside], observed_start[inside])
     return unit_start[cells]
+
+
+def _refused_enough(occupancy: Occupancy) -> float:
+    """The readings refused cells must hold for the cells to be chosen again: the least that
+    :func:`_too_few_to_choose_again` lets through (public counts)."""
+    return MIN_REFUSED_SHARE * float(occupancy.total_per_cell().sum())
 
 
 def _too_few_to_choose_again(occupancy: Occupancy, drop: np.ndarray) -> bool:

@@ -86,6 +86,7 @@ def budget_plan(
     span_start: np.ndarray | None = None,
     due: tuple[str, ...] = (),
     refusable: np.ndarray | None = None,
+    refuse_at: float = 0.0,
 ) -> BudgetPlan:
     """The window's per-cell ε and sit-outs
     (:func:`~stream_dp.release.vehicle_budget.planner.plan_budget`);
@@ -93,9 +94,10 @@ def budget_plan(
     and the plan computed again (each round drops at least one cell more, so at most one round
     per cell; all rounds in one compiled call, :data:`PLAN_IN_ONE_CALL`), until none passes it
     or those that do are few (:data:`~stream_dp.release.vehicle_budget.planner.SETTLE_SHARE`)
-    or one of them is ``refusable`` (per cell: the regrouping refuses it and chooses the cells
-    again, so this plan is not the one released); those are then dropped from that plan
-    (docs/math.md §13.3, "When the re-plans stop"). Unchecked: the
+    or ``refusable`` ones among them hold at least ``refuse_at`` readings (per cell: the
+    regrouping refuses them and chooses the cells again, so this plan is not the one
+    released); those are then dropped from that plan (docs/math.md §13.3, "When the re-plans
+    stop"). Unchecked: the
     release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
     prices its cells with. ``span_start``: per cell the start of its span, None when no
     release price applies (:func:`prices_spans`); ``due``: the pool's due units
@@ -103,14 +105,14 @@ def budget_plan(
     room = vehicle_room(rooms, occupancy)
     ceiling = epsilon_ceiling(params, rooms, occupancy, span_start, due)
     if ceiling is None or PLAN_IN_ONE_CALL:
-        return _plan(params, occupancy, room, None, ceiling, refusable)
+        return _plan(params, occupancy, room, None, ceiling, (refusable, refuse_at))
     held: np.ndarray | None = None
     while True:  # the one call's oracle: each round a fresh plan
         plan = _plan(params, occupancy, room, held, None)
         over = _over(plan, ceiling)
         if not over.any():
             return plan
-        if _settled(occupancy, plan, over) or (refusable is not None and (over & refusable).any()):
+        if _settled(occupancy, plan, over) or _refused(occupancy, over, refusable, refuse_at):
             return _held_in(occupancy, plan, over)
         held = over if held is None else held | over
 
@@ -121,15 +123,17 @@ def _plan(
     room: np.ndarray,
     held: np.ndarray | None,
     ceiling: np.ndarray | None,
-    refusable: np.ndarray | None = None,
+    refusal: tuple[np.ndarray | None, float] = (None, 0.0),
 ) -> BudgetPlan:
-    """:func:`~stream_dp.release.vehicle_budget.planner.plan_budget` with the window's settings."""
+    """:func:`~stream_dp.release.vehicle_budget.planner.plan_budget` with the window's settings
+    (``refusal``: its ``refusable`` and ``refuse_at``)."""
     return plan_budget(
         occupancy, room, target=float(params.target_mean_error or 0.0), upper=params.upper,
         variance_share=params.variance_share, max_cell_epsilon=budget_mode(params).burst,
         min_vehicles=params.min_vehicles,
         prefix_limit=params.prefix_limit if params.pseudo_user else None,
-        pseudo_user=params.pseudo_user, held=held, ceiling=ceiling, refusable=refusable,
+        pseudo_user=params.pseudo_user, held=held, ceiling=ceiling, refusable=refusal[0],
+        refuse_at=refusal[1],
     )  # fmt: skip
 
 
@@ -145,6 +149,17 @@ def _settled(occupancy: Occupancy, plan: BudgetPlan, over: np.ndarray) -> bool:
     total = occupancy.total_per_cell().astype(np.float64)
     live = total[np.isfinite(plan.epsilon)].sum()
     return bool(total[over].sum() < planner.SETTLE_SHARE * live)
+
+
+def _refused(
+    occupancy: Occupancy, over: np.ndarray, refusable: np.ndarray | None, refuse_at: float
+) -> bool:
+    """Whether the ``refusable`` cells among the ``over`` ones hold readings, at least
+    ``refuse_at`` of them (the compiled loop's stop at a refusal)."""
+    if refusable is None:
+        return False
+    refused = float(occupancy.total_per_cell()[over & refusable].sum())
+    return refused > 0.0 and refused >= refuse_at
 
 
 def _held_in(occupancy: Occupancy, plan: BudgetPlan, over: np.ndarray) -> BudgetPlan:

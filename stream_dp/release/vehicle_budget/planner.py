@@ -97,6 +97,7 @@ def plan_budget(
     held: BoolArray | None = None,
     ceiling: FloatArray | None = None,
     refusable: BoolArray | None = None,
+    refuse_at: float = 0.0,
 ) -> BudgetPlan:
     """The window's per-cell ε, caps and sit-outs for vehicles that may spend ``room``
     (indexed like ``occupancy.vehicles``) (module docstring); ``held`` cells are not
@@ -115,7 +116,8 @@ def plan_budget(
     ``ceiling``: per cell the most ε it may take now (the release price, docs/math.md
     §13.3); a cell whose ε passes it is held too and the plan computed again, until none does
     or those that do hold under :data:`SETTLE_SHARE` of the released cells' readings or
-    include a ``refusable`` cell (then dropped from that plan)
+    include ``refusable`` cells of at least ``refuse_at`` readings (then dropped from that
+    plan)
     (:func:`stream_dp.release.vehicle_budget.planner_kernel.plan_priced`: all these plans in one
     call)."""
     from stream_dp.dp.ordering import counting_sort_fits
@@ -146,9 +148,12 @@ def plan_budget(
     else:
         if len(ceiling) != n_cells:
             raise ValueError(f"ceiling has {len(ceiling)} values for {n_cells} cells")
+        if refusable is not None and len(refusable) not in (0, n_cells):
+            raise ValueError(f"refusable has {len(refusable)} values for {n_cells} cells")
         kept, epsilon, cap, paid, rounds, _ = kernel.plan_priced(
             *entries, dropped, np.asarray(ceiling, dtype=np.float64), top, by_histogram,
             *settings, SETTLE_SHARE,
             np.zeros(0, dtype=bool) if refusable is None else np.asarray(refusable, dtype=bool),
+            float(refuse_at),
         )  # fmt: skip
     return BudgetPlan(kept, epsilon, cap, paid, int(rounds))

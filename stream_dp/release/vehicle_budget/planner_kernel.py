@@ -463,12 +463,14 @@ def plan_priced(
     update: bool,
     settle: float,
     refusable: np.ndarray,
+    refuse_at: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:  # pragma: no cover
     """The release price's loop (docs/math.md §13.3) in one call: :func:`plan_rounds` with
     ``held`` (updated) cells held, the cells whose ε passes their ``ceiling`` (+ 1e-12) added
     to ``held`` and the plan computed again from scratch, until none does, or until those
-    that do hold under ``settle`` of the readings of the cells the plan releases or include a
-    ``refusable`` cell (per cell; empty: none): they are then dropped from that plan
+    that do hold under ``settle`` of the readings of the cells the plan releases or include
+    ``refusable`` cells (per cell; empty: none) of at least ``refuse_at`` readings in all:
+    they are then dropped from that plan
     (:func:`hold_in_plan`, docs/math.md §13.3, "When the re-plans stop"). The same plans as
     one :func:`plan_rounds` call per round (each a fresh plan: the layout is a function of
     the occupancy alone, so it is built once and each plan starts from a copy of its
@@ -527,7 +529,7 @@ def plan_priced(
             cell_start, vehicle, total, room, fresh, start, exact, checked, costing, rounding,
             max_epsilon, min_vehicles, few, exact, scratch,
         )  # fmt: skip
-        n_over, over_readings, live_readings, refused = 0, 0.0, 0.0, False
+        n_over, over_readings, live_readings, refused = 0, 0.0, 0.0, 0.0
         for g in range(len(epsilon)):
             if np.isfinite(epsilon[g]):
                 live_readings += total[g]
@@ -535,10 +537,12 @@ def plan_priced(
                     held[g] = True
                     n_over += 1
                     over_readings += total[g]
-                    refused = refused or (len(refusable) > 0 and refusable[g])
+                    if len(refusable) > 0 and refusable[g]:
+                        refused += total[g]
         if n_over == 0:
             return kept, epsilon, cap, paid, rounds, plans
-        if refused or over_readings < settle * live_readings:  # held in this plan
+        stop = refused > 0.0 and refused >= refuse_at
+        if stop or over_readings < settle * live_readings:  # held in this plan
             hold_in_plan(cell_start, vehicle, held, kept, epsilon, paid)
             return kept, epsilon, cap, paid, rounds, plans
         drop_held(base, held, (cell_start, vehicle, run_start, run_count, total), exact)

@@ -210,6 +210,8 @@ def test_only_a_choice_that_may_be_followed_stops_its_replans_at_a_refused_cell(
 
     def spy(params: Any, rooms: Any, occupancy: Any, *args: Any) -> Any:
         refusable = args[2] if len(args) > 2 else None
+        total = float(occupancy.total_per_cell().sum())
+        assert refusable is None or args[3] == budget_cells.MIN_REFUSED_SHARE * total
         seen.append(None if refusable is None else
                     [occupancy.cells[g] for g in np.flatnonzero(refusable)])  # fmt: skip
         return real(params, rooms, occupancy, *args)
@@ -225,6 +227,18 @@ def test_only_a_choice_that_may_be_followed_stops_its_replans_at_a_refused_cell(
     assert seen == [None]
     seen.clear()
     monkeypatch.setattr(budget_cells, "MAX_CHOICES", 8)
+    # Refusals too few to choose again do not stop the loop: the one plan is the whole loop's,
+    # and it is released (as without the stop).
+    monkeypatch.setattr(budget_cells, "MIN_REFUSED_SHARE", 1.01)
+    stopped = _run(_params(), [hour0])
+    assert seen == [[B]]
+    seen.clear()
     monkeypatch.setattr(budget_cells, "STOP_AT_REFUSAL", False)
+    whole = _run(_params(), [hour0])
+    assert seen == [None]
+    assert _shapes(stopped[0]) == _shapes(whole[0])
+    assert stopped[0].summary["readings_held"] == whole[0].summary["readings_held"] > 0
+    seen.clear()
+    monkeypatch.setattr(budget_cells, "MIN_REFUSED_SHARE", 1e-3)
     _run(_params(), [hour0])
     assert seen and all(refusable is None for refusable in seen)

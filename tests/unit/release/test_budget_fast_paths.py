@@ -289,6 +289,7 @@ def _priced_plan(
     one_call: bool,
     mp: pytest.MonkeyPatch,
     refusable: np.ndarray | None = None,
+    refuse_at: float = 0.0,
 ) -> tuple[BudgetPlan, int]:
     """:func:`~stream_dp.release.vehicle_budget.plan.budget_plan` under the release price
     ``ceiling``, in
@@ -307,7 +308,7 @@ def _priced_plan(
     mp.setattr(budget, "plan_budget", plan_counted)
     mp.setattr(budget, "vehicle_room", lambda rooms, occupancy: room)
     mp.setattr(budget, "epsilon_ceiling", lambda params, rooms, occupancy, start, due: ceiling)
-    plan = budget.budget_plan(params, None, occ, None, (), refusable)  # type: ignore[arg-type]
+    plan = budget.budget_plan(params, None, occ, None, (), refusable, refuse_at)  # type: ignore[arg-type]
     return plan, len(asked)
 
 
@@ -417,6 +418,17 @@ def test_the_price_loop_settles_in_the_plan_whose_cells_past_their_price_are_few
     _assert_held_in(fast, last, overs[stop], occ, room, ceiling)
 
 
+def test_refusable_cells_of_another_length_are_refused_in_one_line() -> None:
+    """The compiled loop reads ``refusable`` per cell, unchecked: a mask of another length
+    than the cells (and not empty) is a ValueError naming it."""
+    occ, room, ceiling = _roaming_prices(0, 0.3)
+    with pytest.raises(ValueError, match="refusable has 3 values for 60 cells"):
+        vehicle_budget.plan_budget(
+            occ, room, target=T, upper=U, variance_share=0.0, max_cell_epsilon=2.0,
+            min_vehicles=2, prefix_limit=16, ceiling=ceiling, refusable=np.ones(3, dtype=bool),
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("seed", [0, 1, 5, 6, 7, 12])
 def test_the_price_loop_stops_at_the_first_plan_that_puts_a_refusable_cell_past_its_price(
     seed: int, monkeypatch: pytest.MonkeyPatch
@@ -446,6 +458,13 @@ def test_the_price_loop_stops_at_the_first_plan_that_puts_a_refusable_cell_past_
     unstopped, _ = _priced_plan(occ, room, ceiling, True, monkeypatch)
     assert plans == len(overs) + 1
     assert_same(whole, unstopped)
+    # ``refuse_at``: the refused cell's readings are enough to stop (at least), one more is not.
+    readings = float(occ.total_per_cell()[newly[0]])
+    for one_call in (False, True):
+        at, _ = _priced_plan(occ, room, ceiling, one_call, monkeypatch, refusable, readings)
+        assert_same(at, fast)
+        above, _ = _priced_plan(occ, room, ceiling, one_call, monkeypatch, refusable, readings + 1)
+        assert_same(above, unstopped)
 
 
 def _first_rounds(occ: Occupancy, held: np.ndarray, more: np.ndarray) -> tuple[Any, Any, Any]:

@@ -170,6 +170,11 @@ def test_a_charge_by_own_shares_reuses_the_checks_pass_only_for_equal_shares(
     counts[:] = halved.kept_count
     changed, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite, None, in_place))
     assert changed.losses is not None and changed.losses.tobytes() == fresh.losses.tobytes()
+    # The same entries and cells without own shares (each vehicle the whole ε): another pass.
+    passes.clear()
+    whole, _ = accountant.charge(3600, WindowReads(occ, plan.kept, finite))
+    assert len(passes) == 1 and whole.losses is not None
+    assert whole.losses.sum() > loss.losses.sum()
 
 
 @pytest.mark.parametrize("seed", range(4))
