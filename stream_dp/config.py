@@ -58,7 +58,7 @@ DEFAULT_MAX_SPAN_HOURS = 8
 #: pooled pairs a window, the simulated city's rush hour) it takes 0.8-1.4x the rules' time
 #: (the city day: 0.96x the fixed-epsilon release); on the 1M-reading window (551,916 pairs)
 #: 4.4-4.6x the fixed-epsilon release where the rules took 1.4-2.0x (the same runs, by machine;
-#: 1.25-1.37x since their re-plans stop sooner, docs/math.md §13.3).
+#: 1.32-1.35x since their re-plans stop sooner, docs/math.md §13.3).
 OPTIMISER_MAX_PAIRS = 200_000
 #: The budget profile (docs/configuration.md, "Defaults"): each vehicle loses at most B over
 #: any period, B and the period as the settings' defaults.

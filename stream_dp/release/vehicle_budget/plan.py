@@ -97,11 +97,10 @@ def budget_plan(
     or ``refusable`` ones among them hold at least ``refuse_at`` readings (per cell: the
     regrouping refuses them and chooses the cells again, so this plan is not the one
     released); those are then dropped from that plan (docs/math.md §13.3, "When the re-plans
-    stop"). Unchecked: the
-    release checks the plan it keeps (:func:`check_plan`), not the ones the regrouping only
-    prices its cells with. ``span_start``: per cell the start of its span, None when no
-    release price applies (:func:`prices_spans`); ``due``: the pool's due units
-    (:func:`epsilon_ceiling`)."""
+    stop"). Unchecked: the release checks the plan it keeps (:func:`check_plan`), not the
+    ones the regrouping only prices its cells with. ``span_start``: per cell the start of its
+    span, None when no release price applies (:func:`prices_spans`); ``due``: the pool's due
+    units (:func:`epsilon_ceiling`)."""
     room = vehicle_room(rooms, occupancy)
     ceiling = epsilon_ceiling(params, rooms, occupancy, span_start, due)
     if ceiling is None or PLAN_IN_ONE_CALL:
