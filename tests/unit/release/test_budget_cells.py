@@ -202,9 +202,10 @@ def test_only_a_choice_that_may_be_followed_stops_its_replans_at_a_refused_cell(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """docs/math.md §13.3, "When the re-plans stop": a choice of cells that another may follow
-    plans with its finer cells refusable (a plan putting one past its price is read for its
-    refusals only); the last choice allowed plans with none, so the plan it releases is the
-    price loop's whole; without ``STOP_AT_REFUSAL`` no choice does."""
+    plans with its finer cells refusable (a plan putting enough of them past their price to
+    choose again is read for its refusals only); the last choice allowed plans with none, so
+    the plan it releases is the price loop's whole; without ``STOP_AT_REFUSAL`` no choice
+    does."""
     seen: list[list[str] | None] = []
     real = budget_cells.budget_plan
 
