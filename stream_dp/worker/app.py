@@ -22,7 +22,7 @@ from stream_dp.kafka.connection import KafkaConnection
 from stream_dp.kafka.service_topics import service_topic_partitions
 from stream_dp.worker.batch_consumer import ReadingsConsumer
 from stream_dp.worker.broker_health import BrokerHealth
-from stream_dp.worker.idle_rule import UNKNOWN_INPUT, InputState
+from stream_dp.worker.idle_rule import TICK_SECONDS, UNKNOWN_INPUT, InputState
 from stream_dp.worker.log_setup import RejectedReadingsLog
 from stream_dp.worker.metrics import ServiceMetrics
 from stream_dp.worker.runtime import EXIT_FAILED, WorkerRuntime
@@ -79,7 +79,7 @@ def build_app(settings: Settings, conn: KafkaConnection, noise: LaplaceNoise) ->
 
     input_state = _register_batch_ingest(app, runtime)
 
-    @app.timer(1.0)
+    @app.timer(TICK_SECONDS)
     async def idle_and_progress() -> None:
         if not runtime.started.is_set() or runtime.ingest is None:
             return

@@ -7,7 +7,9 @@ the broker. The rule is evidence-based: a partition is idle only when the broker
 kept confirming, by successful fetches without a break, for ``idle_close_seconds``, that
 nothing more is there. A broker that is unreachable (no fetch answered), a failed fetch, or
 a high watermark remembered from before an outage confirms nothing, so it never closes a
-window: readings produced during an outage arrive afterwards and are counted, not late.
+window: readings produced during an outage arrive afterwards and are counted, not late. That
+holds too when no observation fell inside the outage (the timer itself waited on the broker
+through it): two confirmations further apart than :func:`unseen_limit` restart the span.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ STALE_FACTOR = 10
 #: quiet span. A caught-up consumer is answered every fetch wait (0.5 s by default).
 CONFIRM_GAP_FRACTION = 0.5
 MAX_CONFIRM_GAP_S = 2.0
+#: How often the ingest's timer observes each partition (seconds).
+TICK_SECONDS = 1.0
 
 
 class InputState(NamedTuple):
@@ -83,6 +87,8 @@ class IdleDecision:
     #: The broker confirmed an end below what this partition already applied: its log was
     #: lost or truncated (e.g. an empty broker came back). Never idle; the caller reports it.
     input_lost: bool = False
+    #: The confirmation this decision read (None: none fresh), to carry to the next call.
+    confirmed_at: float | None = None
 
 
 def confirm_gap(idle_close_seconds: float) -> float:
@@ -90,17 +96,29 @@ def confirm_gap(idle_close_seconds: float) -> float:
     return min(idle_close_seconds * CONFIRM_GAP_FRACTION, MAX_CONFIRM_GAP_S)
 
 
+def unseen_limit(idle_close_seconds: float) -> float:
+    """The longest time between the confirmations two successive observations read that
+    still counts as quiet: the freshness allowed at each (:func:`confirm_gap`) plus one
+    tick. Longer, and no observation saw what the broker did in between (the observer was
+    held up, e.g. waiting on a paused broker), so the span restarts."""
+    return confirm_gap(idle_close_seconds) + TICK_SECONDS
+
+
 def decide_idle(
-    obs: InputObservation, quiet_since: float | None, idle_close_seconds: float
+    obs: InputObservation,
+    quiet_since: float | None,
+    idle_close_seconds: float,
+    last_confirmed_at: float | None = None,
 ) -> IdleDecision:
     """Idle iff, for ``idle_close_seconds`` (``FETCHED_FACTOR``/``STALE_FACTOR`` times that
     for the weaker evidence), every observation found a fresh fetch confirmation showing the
     partition's input all applied, and nothing was applied meanwhile.
 
-    ``quiet_since`` is the previous decision's value (None at first): the first fresh
-    confirmation starts the span, a stale or missing confirmation ends it, readings applied
-    restart it. The span counts up to the latest confirmation, not to ``now``: the moments
-    since then are not confirmed yet.
+    ``quiet_since`` and ``last_confirmed_at`` are the previous decision's ``quiet_since``
+    and ``confirmed_at`` (None at first): the first fresh confirmation starts the span, a
+    stale or missing confirmation ends it, a confirmation more than :func:`unseen_limit`
+    after the previous one restarts it, readings applied restart it. The span counts up to
+    the latest confirmation, not to ``now``: the moments since then are not confirmed yet.
     """
     fresh = obs.fetched_at is not None and obs.now - obs.fetched_at <= confirm_gap(
         idle_close_seconds
@@ -108,16 +126,20 @@ def decide_idle(
     if not fresh or obs.end is None:
         return IdleDecision(False, None)
     if obs.end < obs.applied_next:
-        return IdleDecision(False, None, input_lost=True)
+        return IdleDecision(False, None, input_lost=True, confirmed_at=obs.fetched_at)
     applied_all = obs.end <= obs.applied_next
     fetched_all = obs.position is not None and obs.position >= obs.end
     confirmed_at = obs.fetched_at
     assert confirmed_at is not None  # fresh
-    since = max(confirmed_at if quiet_since is None else quiet_since, obs.last_applied_at)
+    unseen = last_confirmed_at is not None and confirmed_at - last_confirmed_at > unseen_limit(
+        idle_close_seconds
+    )
+    start = confirmed_at if quiet_since is None or unseen else quiet_since
+    since = max(start, obs.last_applied_at)
     quiet = confirmed_at - since  # confirmed by the broker, not merely elapsed
     idle = (
         (applied_all and quiet >= idle_close_seconds)
         or (fetched_all and quiet >= idle_close_seconds * FETCHED_FACTOR)
         or quiet >= idle_close_seconds * STALE_FACTOR
     )
-    return IdleDecision(idle, since)
+    return IdleDecision(idle, since, confirmed_at=confirmed_at)

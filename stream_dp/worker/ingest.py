@@ -336,8 +336,10 @@ class IngestProcessor:
                     ),
                     runtime.quiet_since,
                     self.settings.idle_close_seconds,
+                    runtime.confirmed_at,
                 )
                 runtime.quiet_since = decision.quiet_since
+                runtime.confirmed_at = decision.confirmed_at
                 if seen.end is not None:
                     lag = max(0, seen.end - runtime.applied_offset - 1)
                     self.metrics.consumer_lag.labels(str(partition)).set(lag)

@@ -41,6 +41,8 @@ class PartitionRuntime:
     checkpoints: CheckpointTracker = field(default_factory=CheckpointTracker)
     #: Start of the span over which the broker kept confirming there is nothing more to read.
     quiet_since: float | None = None
+    #: The broker's confirmation the last idle decision read (``IdleDecision.confirmed_at``).
+    confirmed_at: float | None = None
 
 
 class Revoked(Exception):

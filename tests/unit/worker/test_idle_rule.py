@@ -11,6 +11,7 @@ from stream_dp.worker.idle_rule import (
     confirm_gap,
     decide_idle,
     input_state_from,
+    unseen_limit,
 )
 
 IDLE = 3.0
@@ -29,10 +30,10 @@ def observe(now, *, fetched_at=None, end=10, position=None, applied_next=10, las
 
 def run(observations):
     """Feed the observations in order, carrying the quiet span; return every decision."""
-    since, out = None, []
+    since, confirmed, out = None, None, []
     for obs in observations:
-        decision = decide_idle(obs, since, IDLE)
-        since = decision.quiet_since
+        decision = decide_idle(obs, since, IDLE, confirmed)
+        since, confirmed = decision.quiet_since, decision.confirmed_at
         out.append(decision)
     return out
 
@@ -55,6 +56,23 @@ def test_an_outage_restarts_the_quiet_span():
     decisions = run([*before, *paused, *after])
     assert [d.idle for d in decisions] == [False] * 9 + [True]
     assert decisions[6].quiet_since == 7.0
+
+
+def test_an_outage_no_observation_saw_restarts_the_quiet_span():
+    """The observer itself waited through the pause (its timer blocked on the broker): the
+    first confirmation after it is fresh and the end it reports is all applied, but the 9
+    seconds before it were never confirmed."""
+    decisions = run(observe(t) for t in (1.0, 2.0, 11.0, 12.0, 13.0, 14.0))
+    assert [d.idle for d in decisions] == [False, False, False, False, False, True]
+    assert decisions[2].quiet_since == 11.0 and decisions[2].confirmed_at == 11.0
+
+
+@pytest.mark.parametrize(("gap", "restarts"), [(unseen_limit(IDLE), False), (2.6, True)])
+def test_a_late_observation_restarts_the_span_only_past_the_unseen_limit(gap, restarts):
+    assert unseen_limit(IDLE) == 2.5
+    decisions = run(observe(t) for t in (1.0, 1.0 + gap, 4.0))
+    assert decisions[1].quiet_since == (1.0 + gap if restarts else 1.0)
+    assert decisions[2].idle is not restarts
 
 
 def test_a_failed_fetch_or_unknown_end_is_not_evidence():

@@ -79,6 +79,24 @@ def test_a_stale_confirmation_never_closes_a_window():
     assert ingest.partitions[0].quiet_since is None  # the outage ended the quiet span
 
 
+def test_a_tick_held_up_through_an_outage_does_not_count_it_as_quiet():
+    """The last confirmation the timer read was 6 s ago, just before the broker paused, and
+    the timer waited on the broker since: the fresh confirmation after the pause restarts the
+    span instead of closing the windows on 6 s nobody confirmed."""
+    ingest, calls = processor(applied_offset=9, quiet_for=6.0, with_open_window=True)
+    confirmed_quiet(ingest, 6.0)
+    ingest.partitions[0].confirmed_at = time.monotonic() - 6.0
+    tick(ingest, end=10)
+    assert calls == [("progress", ingest.partitions[0].state.watermark)]
+    runtime = ingest.partitions[0]
+    assert runtime.quiet_since == runtime.confirmed_at > time.monotonic() - 1.0
+    confirmed_quiet(ingest, 6.0)  # the broker then confirmed 6 s, observed every tick
+    runtime.confirmed_at = time.monotonic() - 0.5
+    calls.clear()
+    tick(ingest, end=10)
+    assert calls == [("close", [0], True)]
+
+
 def test_an_end_below_what_was_applied_is_reported_as_lost_input():
     ingest, calls = processor(applied_offset=99, quiet_for=600.0, with_open_window=True)
     confirmed_quiet(ingest, 600.0)
